@@ -1,0 +1,120 @@
+"""File helpers shared by every stage: atomic writes, checked JSONL reading, checksums.
+
+No stage writes an output file in place: each writes to a temporary file beside the target and
+renames it, so an interrupted run never leaves a half-written file that a later step would trust.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class InputError(ValueError):
+    """Bad input data; the message names the file and, where known, the line."""
+
+    def __init__(self, path: "str | Path", message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@contextlib.contextmanager
+def atomic_path(target: "str | Path") -> Iterator[Path]:
+    """Yield a temporary path next to `target`; rename it onto `target` only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text_atomic(target: "str | Path", text: str) -> Path:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(target)
+
+
+def write_json_atomic(target: "str | Path", obj: Any) -> Path:
+    return write_text_atomic(target, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_parquet_atomic(frame: Any, target: "str | Path") -> Path:
+    """Write a polars or pandas DataFrame to parquet atomically."""
+    with atomic_path(target) as tmp:
+        if hasattr(frame, "write_parquet"):  # polars
+            frame.write_parquet(tmp)
+        else:  # pandas
+            frame.to_parquet(tmp, index=False)
+    return Path(target)
+
+
+def open_text(path: "str | Path"):
+    """Open a text file, transparently gunzipping `.gz`; bytes are decoded strictly as UTF-8."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="strict")
+    return open(path, encoding="utf-8", errors="strict")
+
+
+def iter_jsonl(path: "str | Path", required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line of a JSONL(.gz) file.
+
+    Raises InputError naming the file and line for non-UTF-8 bytes, malformed JSON, a line that
+    is not an object, or a missing required field.
+    """
+    path = Path(path)
+    # Read bytes so that a decoding error can be tied to its line instead of a buffer offset.
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", lineno) from None
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"malformed JSON: {exc.msg} (column {exc.colno})", lineno) from None
+            if not isinstance(obj, dict):
+                raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", lineno)
+            missing = [key for key in required if key not in obj]
+            if missing:
+                raise InputError(path, f"missing required field(s) {missing}", lineno)
+            yield lineno, obj
+
+
+def sha256_file(path: "str | Path", chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_tree(path: "str | Path") -> str:
+    """Checksum of a file, or of every file under a directory (relative names and contents)."""
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(child.relative_to(path)).encode())
+        digest.update(sha256_file(child).encode())
+    return digest.hexdigest()

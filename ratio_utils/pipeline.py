@@ -1,0 +1,135 @@
+"""Run the notebooks in order with papermill (what `run_all.sh` calls).
+
+Each notebook is executed into runs/<run-id>/ so a reviewer can open the executed copy. Every
+notebook receives `params_file` and, when the params file fans it out, one value per fan-out key
+(`pipeline.fanout` in the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
+A failing notebook stops the run with its name and the failing cell; the wall time of each
+notebook is printed at the end and written to runs/<run-id>/timings.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import itertools
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import REPO_ROOT, load_config
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+KERNEL_NAME = "ratio"
+
+
+@dataclass(frozen=True)
+class NotebookJob:
+    notebook: Path
+    parameters: dict
+
+    @property
+    def number(self) -> str:
+        return self.notebook.name[:2]
+
+    @property
+    def output_name(self) -> str:
+        suffix = "".join(f"__{k}={v}" for k, v in sorted(self.parameters.items()) if k != "params_file")
+        return f"{self.notebook.stem}{suffix}.ipynb"
+
+
+def discover_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb") if p.is_file())
+
+
+def plan_jobs(params_file: Path, fanout: dict, only: set[str] | None, start: str | None) -> list[NotebookJob]:
+    jobs = []
+    for notebook in discover_notebooks():
+        number = notebook.name[:2]
+        if only and number not in only:
+            continue
+        if start and number < start:
+            continue
+        spec = fanout.get(notebook.stem) or fanout.get(number) or {}
+        keys = sorted(spec)
+        for values in itertools.product(*(spec[k] if isinstance(spec[k], list) else [spec[k]] for k in keys)):
+            jobs.append(NotebookJob(notebook, {"params_file": str(params_file), **dict(zip(keys, values))}))
+    return jobs
+
+
+def execute(job: NotebookJob, out_dir: Path) -> float:
+    import papermill
+
+    started = time.perf_counter()
+    papermill.execute_notebook(
+        str(job.notebook),
+        str(out_dir / job.output_name),
+        parameters=job.parameters,
+        kernel_name=KERNEL_NAME,
+        cwd=str(REPO_ROOT),
+        progress_bar=False,
+        log_output=False,
+    )
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
+    parser.add_argument("--from", dest="start", metavar="NN", help="start at notebook NN (e.g. 05)")
+    parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
+    parser.add_argument("--run-id", help="folder name under runs/ (default: <params name>-<timestamp>)")
+    parser.add_argument("--list", action="store_true", help="print the planned notebook runs and exit")
+    args = parser.parse_args(argv)
+
+    cfg = load_config(args.params)
+    params_file = cfg.source
+    fanout = cfg.section("pipeline").get("fanout", {})
+    only = {n.zfill(2) for n in args.only} if args.only else None
+    jobs = plan_jobs(params_file, fanout, only, args.start.zfill(2) if args.start else None)
+    if not jobs:
+        print("no notebook matches the selection", file=sys.stderr)
+        return 2
+    if args.list:
+        for job in jobs:
+            print(job.output_name)
+        return 0
+
+    run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out_dir = REPO_ROOT / "runs" / run_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"params: {params_file}\noutputs under: {cfg.paths.root}\nexecuted notebooks: {out_dir}")
+    timings: list[tuple[str, float]] = []
+    try:
+        for job in jobs:
+            print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name} ...", flush=True)
+            timings.append((job.output_name, execute(job, out_dir)))
+            print(f"    done in {timings[-1][1]:.1f}s", flush=True)
+    except Exception as exc:  # papermill's PapermillExecutionError carries the failing cell
+        cell = getattr(exc, "exec_count", None)
+        print(
+            f"\nFAILED: {job.output_name} (cell {cell if cell is not None else '?'}): "
+            f"{getattr(exc, 'ename', type(exc).__name__)}: {getattr(exc, 'evalue', exc)}\n"
+            f"executed copy with the traceback: {out_dir / job.output_name}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        _report_timings(timings, out_dir)
+    return 0
+
+
+def _report_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
+    if not timings:
+        return
+    lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
+    (out_dir / "timings.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    width = max(len(name) for name, _ in timings)
+    print("\nwall time per notebook:")
+    for name, seconds in timings:
+        print(f"  {name:<{width}}  {seconds:7.1f}s")
+    print(f"  {'total':<{width}}  {sum(s for _, s in timings):7.1f}s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

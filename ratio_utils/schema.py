@@ -1,0 +1,172 @@
+"""The one definition of each shared concept: moves, splits, marker groups, ids and columns.
+
+Every stage imports these names instead of spelling strings itself, so a column rename or a
+new move is a change in one place.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+
+
+class Move(str, enum.Enum):
+    """An ideation move (paper §3). The value is the lower-case name used in paths and columns."""
+
+    ADDRESS = "address"
+    BROADEN = "broaden"
+    SPECIFY = "specify"
+
+    @classmethod
+    def parse(cls, value: "str | Move") -> "Move":
+        """Accept `Move.ADDRESS`, 'address' or 'ADDRESS'; anything else is a clear error."""
+        if isinstance(value, Move):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown move {value!r}; expected one of {[m.value for m in cls]}") from None
+
+
+class Split(str, enum.Enum):
+    """A benchmark split. SILVER is the judge-filtered subset of TEST (paper §4.3)."""
+
+    TRAIN = "train"
+    VALIDATION = "validation"
+    TEST = "test"
+    SILVER = "silver"
+
+    @classmethod
+    def parse(cls, value: "str | Split") -> "Split":
+        if isinstance(value, Split):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown split {value!r}; expected one of {[s.value for s in cls]}") from None
+
+    @property
+    def pool_split(self) -> "Split":
+        """The split whose candidate pool this split's queries are ranked against."""
+        return Split.TEST if self is Split.SILVER else self
+
+
+MOVES: tuple[Move, ...] = tuple(Move)
+POOL_SPLITS: tuple[Split, ...] = (Split.TRAIN, Split.VALIDATION, Split.TEST)
+
+# The released lexicon's `group` column (shared/lexicon/PROVENANCE.md).
+GROUP_TO_MOVE: dict[str, Move] = {
+    "Solving_problems_improvements_mitigation": Move.ADDRESS,
+    "more_generally": Move.BROADEN,
+    "more_specific": Move.SPECIFY,
+}
+MOVE_TO_GROUP: dict[Move, str] = {move: group for group, move in GROUP_TO_MOVE.items()}
+DISTRACTOR_CATEGORIES: tuple[str, ...] = (
+    "explicit_contrast",
+    "explicit_similarity",
+    "implicit_similarity",
+    "common_irrelevant",
+)
+REJECTED_GROUP = "BLACKLIST"
+
+
+class MarkerKind(str, enum.Enum):
+    MOVE = "move"
+    DISTRACTOR = "distractor"
+    REJECTED = "rejected"
+
+
+class MarkerSource(str, enum.Enum):
+    """Where a marker came from (paper §4.1, Table 4)."""
+
+    MANUAL = "manual"
+    EXTENDABLE = "extendable"
+    LLM = "llm"
+    PATTERN = "pattern"
+
+
+# --- tables that cross stage boundaries -------------------------------------------------------
+
+# data/interim/papers.parquet: one row per paper.
+PAPER_COLUMNS = ("paper_id", "corpus", "title", "year", "date", "venue", "source")
+
+# data/interim/sentences.parquet: one row per sentence, in reading order.
+# `text` is the sentence as the corpus gives it; `text_clean` after the Appendix B.1 noise rules;
+# `drop_reason` names the rule that removed the sentence (null when kept). Dropped sentences stay
+# in the table so that paragraph/sentence indices keep their meaning and nothing vanishes silently.
+SENTENCE_COLUMNS = (
+    "corpus",
+    "paper_id",
+    "year",
+    "date",
+    "para",
+    "sent",
+    "text",
+    "text_clean",
+    "drop_reason",
+)
+
+# data/interim/lexicon.parquet: one row per marker (ratio_utils.lexicon writes it).
+# `marker` is the normalised phrase (see normalize_marker); `move` is null for non-move rows;
+# `category` is the distractor category, or the move subcategory for LLM rows.
+LEXICON_COLUMNS = (
+    "marker",
+    "raw",
+    "kind",
+    "move",
+    "category",
+    "group",
+    "source",
+    "extendable",
+    "strength",
+)
+
+# Benchmark files, in the layout of the official Ratio release:
+#   data/{move}/{split}.parquet  and  candidates/{split}.parquet
+# The first seven columns are the authors' names; the rest are ours.
+PAIR_COLUMNS = (
+    "corpusid",
+    "year",
+    "publicationdate",
+    "queryTerm",
+    "queryTerm_group",
+    "querySentence",
+    "goldSentence",
+    "query_id",
+    "gold_id",
+    "marker_source",
+    "marker_has_anaphor",
+)
+CANDIDATE_COLUMNS = ("docid", "text", "source", "corpusid")
+
+# Run files: one row per (query, retrieved candidate), rank starting at 1.
+RUN_COLUMNS = ("qid", "docid", "rank", "score")
+# Relevance judgements: one row per (query, relevant candidate).
+QREL_COLUMNS = ("qid", "docid")
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def normalize_text_key(text: str) -> str:
+    """The form two sentences must share to count as the same sentence: lower case, single spaces."""
+    return _WHITESPACE.sub(" ", text).strip().lower()
+
+
+def sentence_id(text: str) -> str:
+    """A stable id for a sentence: the first 16 hex digits of SHA-1 over its normalised text.
+
+    Ids depend on the text only, so the same sentence gets the same id in every split and run,
+    and deduplication by id is deduplication by normalised text.
+    """
+    return hashlib.sha1(normalize_text_key(text).encode("utf-8")).hexdigest()[:16]
+
+
+def normalize_marker(phrase: str) -> str:
+    """The canonical form of a marker: lower case, single spaces, no trailing comma.
+
+    The trailing comma in the lexicon marks the boundary between the marker and the sentence
+    content (paper §4.1); the matcher re-imposes that boundary, so it is not part of the key.
+    """
+    return normalize_text_key(phrase).rstrip(",").rstrip()

@@ -1,0 +1,88 @@
+"""Fixtures shared by every test module: the shared data folder, a config writing to a temporary
+root, and a tiny benchmark directory in the official release layout (sentences written for the
+tests, not taken from any corpus)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ratio_utils.benchmark import write_pairs, write_pool
+from ratio_utils.config import REPO_ROOT, load_config
+from ratio_utils.schema import Move, Split, sentence_id
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    path = Path(os.environ.get("RATIO_SHARED", REPO_ROOT.parent / "shared")).resolve()
+    if not (path / "corpora").is_dir():
+        pytest.fail(f"shared data not found at {path} (set RATIO_SHARED)")
+    return path
+
+
+@pytest.fixture
+def cfg(tmp_path, monkeypatch, shared_dir):
+    """The default config with every output under tmp_path."""
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
+    return load_config()
+
+
+# (move, query, gold, marker) — invented for the tests.
+_TINY_PAIRS = {
+    Move.ADDRESS: [
+        ("Our parser overfits badly when the training treebank is small.", "we add dropout between the recurrent layers of the parser.", "to address this issue"),
+        ("Annotating named entities by hand is slow and expensive.", "we bootstrap labels from a gazetteer and a few seed rules.", "to reduce this cost"),
+        ("Beam search often returns generic and repetitive responses.", "we rerank the beam with a diversity-promoting objective.", "to mitigate this problem"),
+    ],
+    Move.BROADEN: [
+        ("Adding noise to word embeddings improved tagging accuracy.", "perturbing inputs during training acts as a regulariser for many neural models.", "more generally"),
+        ("Our tagger transfers well from news to biomedical abstracts.", "models trained on one domain often carry over to related domains.", "more broadly"),
+    ],
+    Move.SPECIFY: [
+        ("Morphologically rich languages pose problems for statistical translation.", "turkish words can carry several suffixes that each map to a separate english word.", "for example"),
+        ("Several features capture the syntactic context of a word.", "the part-of-speech tags of the two preceding words are used as features.", "in particular"),
+        ("Evaluation metrics for summarisation reward lexical overlap.", "rouge counts the n-grams shared by a system summary and the references.", "for instance"),
+    ],
+}
+_TINY_DISTRACTORS = [
+    ("the model is slower than the baseline on long documents.", "explicit_contrast"),
+    ("the same trend holds for the smaller treebanks.", "explicit_similarity"),
+    ("we report results averaged over five random seeds.", "common_irrelevant"),
+]
+
+
+@pytest.fixture
+def tiny_benchmark(tmp_path) -> Path:
+    """A benchmark directory in the release layout; every split holds the same tiny data."""
+    root = tmp_path / "tiny_benchmark"
+    pool_rows = []
+    for move, rows in _TINY_PAIRS.items():
+        frame = pd.DataFrame(
+            {
+                "corpusid": [f"P{i:02d}-{move.value}" for i in range(len(rows))],
+                "year": 2010,
+                "publicationdate": pd.NaT,
+                "queryTerm": [marker for _, _, marker in rows],
+                "queryTerm_group": move.value,
+                "querySentence": [q for q, _, _ in rows],
+                "goldSentence": [g for _, g, _ in rows],
+                "query_id": [sentence_id(q) for q, _, _ in rows],
+                "gold_id": [sentence_id(g) for _, g, _ in rows],
+                "marker_source": "manual",
+                "marker_has_anaphor": [("this" in m) for _, _, m in rows],
+            }
+        )
+        for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
+            write_pairs(frame, root, move, split)
+        pool_rows += [(sentence_id(g), g, move.value, c) for g, c in zip(frame.goldSentence, frame.corpusid)]
+    pool_rows += [(sentence_id(t), t, cat, "D00-0000") for t, cat in _TINY_DISTRACTORS]
+    pool = pd.DataFrame(pool_rows, columns=["docid", "text", "source", "corpusid"])
+    for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
+        write_pool(pool, root, split)
+    return root

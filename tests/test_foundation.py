@@ -1,0 +1,96 @@
+"""Config, atomic I/O, checked JSONL reading and the benchmark layout loader."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.config import load_config
+from ratio_utils.io import InputError, atomic_path, iter_jsonl
+from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
+
+
+def test_config_extends_and_overrides(tmp_path, monkeypatch):
+    monkeypatch.delenv("RATIO_OUTPUT_ROOT", raising=False)
+    base = tmp_path / "base.yaml"
+    base.write_text("name: base\noutput_root: out\nmining: {max_extension_words: 5, lowercase: true}\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\nmining: {max_extension_words: 2}\n")
+    cfg = load_config(child, {"mining.lowercase": False})
+    assert cfg.name == "child"
+    assert cfg.section("mining") == {"max_extension_words": 2, "lowercase": False}
+    assert cfg.paths.root.name == "out"
+
+
+def test_config_rejects_unknown_section_key(tmp_path):
+    from dataclasses import dataclass
+
+    @dataclass
+    class P:
+        a: int = 1
+
+    path = tmp_path / "p.yaml"
+    path.write_text("stage: {a: 2, typo: 3}\n")
+    with pytest.raises(ValueError, match="typo"):
+        load_config(path).section("stage", P)
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("boom")
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b'{"a": 1}\n{"a": \n', "malformed JSON"),
+        (b'{"a": 1}\n[1, 2]\n', "expected a JSON object"),
+        (b'{"a": 1}\n{"b": 2}\n', "missing required field"),
+        (b'{"a": 1}\n{"a": "\xff"}\n', "not valid UTF-8"),
+    ],
+)
+def test_iter_jsonl_names_file_and_line(tmp_path, payload, message):
+    path = tmp_path / "bad.jsonl.gz"
+    with gzip.open(path, "wb") as handle:
+        handle.write(payload)
+    with pytest.raises(InputError, match=message) as info:
+        list(iter_jsonl(path, required=("a",)))
+    assert info.value.line == 2 and str(path) in str(info.value)
+
+
+def test_ids_and_marker_normalisation():
+    assert sentence_id("We  apply dropout.") == sentence_id("we apply dropout.")
+    assert sentence_id("we apply dropout.") != sentence_id("we apply dropout")
+    assert normalize_marker("  To Address  this issue, ") == "to address this issue"
+    assert Move.parse("ADDRESS") is Move.ADDRESS and Split.SILVER.pool_split is Split.TEST
+    with pytest.raises(ValueError, match="unknown move"):
+        Move.parse("zoom")
+
+
+def test_load_benchmark_reads_official_layout_without_our_ids(tiny_benchmark):
+    # Strip our columns and rename candidate columns as another export might.
+    path = tiny_benchmark / "data" / "address" / "test.parquet"
+    frame = pd.read_parquet(path).drop(columns=["query_id", "gold_id"])
+    frame.to_parquet(path, index=False)
+    pool_path = tiny_benchmark / "candidates" / "test.parquet"
+    pd.read_parquet(pool_path).drop(columns=["docid"]).rename(columns={"text": "sentence"}).to_parquet(pool_path, index=False)
+
+    bench = load_benchmark(tiny_benchmark)
+    qrels = bench.qrels("address", "test")
+    pool = bench.pool("silver")  # silver is ranked against the test pool
+    assert set(qrels.docid) <= set(pool.docid)
+    assert qrels.qid.tolist() == [sentence_id(q) for q in frame.querySentence]
+
+
+def test_load_benchmark_rejects_other_directories(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a Ratio benchmark"):
+        load_benchmark(tmp_path)
