@@ -1,6 +1,6 @@
 """Run the notebooks in order with papermill (what `run_all.sh` calls).
 
-Each notebook is executed into runs/<run-id>/ so a reviewer can open the executed copy. Every
+Each notebook is executed into <output root>/runs/<run-id>/ so a reviewer can open the executed copy. Every
 notebook receives `params_file` and, when the params file fans it out, one value per fan-out key
 (`pipeline.fanout` in the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
 A failing notebook stops the run with its name and the failing cell; the wall time of each
@@ -42,9 +42,13 @@ def discover_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
     return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb") if p.is_file())
 
 
-def plan_jobs(params_file: Path, fanout: dict, only: set[str] | None, start: str | None) -> list[NotebookJob]:
+def plan_jobs(
+    params_file: Path, fanout: dict, only: set[str] | None = None, start: str | None = None,
+    directory: Path = NOTEBOOK_DIR,
+) -> list[NotebookJob]:
+    """One job per notebook, or one per combination of its fan-out values."""
     jobs = []
-    for notebook in discover_notebooks():
+    for notebook in discover_notebooks(directory):
         number = notebook.name[:2]
         if only and number not in only:
             continue
@@ -80,13 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
     parser.add_argument("--run-id", help="folder name under runs/ (default: <params name>-<timestamp>)")
     parser.add_argument("--list", action="store_true", help="print the planned notebook runs and exit")
+    parser.add_argument("--notebooks", type=Path, default=NOTEBOOK_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     cfg = load_config(args.params)
     params_file = cfg.source
     fanout = cfg.section("pipeline").get("fanout", {})
     only = {n.zfill(2) for n in args.only} if args.only else None
-    jobs = plan_jobs(params_file, fanout, only, args.start.zfill(2) if args.start else None)
+    jobs = plan_jobs(params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks)
     if not jobs:
         print("no notebook matches the selection", file=sys.stderr)
         return 2
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    out_dir = REPO_ROOT / "runs" / run_id
+    out_dir = cfg.paths.root / "runs" / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"params: {params_file}\noutputs under: {cfg.paths.root}\nexecuted notebooks: {out_dir}")
     timings: list[tuple[str, float]] = []

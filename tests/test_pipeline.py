@@ -1,0 +1,46 @@
+"""The notebook runner behind run_all.sh: planning, fan-out, and failure reporting."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from ratio_utils import pipeline
+
+
+def _notebook(path, *sources, tag_first=True):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    if tag_first:
+        nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": pipeline.KERNEL_NAME, "display_name": "ratio", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_plan_expands_fanout_and_filters(tmp_path):
+    for name in ("00_a", "01_b", "02_c"):
+        _notebook(tmp_path / f"{name}.ipynb", "params_file = ''")
+    params = tmp_path / "p.yaml"
+    jobs = pipeline.plan_jobs(params, {"01_b": {"move": ["address", "specify"], "model": "minilm"}}, directory=tmp_path)
+    names = [job.output_name for job in jobs]
+    assert names == ["00_a.ipynb", "01_b__model=minilm__move=address.ipynb", "01_b__model=minilm__move=specify.ipynb", "02_c.ipynb"]
+    assert jobs[1].parameters == {"params_file": str(params), "model": "minilm", "move": "address"}
+    assert [j.number for j in pipeline.plan_jobs(params, {}, start="01", directory=tmp_path)] == ["01", "02"]
+    assert [j.number for j in pipeline.plan_jobs(params, {}, only={"02"}, directory=tmp_path)] == ["02"]
+
+
+@pytest.mark.slow
+def test_failing_notebook_stops_the_run_naming_notebook_and_cell(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _notebook(nbdir / "00_ok.ipynb", "params_file = ''", "x = 1")
+    _notebook(nbdir / "01_bad.ipynb", "params_file = ''", "y = 2", "raise RuntimeError('deliberate')")
+    _notebook(nbdir / "02_never.ipynb", "params_file = ''")
+    code = pipeline.main(["--notebooks", str(nbdir), "--run-id", "t"])
+    err = capsys.readouterr()
+    assert code == 1
+    assert "FAILED: 01_bad.ipynb" in err.err and "deliberate" in err.err
+    run_dir = tmp_path / "out" / "runs" / "t"
+    assert (run_dir / "00_ok.ipynb").exists() and not (run_dir / "02_never.ipynb").exists()
+    assert "00_ok.ipynb" in (run_dir / "timings.csv").read_text()
