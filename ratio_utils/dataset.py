@@ -1,0 +1,432 @@
+"""Stage 06: de-duplicate the mined pairs, split them by publication date, build the shared candidate pools.
+
+Reads `cfg.paths.pairs` and `cfg.paths.distractors` (stage 05) and, for paper counts, `cfg.paths.papers`;
+writes the benchmark in the official release layout under `cfg.paths.benchmark` (through
+`ratio_utils.benchmark.write_pairs/write_pool`), `split_report.json` beside it, and Table 5.
+
+Paper §4.2 and App. B.2: pairs are de-duplicated on (query, gold), then partitioned by the publication
+date of their paper. Each split has one candidate pool shared by the three moves: the gold sentences of
+all moves plus the distractors from that split's papers, de-duplicated, with no distractor equal to a
+gold sentence. Leakage checks run on every build and raise `LeakageError`.
+
+Split windows are inclusive at both ends. Two kinds of window, never mixed in one config:
+* `split_by: date` — windows of ISO dates (`2015-01-01` … `2025-09-30`). A paper with a year but no
+  date is assigned only when its whole year lies inside one window (`year_only: whole_year`), or is
+  excluded (`year_only: exclude`);
+* `split_by: year` — windows of years (`end: 2006` takes every paper of 2006); a paper's year is its
+  `year`, or the year of its `date` when `year` is missing.
+Papers that no window takes are excluded and counted by reason (`no_date`, `year_only_ambiguous`,
+`outside_windows`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .benchmark import load_benchmark, write_pairs, write_pool  # noqa: F401  (load_benchmark re-exported)
+from .io import write_json_atomic
+from .mining import counts_to_report
+from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS, Split
+
+SPLITS = tuple(s.value for s in POOL_SPLITS)
+
+# The paper's windows (App. B.2, Table 5 caption).
+PAPER_SPLITS = {
+    "train": {"start": "2015-01-01", "end": "2025-09-30"},
+    "validation": {"start": "2025-10-01", "end": "2025-12-31"},
+    "test": {"start": "2026-01-01", "end": "2026-05-05"},
+}
+
+# The paper's Table 5 figures that its text states (§4.2, §5, App. F): pairs per move (all splits),
+# pool sizes, and the test golds per move (the oracle pools of §5 are "the gold sentences of all test
+# pairs of the move"). Other cells of the paper's Table 5 are not in the text we have.
+PAPER_FIGURES = {
+    ("pairs", "address", "total"): 222_707,
+    ("pairs", "broaden", "total"): 15_592,
+    ("pairs", "specify", "total"): 2_779_177,
+    ("pairs", "all moves", "total"): 3_017_476,
+    ("pairs", "address", "test"): 14_020,
+    ("pairs", "broaden", "test"): 1_410,
+    ("pairs", "specify", "test"): 94_079,
+    ("pool", "all sources", "train"): 13_800_000,
+    ("pool", "all sources", "validation"): 361_000,
+    ("pool", "all sources", "test"): 404_371,
+}
+
+
+class LeakageError(AssertionError):
+    """A leakage check failed: the benchmark would let training see evaluation data."""
+
+
+@dataclass
+class DatasetParams:
+    """The `dataset:` section of the params files; defaults are the paper's date windows."""
+
+    split_by: str = "date"  # "date" or "year"
+    splits: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in PAPER_SPLITS.items()})
+    year_only: str = "whole_year"  # date windows only: "whole_year" or "exclude"
+
+    def __post_init__(self) -> None:
+        if self.split_by not in ("date", "year"):
+            raise ValueError(f"dataset.split_by must be 'date' or 'year', got {self.split_by!r}")
+        if self.year_only not in ("whole_year", "exclude"):
+            raise ValueError(f"dataset.year_only must be 'whole_year' or 'exclude', got {self.year_only!r}")
+        unknown = sorted(set(self.splits) - set(SPLITS))
+        if unknown:
+            raise ValueError(f"dataset.splits has unknown split(s) {unknown}; expected {list(SPLITS)}")
+
+    def windows(self) -> list["SplitWindow"]:
+        windows = [SplitWindow.parse(name, spec, self.split_by) for name, spec in self.splits.items()]
+        windows.sort(key=lambda w: w.sort_key)
+        for before, after in zip(windows, windows[1:]):
+            if before.end is None or after.start is None or before.end >= after.start:
+                raise ValueError(f"dataset.splits: windows {before.name} and {after.name} overlap or are open-ended towards each other")
+        return windows
+
+
+@dataclass(frozen=True)
+class SplitWindow:
+    """One split's window, inclusive at both ends; None = open. Dates (date mode) or ints (year mode)."""
+
+    name: str
+    start: _dt.date | int | None
+    end: _dt.date | int | None
+
+    @staticmethod
+    def parse(name: str, spec: dict, split_by: str) -> "SplitWindow":
+        unknown = sorted(set(spec) - {"start", "end"})
+        if unknown:
+            raise ValueError(f"dataset.splits.{name}: unknown key(s) {unknown}; use start and end")
+
+        def value(raw):
+            if raw is None:
+                return None
+            if split_by == "year":
+                if isinstance(raw, bool) or not isinstance(raw, int):
+                    raise ValueError(f"dataset.splits.{name}: split_by=year needs whole years, got {raw!r}")
+                return raw
+            if isinstance(raw, _dt.datetime):
+                return raw.date()
+            if isinstance(raw, _dt.date):
+                return raw
+            if isinstance(raw, int) or len(str(raw)) != 10:
+                raise ValueError(f"dataset.splits.{name}: split_by=date needs ISO dates (YYYY-MM-DD), got {raw!r}")
+            return _dt.date.fromisoformat(str(raw))
+
+        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")))
+        if window.start is not None and window.end is not None and window.start > window.end:
+            raise ValueError(f"dataset.splits.{name}: start {window.start} is after end {window.end}")
+        return window
+
+    @property
+    def sort_key(self):
+        return (0, 0) if self.start is None else (1, self.start)
+
+    def contains(self, value) -> bool:
+        return (self.start is None or value >= self.start) and (self.end is None or value <= self.end)
+
+
+def _as_date(value) -> _dt.date | None:
+    if value is None:
+        return None
+    stamp = pd.to_datetime(value, errors="coerce")
+    return None if pd.isna(stamp) else stamp.date()
+
+
+def _as_year(value) -> int | None:
+    if value is None or pd.isna(value):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def assign_split(year, date, params: DatasetParams, windows: list[SplitWindow] | None = None) -> tuple[str | None, str | None]:
+    """(split, None) for a paper, or (None, reason) when no window takes it."""
+    windows = windows if windows is not None else params.windows()
+    day = _as_date(date)
+    year = _as_year(year)
+    if params.split_by == "year":
+        year = year if year is not None else (day.year if day else None)
+        if year is None:
+            return None, "no_date"
+        found = [w.name for w in windows if w.contains(year)]
+        return (found[0], None) if found else (None, "outside_windows")
+    if day is not None:
+        found = [w.name for w in windows if w.contains(day)]
+        return (found[0], None) if found else (None, "outside_windows")
+    if year is None:
+        return None, "no_date"
+    if params.year_only == "exclude":
+        return None, "year_only_ambiguous"
+    first, last = _dt.date(year, 1, 1), _dt.date(year, 12, 31)
+    found = [w.name for w in windows if w.contains(first) and w.contains(last)]
+    if found:
+        return found[0], None
+    touched = any(w.contains(first) or w.contains(last) for w in windows)
+    return None, ("year_only_ambiguous" if touched else "outside_windows")
+
+
+def paper_splits(frames: list[pd.DataFrame], params: DatasetParams) -> pd.DataFrame:
+    """One row per paper (corpus, paper_id) seen in any frame: year, date, split, excluded_reason."""
+    columns = ["corpus", "paper_id", "year", "date"]
+    papers = pd.concat([f[columns] for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else pd.DataFrame(columns=columns)
+    papers = papers.drop_duplicates(["corpus", "paper_id"]).reset_index(drop=True)
+    windows = params.windows()
+    decided = [assign_split(y, d, params, windows) for y, d in zip(papers["year"], papers["date"])]
+    papers["split"] = [s for s, _ in decided]
+    papers["excluded_reason"] = [r for _, r in decided]
+    return papers
+
+
+def _time_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Earliest paper first (date, else 1 Jan of its year), then paper and position: the copy dedupe keeps."""
+    when = pd.to_datetime(frame["date"], errors="coerce")
+    years = pd.to_numeric(frame["year"], errors="coerce")
+    fallback = pd.to_datetime(years.dropna().astype(int).astype(str) + "-01-01", errors="coerce").reindex(frame.index)
+    order = frame.assign(_when=when.fillna(fallback))
+    order = order.sort_values(["_when", "corpus", "paper_id", "para", "sent"], kind="stable", na_position="last")
+    return order.drop(columns="_when")
+
+
+@dataclass
+class BuiltBenchmark:
+    pairs: pd.DataFrame  # every kept pair with its `split`
+    pools: dict[str, pd.DataFrame]  # split -> docid, text, source, corpusid
+    papers: pd.DataFrame  # paper_splits() of the mined papers
+    counts: Counter
+
+    def report(self) -> dict[str, Any]:
+        return counts_to_report(self.counts)
+
+
+def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: DatasetParams) -> BuiltBenchmark:
+    """De-duplicate, split, pool, resolve train/test overlap, and run the leakage checks."""
+    counts: Counter = Counter()
+    counts["pairs.mined"] = len(pairs)
+    ordered = _time_order(pairs)
+    deduped = ordered.drop_duplicates(["query", "gold"], keep="first")
+    counts["pairs.dropped.duplicate_query_gold"] = len(ordered) - len(deduped)
+
+    papers = paper_splits([pairs, distractors], params)
+    for reason, n in papers["excluded_reason"].value_counts().items():
+        counts[f"papers.excluded.{reason}"] = int(n)
+    split_of = papers.set_index(["corpus", "paper_id"])["split"]
+
+    def with_split(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+        keys = pd.MultiIndex.from_frame(frame[["corpus", "paper_id"]].astype(object)) if len(frame) else None
+        frame = frame.assign(split=split_of.reindex(keys).to_numpy() if keys is not None else [])
+        excluded = frame["split"].isna()
+        counts[f"{what}.dropped.paper_without_usable_date"] = int(excluded.sum())
+        return frame[~excluded].reset_index(drop=True)
+
+    kept = with_split(deduped, "pairs")
+    kept_distractors = with_split(distractors, "distractors")
+
+    all_gold_ids = set(kept["gold_id"])
+    is_gold = kept_distractors["docid"].isin(all_gold_ids)
+    counts["distractors.dropped.equal_to_a_gold"] = int(is_gold.sum())
+    kept_distractors = kept_distractors[~is_gold]
+
+    pools = {split: _pool(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split], counts, split) for split in SPLITS}
+    kept, pools = _remove_test_sentences_from_train(kept, pools, counts)
+    for split in SPLITS:
+        counts[f"pool.size.{split}"] = len(pools[split])
+        for move in MOVES:
+            counts[f"pairs.kept.{split}.{move.value}"] = int(((kept["split"] == split) & (kept["move"] == move.value)).sum())
+    run_leakage_checks(kept, pools)
+    return BuiltBenchmark(kept, pools, papers, counts)
+
+
+def _pool(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str) -> pd.DataFrame:
+    golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"], "corpusid": pairs["paper_id"]})
+    others = pd.DataFrame({"docid": distractors["docid"], "text": distractors["text"], "source": distractors["category"], "corpusid": distractors["paper_id"]})
+    pool = pd.concat([golds, others], ignore_index=True)
+    unique = pool.drop_duplicates("docid", keep="first")  # golds come first, so a gold keeps its move as source
+    counts[f"pool.dropped_duplicates.{split}"] = len(pool) - len(unique)
+    return unique.reset_index(drop=True)
+
+
+def _remove_test_sentences_from_train(pairs: pd.DataFrame, pools: dict[str, pd.DataFrame], counts: Counter):
+    """A sentence in both the train and the test pool stays in test only; train pairs whose gold or
+    query is such a sentence are dropped (counted), so that training never sees a test candidate."""
+    test_ids = set(pools["test"]["docid"])
+    train_pool = pools["train"]
+    shared = train_pool["docid"].isin(test_ids)
+    counts["pool.dropped_from_train_as_in_test"] = int(shared.sum())
+    pools = {**pools, "train": train_pool[~shared].reset_index(drop=True)}
+    in_train = pairs["split"] == "train"
+    leaks = in_train & (pairs["gold_id"].isin(test_ids) | pairs["query_id"].isin(test_ids))
+    counts["pairs.dropped.train_pair_touching_test_pool"] = int(leaks.sum())
+    return pairs[~leaks].reset_index(drop=True), pools
+
+
+# --- leakage checks (run on every build; each raises LeakageError) ---------------------------------
+
+
+def check_no_pair_in_two_splits(pairs: pd.DataFrame) -> None:
+    splits_per_pair = pairs.groupby(["query", "gold"])["split"].nunique()
+    leaked = splits_per_pair[splits_per_pair > 1]
+    if len(leaked):
+        example = leaked.index[0]
+        raise LeakageError(f"{len(leaked)} (query, gold) pair(s) occur in more than one split, e.g. {example!r}")
+
+
+def check_test_pool_disjoint_from_train(pools: dict[str, pd.DataFrame]) -> None:
+    shared = set(pools["test"]["docid"]) & set(pools["train"]["docid"])
+    if shared:
+        raise LeakageError(f"{len(shared)} sentence(s) of the test pool are also in the train pool, e.g. docid {sorted(shared)[0]}")
+
+
+def check_no_distractor_equals_gold(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
+    gold_ids = set(pairs["gold_id"])
+    for split, pool in pools.items():
+        distractor = pool[pool["source"].isin(DISTRACTOR_CATEGORIES)]
+        bad = distractor[distractor["docid"].isin(gold_ids)]
+        if len(bad):
+            raise LeakageError(f"{len(bad)} distractor(s) of the {split} pool equal a gold sentence, e.g. {bad['text'].iloc[0]!r}")
+
+
+def check_golds_in_pool(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
+    """Not a leak but a broken benchmark: every query's gold must be in its split's pool."""
+    for split, pool in pools.items():
+        missing = set(pairs.loc[pairs["split"] == split, "gold_id"]) - set(pool["docid"])
+        if missing:
+            raise LeakageError(f"{len(missing)} gold sentence(s) of {split} pairs are missing from the {split} pool")
+
+
+def run_leakage_checks(pairs: pd.DataFrame, pools: dict[str, pd.DataFrame]) -> None:
+    check_no_pair_in_two_splits(pairs)
+    check_test_pool_disjoint_from_train(pools)
+    check_no_distractor_equals_gold(pools, pairs)
+    check_golds_in_pool(pools, pairs)
+
+
+# --- release layout, report, Table 5, figure --------------------------------------------------------
+
+
+def release_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Our pair rows under the official release's column names (schema.PAIR_COLUMNS) plus our extras."""
+    dates = pd.to_datetime(pairs["date"], errors="coerce")
+    frame = pd.DataFrame(
+        {
+            "corpusid": pairs["paper_id"].astype(str),
+            "year": pd.to_numeric(pairs["year"], errors="coerce").astype("Int64"),
+            "publicationdate": dates.dt.strftime("%Y-%m-%d").where(dates.notna(), None),
+            "queryTerm": pairs["marker"],
+            "queryTerm_group": pairs["move"],
+            "querySentence": pairs["query"],
+            "goldSentence": pairs["gold"],
+            "query_id": pairs["query_id"],
+            "gold_id": pairs["gold_id"],
+            "marker_source": pairs["marker_source"],
+            "marker_has_anaphor": pairs["marker_has_anaphor"].astype(bool),
+            "marker_text": pairs["marker_text"],
+            "query_prefix": pairs["query_prefix"],
+            "query_original": pairs["query_original"],
+            "gold_original": pairs["gold_original"],
+            "corpus": pairs["corpus"],
+        }
+    )
+    return frame[list(PAIR_COLUMNS) + [c for c in frame.columns if c not in PAIR_COLUMNS]].reset_index(drop=True)
+
+
+def write_release(built: BuiltBenchmark, root: Path) -> list[Path]:
+    written = []
+    for split in SPLITS:
+        for move in MOVES:
+            rows = built.pairs[(built.pairs["split"] == split) & (built.pairs["move"] == move.value)]
+            written.append(write_pairs(release_pairs(rows), root, move, split))
+        written.append(write_pool(built.pools[split], root, split))
+    return written
+
+
+def split_report_path(cfg) -> Path:
+    return Path(cfg.paths.benchmark).parent / "split_report.json"
+
+
+def build(cfg) -> BuiltBenchmark:
+    """Stage 06 end to end: read stage 05's outputs, build, check, write the release layout and report."""
+    params: DatasetParams = cfg.section("dataset", DatasetParams)
+    for path in (cfg.paths.pairs, cfg.paths.distractors):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{path} not found: run notebook 05 (pair mining) first")
+    pairs = pd.read_parquet(cfg.paths.pairs)
+    distractors = pd.read_parquet(cfg.paths.distractors)
+    built = build_benchmark(pairs, distractors, params)
+    write_release(built, cfg.paths.benchmark)
+    report = built.report()
+    report["params"] = {"split_by": params.split_by, "splits": params.splits, "year_only": params.year_only}
+    write_json_atomic(split_report_path(cfg), report)
+    return built
+
+
+def corpus_papers_per_split(cfg, params: DatasetParams) -> dict[str, int] | None:
+    """Papers of the whole corpus per split (papers.parquet), or None when that table is absent."""
+    if not Path(cfg.paths.papers).exists():
+        return None
+    papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "paper_id", "year", "date"])
+    decided = paper_splits([papers.assign(para=0, sent=0)], params)
+    counts = decided["split"].fillna("excluded").value_counts().to_dict()
+    return {k: int(v) for k, v in counts.items()}
+
+
+def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -> pd.DataFrame:
+    """Table 5: pairs per move and split, pool sentences by source, papers per split; paper's figures beside."""
+    rows = []
+
+    def row(section: str, item: str, values: dict[str, int]) -> None:
+        total = sum(values.values())
+        record = {"section": section, "item": item, **values, "total": total}
+        for split in (*SPLITS, "total"):
+            record[f"paper_{split}"] = PAPER_FIGURES.get((section, item, split))
+        rows.append(record)
+
+    pairs = built.pairs
+    for move in MOVES:
+        row("pairs", move.value, {s: int(((pairs["split"] == s) & (pairs["move"] == move.value)).sum()) for s in SPLITS})
+    row("pairs", "all moves", {s: int((pairs["split"] == s).sum()) for s in SPLITS})
+    for source in [m.value for m in MOVES] + list(DISTRACTOR_CATEGORIES):
+        row("pool", source, {s: int((built.pools[s]["source"] == source).sum()) for s in SPLITS})
+    row("pool", "all sources", {s: len(built.pools[s]) for s in SPLITS})
+    row("papers", "with a pair", {s: int(pairs.loc[pairs["split"] == s, "paper_id"].nunique()) for s in SPLITS})
+    if corpus_papers is not None:
+        row("papers", "in the corpus", {s: int(corpus_papers.get(s, 0)) for s in SPLITS})
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        if column.startswith("paper_"):
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+TABLE5_NOTES = [
+    "Paper columns (paper_*) hold the figures the paper's text states (§4.2, §5 oracle pools = test golds per move); "
+    "its other Table 5 cells are not in the text available here and are left empty.",
+    "Ours: the corpus of this run; the paper mined S2ORC computer-science papers (366.6M consecutive pairs).",
+]
+
+
+def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
+    """Pairs per marker for each move (top markers), log-scaled bars."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(MOVES), figsize=(4.2 * len(MOVES), 0.32 * top + 1.2))
+    for ax, move in zip(axes, MOVES):
+        counts = pairs.loc[pairs["move"] == move.value, "marker"].value_counts().head(top)
+        if counts.empty:
+            ax.text(0.5, 0.5, "no pairs", ha="center", va="center", transform=ax.transAxes)
+        else:
+            ax.barh(counts.index[::-1], counts.to_numpy()[::-1])
+            ax.set_xscale("log")
+        ax.set_title(f"{move.value} ({int((pairs['move'] == move.value).sum())} pairs)")
+        ax.set_xlabel("pairs (log scale)")
+        ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,283 @@
+"""Dense retrieval of stage 08/09 and the evaluate command (paper §5.1, Appendix C).
+
+A sentence-transformers model (loaded from a local folder, see ratio_utils.models) embeds
+queries and candidates; candidates are ranked by exact inner product of L2-normalised vectors
+(cosine) with a faiss flat index (`IndexFlatIP`; on a GPU when faiss-gpu sees one).
+
+Inputs are prefixed before encoding:
+* the generic prefixes `query: ` / `document: ` (GENERIC_PREFIXES), used for every model;
+* a model's recommended prefixes where its developers give them (RECOMMENDED_PREFIXES);
+* for instruction-following models, a per-move instruction (MOVE_INSTRUCTIONS, Appendix C) put
+  in front of the query by `instructed_query_prefix`.
+
+Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix hash>/<texts checksum>.npy`
+(design.md): a second search over the same pool with the same model and prefix loads the
+memory-mapped array instead of encoding again. `fp16_storage` halves the disk and index memory
+(the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..io import atomic_path, write_json_atomic
+from ..models import load_sentence_transformer, model_fingerprint, resolve_model_path
+from ..schema import Move
+from .base import Retriever, run_from_hits
+
+GENERIC_QUERY_PREFIX = "query: "
+GENERIC_DOC_PREFIX = "document: "
+GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
+
+# Appendix C, "Move instructions".
+MOVE_INSTRUCTIONS: dict[Move, str] = {
+    Move.ADDRESS: (
+        "Given a scientific statement describing a research problem or limitation, retrieve a passage that "
+        "addresses, solves, or mitigates that problem."
+    ),
+    Move.BROADEN: (
+        "Given a specific scientific statement, retrieve a passage that generalizes it into a broader claim, "
+        "principle, or framing."
+    ),
+    Move.SPECIFY: (
+        "Given a general scientific statement, retrieve a passage that makes it more concrete through a specific "
+        "instance, detail, or special case."
+    ),
+}
+
+# The instruction layout used by the instruction-following models of the paper (Qwen3-Embedding,
+# Stella s2p); models without their own layout get the same one.
+DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How a model's developers ask for inputs to be prefixed."""
+
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    instruction_template: str | None = None  # None: the model does not follow instructions
+
+
+# Recommended prefixes from the model cards of the paper's models. Only the MiniLM and mpnet
+# models can be installed here, and they have none; the others are listed so that a user who
+# copies such a model folder here gets its documented prefixes by name.
+RECOMMENDED_PREFIXES: dict[str, PromptStyle] = {
+    "all-minilm-l6-v2": PromptStyle(),
+    "all-mpnet-base-v2": PromptStyle(),
+    "modernbert-embed-large": PromptStyle("search_query: ", "search_document: "),
+    "stella_en_1.5b_v5": PromptStyle(
+        "Instruct: Given a web search query, retrieve relevant passages that answer the query.\nQuery: ",
+        "",
+        DEFAULT_INSTRUCTION_TEMPLATE,
+    ),
+    "qwen3-embedding-0.6b": PromptStyle("", "", "Instruct: {instruction}\nQuery:"),
+    "embeddinggemma-300m": PromptStyle("task: search result | query: ", "title: none | text: "),
+}
+
+
+def _model_key(model: Any) -> str:
+    name = str(model).rstrip("/").split("/")[-1]
+    return name.lower()
+
+
+def recommended_prefixes(model: Any) -> PromptStyle | None:
+    """The model's recommended prompt style by name (None when the registry does not know the model)."""
+    return RECOMMENDED_PREFIXES.get(_model_key(model))
+
+
+def instructed_query_prefix(move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
+    """The query prefix that carries the move's instruction (Appendix C)."""
+    return template.format(instruction=MOVE_INSTRUCTIONS[Move.parse(move)])
+
+
+def texts_checksum(ids: list[str], texts: list[str]) -> str:
+    """Checksum of an ordered list of (id, text): the embedding-cache key of a pool or query set."""
+    digest = hashlib.sha256()
+    for doc_id, text in zip(ids, texts):
+        digest.update(doc_id.encode())
+        digest.update(b"\x1f")
+        digest.update(text.encode())
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class EmbeddingCache:
+    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, model_fp: str, prefix: str, checksum: str, dtype: str) -> Path:
+        return self.root / model_fp[:16] / _short(prefix) / f"{checksum[:24]}.{dtype}.npy"
+
+    def load(self, path: Path, n_rows: int) -> np.ndarray | None:
+        if not path.exists():
+            return None
+        array = np.load(path, mmap_mode="r")
+        if array.shape[0] != n_rows:  # a different text set hashed alike: never trust it
+            return None
+        return array
+
+    def save(self, path: Path, array: np.ndarray, prefix: str, model: str) -> np.ndarray:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                np.save(handle, array)
+        # The prefix is hashed in the folder name; keep it readable beside the arrays.
+        write_json_atomic(path.parent / "prefix.json", {"prefix": prefix, "model": model})
+        return np.load(path, mmap_mode="r")
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def faiss_gpu_count() -> int:
+    """GPUs faiss can use (0 with faiss-cpu)."""
+    faiss = _faiss()
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def build_inner_product_index(vectors: np.ndarray, fp16: bool = False, chunk: int = 65536, use_gpu: bool = True):
+    """An exhaustive inner-product index over L2-normalised vectors, filled chunk by chunk.
+
+    Chunks keep the float32 copy of a float16 (or memory-mapped) array small while adding.
+    """
+    faiss = _faiss()
+    dim = vectors.shape[1]
+    if fp16:
+        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    else:
+        index = faiss.IndexFlatIP(dim)
+    if use_gpu and faiss_gpu_count() > 0 and not fp16:
+        index = faiss.index_cpu_to_all_gpus(index)
+    for start in range(0, vectors.shape[0], chunk):
+        index.add(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
+    return index
+
+
+class DenseRetriever(Retriever):
+    """Bi-encoder retrieval with a sentence-transformers model (see module docstring)."""
+
+    def __init__(
+        self,
+        model: Any,
+        query_prefix: str = "",
+        doc_prefix: str = "",
+        *,
+        batch_size: int = 64,
+        cache_dir: Path | None = None,
+        fp16_storage: bool = False,
+        name: str | None = None,
+        device: str | None = None,
+        query_chunk: int = 2048,
+    ):
+        self.query_prefix = query_prefix
+        self.doc_prefix = doc_prefix
+        self.batch_size = batch_size
+        self.cache = EmbeddingCache(cache_dir) if cache_dir is not None else None
+        self.fp16_storage = fp16_storage
+        self.device = device
+        self.query_chunk = query_chunk
+        if isinstance(model, (str, os.PathLike)):
+            self._model_ref: str | None = str(model)
+            self._model = None
+            label = resolve_model_path(model).name if Path(str(model)).exists() else str(model).split("/")[-1]
+        else:
+            self._model_ref = None
+            self._model = model
+            label = type(model).__name__
+        self.model_label = label
+        self.name = name or label
+        self.encoded_texts = 0  # texts actually sent through the model (cache misses)
+        self._fingerprint: str | None = None
+        self._index_memo: tuple[str, Any] | None = None
+
+    # -- model -------------------------------------------------------------------------------
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = load_sentence_transformer(self._model_ref, device=self.device)
+        return self._model
+
+    def fingerprint(self) -> str:
+        # A live model may be trained between searches: fingerprint it every time.
+        if self._model_ref is None:
+            return model_fingerprint(self._model)
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self._model_ref)
+        return self._fingerprint
+
+    def describe(self) -> dict:
+        return {
+            **super().describe(),
+            "model": self._model_ref or self.model_label,
+            "query_prefix": self.query_prefix,
+            "doc_prefix": self.doc_prefix,
+            "fp16_storage": self.fp16_storage,
+        }
+
+    # -- encoding ----------------------------------------------------------------------------
+    def encode(self, texts: list[str], prefix: str, desc: str = "encoding") -> np.ndarray:
+        """L2-normalised float32 embeddings of prefix + text."""
+        self.encoded_texts += len(texts)
+        vectors = self.model.encode(
+            [prefix + t for t in texts],
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=len(texts) > 5 * self.batch_size,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embeddings(self, ids: list[str], texts: list[str], prefix: str, desc: str) -> tuple[np.ndarray, str | None]:
+        """Embeddings of texts (cached when a cache folder is set) and their cache key (or None)."""
+        dtype = "float16" if self.fp16_storage else "float32"
+        if self.cache is None:
+            vectors = self.encode(texts, prefix, desc)
+            return (vectors.astype(np.float16) if self.fp16_storage else vectors), None
+        fp = self.fingerprint()
+        path = self.cache.path(fp, prefix, texts_checksum(ids, texts), dtype)
+        cached = self.cache.load(path, len(texts))
+        if cached is not None:
+            return cached, str(path)
+        vectors = self.encode(texts, prefix, desc).astype(dtype)
+        return self.cache.save(path, vectors, prefix, self._model_ref or self.model_label), str(path)
+
+    # -- search ------------------------------------------------------------------------------
+    def _pool_index(self, pool: pd.DataFrame):
+        ids, texts = list(pool["docid"]), list(pool["text"])
+        vectors, key = self.embeddings(ids, texts, self.doc_prefix, "encoding pool")
+        if key is not None and self._index_memo is not None and self._index_memo[0] == key:
+            return self._index_memo[1]
+        index = build_inner_product_index(vectors, fp16=self.fp16_storage)
+        if key is not None:  # reuse across moves that share the pool
+            self._index_memo = (key, index)
+        return index
+
+    def _search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
+        index = self._pool_index(pool)
+        query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
+        width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
+        qids = list(queries["qid"])
+        runs = []
+        starts = range(0, len(qids), self.query_chunk)
+        for start in tqdm(starts, desc=f"{self.name}: search", disable=len(starts) < 2):
+            block = np.ascontiguousarray(query_vectors[start : start + self.query_chunk], dtype=np.float32)
+            scores, hits = index.search(block, width)
+            runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(), hits, scores, k))
+        return pd.concat(runs, ignore_index=True)

@@ -1,0 +1,273 @@
+"""Split and pools (ratio_utils.dataset): dedupe, split windows, shared pools, leakage checks, release layout.
+
+Pairs and distractors are built here from invented sentences (and, for the stage test, mined from
+tests/fixtures/mining/).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ratio_utils import dataset, mining
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.config import load_config
+from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
+from ratio_utils.schema import DISTRACTOR_CATEGORIES, PAIR_COLUMNS, sentence_id
+
+FIXTURES = Path(__file__).parent / "fixtures" / "mining"
+YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
+
+
+def pair(paper: str, year: int | None, date: str | None, move: str, query: str, gold: str, sent: int = 0) -> dict:
+    return {
+        "corpus": "fx", "paper_id": paper, "year": year, "date": date, "para": 0, "sent": sent, "move": move,
+        "marker": "for example", "marker_text": "For example", "marker_source": "manual", "marker_has_anaphor": False,
+        "query": query, "gold": gold, "query_prefix": "", "query_original": query, "gold_original": gold,
+        "query_id": sentence_id(query), "gold_id": sentence_id(gold),
+    }  # fmt: skip
+
+
+def distractor(paper: str, year: int | None, date: str | None, category: str, text: str, sent: int = 5) -> dict:
+    return {
+        "corpus": "fx", "paper_id": paper, "year": year, "date": date, "para": 0, "sent": sent, "category": category,
+        "marker": "however", "marker_text": "However", "marker_source": "manual", "text": text, "text_original": text,
+        "docid": sentence_id(text),
+    }  # fmt: skip
+
+
+def frames(pairs: list[dict], distractors: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (
+        pd.DataFrame(pairs, columns=list(mining.PAIR_TABLE_COLUMNS)),
+        pd.DataFrame(distractors, columns=list(mining.DISTRACTOR_TABLE_COLUMNS)),
+    )
+
+
+@pytest.fixture
+def small():
+    pairs = [
+        pair("A", 2004, None, "specify", "query one about parsing with small treebanks.", "gold one about a turkish treebank of ten thousand words."),
+        pair("A", 2004, None, "address", "query two about slow manual annotation of entities.", "gold two about bootstrapping labels from a gazetteer list.", 1),
+        pair("B", 2008, None, "broaden", "query three about noise added to word embeddings.", "gold three about perturbing inputs as a general regulariser."),
+        pair("C", 2012, None, "specify", "query four about metrics that reward lexical overlap.", "gold four about rouge counting shared n-grams with references."),
+        # the same (q, g) again in a later paper: dedupe keeps the earliest copy (paper A, train)
+        pair("D", 2013, None, "specify", "query one about parsing with small treebanks.", "gold one about a turkish treebank of ten thousand words."),
+        pair("E", None, None, "address", "query five from a paper without any usable date.", "gold five from a paper without any usable date at all."),
+    ]
+    distractors = [
+        distractor("A", 2004, None, "common_irrelevant", "a distractor of the training papers about parsers."),
+        distractor("C", 2012, None, "explicit_contrast", "a distractor of the test papers about metrics and judges."),
+        # equal to a gold sentence: dropped from the distractors, counted
+        distractor("C", 2012, None, "explicit_similarity", "gold four about rouge counting shared n-grams with references.", 6),
+        distractor("B", 2008, None, "implicit_similarity", "a distractor of the validation papers about noise."),
+    ]
+    return frames(pairs, distractors)
+
+
+# --- split windows -------------------------------------------------------------------------------
+
+
+def test_date_windows_are_inclusive_at_both_ends():
+    params = DatasetParams()  # the paper's windows
+    expect = {
+        "2014-12-31": (None, "outside_windows"),
+        "2015-01-01": ("train", None),
+        "2025-09-30": ("train", None),
+        "2025-10-01": ("validation", None),
+        "2025-12-31": ("validation", None),
+        "2026-01-01": ("test", None),
+        "2026-05-05": ("test", None),
+        "2026-05-06": (None, "outside_windows"),
+    }
+    for day, decided in expect.items():
+        assert assign_split(None, day, params) == decided, day
+    assert assign_split(2030, pd.Timestamp("2025-09-30 23:59"), params) == ("train", None)  # the date decides, not the year
+
+
+def test_year_only_papers_under_date_windows():
+    params = DatasetParams()
+    assert assign_split(2020, None, params) == ("train", None)  # the whole year lies in train
+    assert assign_split(2025, None, params) == (None, "year_only_ambiguous")  # 2025 straddles train/validation
+    assert assign_split(2010, None, params) == (None, "outside_windows")
+    assert assign_split(2020, None, DatasetParams(year_only="exclude")) == (None, "year_only_ambiguous")
+    assert assign_split(None, None, params) == (None, "no_date")
+    assert assign_split(None, "not a date", params) == (None, "no_date")
+
+
+def test_year_windows_are_inclusive_whole_years():
+    params = DatasetParams(split_by="year", splits=YEARS)
+    for year, split in {1980: "train", 2006: "train", 2007: "validation", 2009: "validation", 2010: "test", 2022: "test"}.items():
+        assert assign_split(year, None, params) == (split, None)
+    assert assign_split(None, "2009-12-31", params) == ("validation", None)  # no year: the date's year
+    assert assign_split(None, None, params) == (None, "no_date")
+
+
+def test_bad_windows_are_errors():
+    with pytest.raises(ValueError, match="overlap"):
+        DatasetParams(split_by="year", splits={"train": {"start": None, "end": 2007}, "test": {"start": 2007, "end": None}}).windows()
+    with pytest.raises(ValueError, match="whole years"):
+        DatasetParams(split_by="year", splits={"train": {"start": None, "end": "2006-12-31"}}).windows()
+    with pytest.raises(ValueError, match="ISO dates"):
+        DatasetParams(splits={"train": {"start": 2015, "end": "2025-09-30"}}).windows()
+    with pytest.raises(ValueError, match="unknown split"):
+        DatasetParams(splits={"dev": {"start": None, "end": None}})
+    with pytest.raises(ValueError, match="split_by"):
+        DatasetParams(split_by="month")
+
+
+def test_params_files_give_the_intended_windows(tmp_path, monkeypatch, shared_dir):
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    paper = load_config("params/paper.yaml").section("dataset", DatasetParams)
+    assert paper.split_by == "date"
+    assert [(w.name, w.start, w.end) for w in paper.windows()] == [
+        ("train", dt.date(2015, 1, 1), dt.date(2025, 9, 30)),
+        ("validation", dt.date(2025, 10, 1), dt.date(2025, 12, 31)),
+        ("test", dt.date(2026, 1, 1), dt.date(2026, 5, 5)),
+    ]
+    default = load_config("params/default.yaml").section("dataset", DatasetParams)
+    assert default.split_by == "year" and [(w.name, w.start, w.end) for w in default.windows()] == [
+        ("train", None, 2006), ("validation", 2007, 2009), ("test", 2010, None)
+    ]
+
+
+# --- dedupe, pools, overlap ------------------------------------------------------------------------
+
+
+def test_build_dedupes_splits_and_pools(small):
+    pairs, distractors = small
+    built = build_benchmark(pairs, distractors, DatasetParams(split_by="year", splits=YEARS))
+    counts = built.counts
+    assert counts["pairs.dropped.duplicate_query_gold"] == 1
+    assert counts["pairs.dropped.paper_without_usable_date"] == 1
+    assert counts["papers.excluded.no_date"] == 1
+    assert counts["distractors.dropped.equal_to_a_gold"] == 1
+    kept = built.pairs
+    assert len(kept) == 4 and kept.duplicated(["query", "gold"]).sum() == 0
+    assert kept.loc[kept["query"].str.startswith("query one"), "paper_id"].tolist() == ["A"]  # the earliest copy
+    assert dict(zip(kept.paper_id, kept.split)) == {"A": "train", "B": "validation", "C": "test"}
+    train, test = built.pools["train"], built.pools["test"]
+    # one pool per split, shared by the moves: golds of every move of that split plus its distractors
+    assert set(train.source) == {"specify", "address", "common_irrelevant"}
+    assert set(test.source) == {"specify", "explicit_contrast"}
+    assert (train.docid == train.text.map(sentence_id)).all() and train.docid.is_unique
+    assert list(train.columns) == ["docid", "text", "source", "corpusid"]
+    dataset.run_leakage_checks(kept, built.pools)  # already run by build; passes
+
+
+def test_a_sentence_in_train_and_test_pools_stays_in_test_only():
+    shared_text = "a sentence that two papers of different years both contain verbatim."
+    pairs, distractors = frames(
+        [
+            pair("A", 2004, None, "specify", "an older query whose gold is repeated later on.", shared_text),
+            pair("C", 2012, None, "specify", "a newer query whose gold is that same sentence.", shared_text),
+        ],
+        [distractor("A", 2004, None, "common_irrelevant", "another training distractor about parsing models.")],
+    )
+    built = build_benchmark(pairs, distractors, DatasetParams(split_by="year", splits=YEARS))
+    assert sentence_id(shared_text) in set(built.pools["test"].docid)
+    assert sentence_id(shared_text) not in set(built.pools["train"].docid)
+    assert built.counts["pairs.dropped.train_pair_touching_test_pool"] == 1
+    assert set(built.pairs.split) == {"test"}
+
+
+# --- leakage checks, each on a crafted leak -------------------------------------------------------
+
+
+def test_leak_pair_in_two_splits(small):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    leaked = pd.concat([built.pairs, built.pairs.iloc[[0]].assign(split="test")])
+    with pytest.raises(LeakageError, match="more than one split"):
+        dataset.check_no_pair_in_two_splits(leaked)
+
+
+def test_leak_test_sentence_in_train_pool(small):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    pools = dict(built.pools)
+    pools["train"] = pd.concat([pools["train"], pools["test"].iloc[[0]]])
+    with pytest.raises(LeakageError, match="test pool are also in the train pool"):
+        dataset.check_test_pool_disjoint_from_train(pools)
+
+
+def test_leak_distractor_equal_to_gold(small):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    pools = dict(built.pools)
+    gold = built.pairs.iloc[0]
+    fake = pd.DataFrame([{"docid": gold.gold_id, "text": gold.gold, "source": DISTRACTOR_CATEGORIES[0], "corpusid": "Z"}])
+    pools["validation"] = pd.concat([pools["validation"], fake])
+    with pytest.raises(LeakageError, match="equal a gold"):
+        dataset.check_no_distractor_equals_gold(pools, built.pairs)
+
+
+def test_leak_gold_missing_from_its_pool(small):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    pools = dict(built.pools)
+    pools["train"] = pools["train"][pools["train"].source == "common_irrelevant"]
+    with pytest.raises(LeakageError, match="missing from the train pool"):
+        dataset.check_golds_in_pool(pools, built.pairs)
+
+
+# --- release layout, table, stage --------------------------------------------------------------
+
+
+def test_release_layout_round_trip(small, tmp_path):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    dataset.write_release(built, tmp_path / "ratio")
+    bench = load_benchmark(tmp_path / "ratio")
+    queries = bench.queries("specify", "train")
+    assert list(queries.columns[: len(PAIR_COLUMNS)]) == list(PAIR_COLUMNS)
+    assert queries.querySentence.tolist() == ["query one about parsing with small treebanks."]
+    assert queries.queryTerm_group.tolist() == ["specify"] and queries.corpusid.tolist() == ["A"]
+    assert bench.queries("broaden", "train").empty and bench.has("broaden", "test")
+    qrels = bench.qrels("specify", "test")
+    assert set(qrels.docid) <= set(bench.pool("test").docid)
+    assert len(bench.pool("validation")) == len(built.pools["validation"])
+
+
+def test_loads_a_directory_in_the_official_release_layout(tmp_path):
+    """The authors' files carry no ids of ours; the loader derives them from the text."""
+    root = tmp_path / "official"
+    query, gold = "An official query sentence about parsing.", "an official gold sentence about a treebank."
+    frame = pd.DataFrame(
+        [{"corpusid": 123, "year": 2026, "publicationdate": "2026-02-01", "queryTerm": "for example,",
+          "queryTerm_group": "more_specific", "querySentence": query, "goldSentence": gold}]
+    )  # fmt: skip
+    (root / "data" / "specify").mkdir(parents=True)
+    (root / "candidates").mkdir()
+    frame.to_parquet(root / "data" / "specify" / "test.parquet", index=False)
+    pd.DataFrame({"sentence": [gold, "another candidate."], "corpus_id": [123, 456]}).to_parquet(root / "candidates" / "test.parquet", index=False)
+    bench = dataset.load_benchmark(root)
+    assert bench.qrels("specify", "test").to_dict("records") == [{"qid": sentence_id(query), "docid": sentence_id(gold)}]
+    pool = bench.pool("test")
+    assert sentence_id(gold) in set(pool.docid) and {"text", "corpusid"} <= set(pool.columns)
+
+
+def test_table5_matches_the_built_benchmark(small):
+    built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
+    table = dataset.table5(built, {"train": 3, "validation": 1, "test": 2})
+    cell = table.set_index(["section", "item"])
+    assert cell.loc[("pairs", "specify"), "train"] == 1 and cell.loc[("pairs", "specify"), "test"] == 1
+    assert cell.loc[("pairs", "all moves"), "total"] == len(built.pairs)
+    assert cell.loc[("pool", "all sources"), "test"] == len(built.pools["test"])
+    pool_rows = cell.loc["pool"].drop(index="all sources")
+    assert (pool_rows[["train", "validation", "test"]].sum() == cell.loc[("pool", "all sources"), ["train", "validation", "test"]]).all()
+    assert cell.loc[("pairs", "all moves"), "paper_total"] == 3_017_476
+    assert cell.loc[("papers", "in the corpus"), "train"] == 3
+
+
+def test_stage_on_mined_fixture(cfg):
+    sentences = pd.read_csv(FIXTURES / "sentences.csv", keep_default_na=False, na_values=[""])
+    lexicon = pd.read_csv(FIXTURES / "lexicon.csv", keep_default_na=False, na_values=[""])
+    cfg.paths.interim.mkdir(parents=True, exist_ok=True)
+    sentences.to_parquet(cfg.paths.sentences, index=False)
+    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    mining.mine(cfg)
+    built = dataset.build(cfg)  # default params: year windows; P1 2004 train, P2 2008 validation, P3/P4 2012 test
+    assert built.pairs.groupby("split").size().to_dict() == {"test": 3, "train": 3, "validation": 2}
+    bench = load_benchmark(cfg.paths.benchmark)
+    assert len(bench.queries("address", "train")) == 1 and len(bench.queries("broaden", "validation")) == 1
+    report = json.loads(dataset.split_report_path(cfg).read_text())
+    assert report["pool"]["size"]["test"] == len(bench.pool("test"))

@@ -1,0 +1,75 @@
+"""The evaluate command on the tiny benchmark, in our layout and in the official release layout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.evaluate import main
+from ratio_utils.metrics import evaluate_run
+from ratio_utils.retrieval import BM25Retriever, benchmark_queries
+
+
+def _official_layout(ours, target):
+    """A copy of the tiny benchmark as the official release ships it: no id columns, other candidate names."""
+    shutil.copytree(ours, target)
+    for path in (target / "data").rglob("*.parquet"):
+        pd.read_parquet(path).drop(columns=["query_id", "gold_id", "marker_source", "marker_has_anaphor"]).to_parquet(path)
+    for path in (target / "candidates").glob("*.parquet"):
+        pd.read_parquet(path).drop(columns=["docid"]).rename(columns={"text": "sentence", "corpusid": "corpus_id"}).to_parquet(path)
+    return target
+
+
+def test_missing_silver_is_a_clear_error(tiny_benchmark, capsys):
+    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--move", "address"]) == 2
+    err = capsys.readouterr().err
+    assert "no silver split for address" in err and "--fallback-to-test" in err and "--split test" in err
+
+
+def test_fallback_and_silver_are_recorded(tiny_benchmark, tmp_path, capsys):
+    # give broaden a silver split (a copy of its test pairs): silver queries rank the test pool
+    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet", tiny_benchmark / "data" / "broaden" / "silver.parquet")
+    out = tmp_path / "result.json"
+    argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "10", "--out", str(out)]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["splits"] == {"address": "test", "broaden": "silver", "specify": "test"}
+    assert set(result["scores"]) == {"address", "broaden", "specify"}
+    assert "data/broaden/silver.parquet" in result["benchmark"]["files_sha256"]
+    assert "M@10" in capsys.readouterr().out
+    # the command's numbers are the library's numbers
+    bench = load_benchmark(tiny_benchmark)
+    queries, qrels = benchmark_queries(bench, "specify", "test")
+    expected = evaluate_run(BM25Retriever(1).search(queries, bench.pool("test"), k=10), qrels, ks=(1, 3, 5, 10))
+    assert result["scores"]["specify"] == pytest.approx(expected)
+
+
+def test_official_layout_gives_the_same_scores(tiny_benchmark, tmp_path):
+    official = _official_layout(tiny_benchmark, tmp_path / "official")
+    results = []
+    for root, name in ((tiny_benchmark, "ours.json"), (official, "official.json")):
+        out = tmp_path / name
+        assert main(["--model", "bm25-bigram", "--benchmark", str(root), "--split", "test", "--out", str(out)]) == 0
+        results.append(json.loads(out.read_text())["scores"])
+    assert results[0] == results[1]
+
+
+@pytest.mark.models
+def test_dense_model_result_and_run_files(tiny_benchmark, tmp_path):
+    out = tmp_path / "minilm.json"
+    argv = [
+        "--model", "sentence-transformers/all-MiniLM-L6-v2", "--benchmark", str(tiny_benchmark), "--split", "test",
+        "--move", "specify", "--query-prefix", "query: ", "--doc-prefix", "document: ", "--k", "5",
+        "--runs-dir", str(tmp_path / "runs"), "--name", "minilm-generic", "--out", str(out),
+    ]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    assert len(result["model_fingerprint"]) == 64
+    assert result["params"]["query_prefix"] == "query: " and result["params"]["k"] == 5
+    run = pd.read_parquet(tmp_path / "runs" / "minilm-generic" / "specify" / "test.parquet")
+    assert run.groupby("qid").size().max() <= 5
+    assert 0 <= result["scores"]["specify"]["MRR@5"] <= 1

@@ -1,0 +1,334 @@
+"""ratio_utils.judge: prompt files, sampling, label files, agreement statistics (against sklearn),
+the anaphora test (against scipy), and the silver filter end to end, offline and against the
+loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import fisher_exact
+from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, precision_score, recall_score
+
+from ratio_utils.benchmark import load_benchmark, pairs_path, write_pairs
+from ratio_utils.config import REPO_ROOT
+from ratio_utils.io import InputError, sha256_file, sha256_tree
+from ratio_utils.judge import (
+    SilverFilter,
+    agreement,
+    anaphora_analysis,
+    both_rule,
+    format_pair,
+    human_panel_agreement,
+    load_label_files,
+    load_prompts,
+    majority_label,
+    rater_panel_agreement,
+    read_prompt,
+    single_annotator_agreement,
+    stratified_equal_allocation,
+    unanimous_label,
+)
+from ratio_utils.schema import MOVES, Move, Split
+
+sys.path.insert(0, str(Path(__file__).parent))
+from openai_stub_server import StubOpenAI  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures" / "judge"
+KEY = "sk-judge-test-key-0000-SECRET"
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def test_prompt_files_are_versioned_and_four_to_six_per_move():
+    prompts = load_prompts(REPO_ROOT / "prompts" / "judge")
+    for move in MOVES:
+        assert 4 <= len(prompts[move]) <= 6, move
+        for prompt in prompts[move]:
+            assert prompt.move is move and prompt.version >= 1
+            assert prompt.sha256 == sha256_file(prompt.path)
+            assert '"accept"' in prompt.text and not prompt.text.startswith("---")
+
+
+def test_prompt_without_header_is_rejected_naming_the_file(tmp_path):
+    bad = tmp_path / "address" / "nohead.md"
+    bad.parent.mkdir()
+    bad.write_text("Just a prompt.\n")
+    with pytest.raises(InputError, match="nohead.md:1"):
+        read_prompt(bad)
+
+
+def test_format_pair_is_query_marker_gold():
+    assert format_pair("Parsers overfit small treebanks.", "to address this issue,", "we add dropout.") == \
+        "Parsers overfit small treebanks. To address this issue, we add dropout."
+    assert format_pair("No final stop", "for example", "x") == "No final stop. For example, x"
+
+
+# -- sampling ---------------------------------------------------------------------------------
+
+
+def test_stratified_sampling_gives_equal_allocation_with_caps():
+    sizes = {"rare": 2, "small": 5, "mid": 30, "big": 200, "huge": 900}
+    frame = pd.DataFrame({"queryTerm": [m for m, n in sizes.items() for _ in range(n)]})
+    frame["row"] = range(len(frame))
+    sample = stratified_equal_allocation(frame, "queryTerm", 100, seed=3)
+    counts = sample["queryTerm"].value_counts()
+    assert len(sample) == 100 and sample["row"].is_unique
+    # 100 over 5 markers: 20 each; "rare" and "small" give all they have (7), which leaves 93 for three
+    # markers (31 each); "mid" has only 30, so "big" and "huge" share the last 63 (31 and 32)
+    assert (counts["rare"], counts["small"], counts["mid"]) == (2, 5, 30)
+    assert sorted([counts["big"], counts["huge"]]) == [31, 32]
+    again = stratified_equal_allocation(frame, "queryTerm", 100, seed=3)
+    assert again["row"].tolist() == sample["row"].tolist()
+    assert len(stratified_equal_allocation(frame, "queryTerm", None, seed=3)) == len(frame)
+
+
+# -- label files and statistics ----------------------------------------------------------------
+
+
+def test_label_files_load_with_blank_labels_counted():
+    labels, counts = load_label_files(FIXTURES / "labels")
+    assert counts["files"] == 2 and counts["blank"] == 2
+    assert set(labels["label"]) == {0, 1}
+    assert len(labels) == 70 - 2 + 20
+
+
+def test_bad_label_names_file_and_line():
+    with pytest.raises(InputError, match=r"sheet.csv:4: label 'maybe'"):
+        load_label_files(FIXTURES / "bad_labels")
+
+
+def _fixture_verdicts() -> pd.DataFrame:
+    frame = pd.read_csv(FIXTURES / "prompt_verdicts.csv", dtype=str, keep_default_na=False)
+    frame["accept"] = frame["accept"].map({"true": True, "false": False, "": None})
+    return frame.pivot(index="pair_id", columns="prompt", values="accept")
+
+
+def _sk(reference: pd.Series, rater: pd.Series) -> dict[str, float]:
+    both = reference.notna() & rater.notna()
+    y, p = reference[both].astype(int).to_numpy(), rater[both].astype(int).to_numpy()
+    return {"P": precision_score(y, p, zero_division=0), "R": recall_score(y, p, zero_division=0),
+            "F1": f1_score(y, p, zero_division=0), "kappa": cohen_kappa_score(y, p), "Agr": 100 * accuracy_score(y, p)}
+
+
+def test_single_annotator_statistics_match_sklearn():
+    labels, _ = load_label_files(FIXTURES / "labels")
+    calibration = labels[labels["set"] == "calibration"].set_index("pair_id")["label"].astype("object")
+    verdicts = _fixture_verdicts()
+    for prompt in verdicts.columns:
+        rater = verdicts[prompt].reindex(calibration.index)
+        ours = single_annotator_agreement(calibration, rater)
+        expected = _sk(calibration, rater)
+        assert ours["single_P"] == pytest.approx(expected["P"])
+        assert ours["single_R"] == pytest.approx(expected["R"])
+        assert ours["single_F1"] == pytest.approx(expected["F1"])
+        assert ours["single_kappa"] == pytest.approx(expected["kappa"])
+        assert ours["single_Agr"] == pytest.approx(expected["Agr"])
+    assert single_annotator_agreement(calibration, verdicts["ordered-v1"].reindex(calibration.index))["n_single"] == 19
+
+
+def test_degenerate_cases_follow_sklearn():
+    y = [1, 1, 1, 1]
+    stats = agreement(y, [0, 0, 0, 0])
+    assert stats.precision == precision_score(y, [0] * 4, zero_division=0) == 0.0
+    assert stats.f1 == f1_score(y, [0] * 4, zero_division=0)
+    assert np.isnan(agreement(y, y).kappa) and np.isnan(cohen_kappa_score(y, y))
+
+
+def test_panel_statistics_match_sklearn():
+    labels, _ = load_label_files(FIXTURES / "labels")
+    panel = labels[labels["set"] == "panel"].pivot(index="pair_id", columns="annotator", values="label")
+    rater = _fixture_verdicts()["minimal-v1"].reindex(panel.index)
+
+    pairwise = [_sk(panel[a], panel[b]) for a, b in itertools.combinations(panel.columns, 2)]
+    human = human_panel_agreement(panel)
+    assert human["panel_F1"] == pytest.approx(np.mean([s["F1"] for s in pairwise]))
+    assert human["panel_Agr"] == pytest.approx(np.mean([s["Agr"] for s in pairwise]))
+
+    ours = rater_panel_agreement(panel, rater)
+    assert ours["panel_F1"] == pytest.approx(np.mean([_sk(panel[a], rater)["F1"] for a in panel.columns]))
+    assert ours["panel_Agr"] == pytest.approx(np.mean([_sk(panel[a], rater)["Agr"] for a in panel.columns]))
+
+    # majority and unanimous labels computed independently, row by row
+    majority, unanimous = {}, {}
+    for pid, row in panel.iterrows():
+        values = row.dropna().astype(int).tolist()
+        if 2 * sum(values) > len(values):
+            majority[pid] = 1
+        elif 2 * (len(values) - sum(values)) > len(values):
+            majority[pid] = 0
+        if len(values) == panel.shape[1] and len(set(values)) == 1:
+            unanimous[pid] = values[0]
+    assert majority_label(panel).dropna().astype(int).to_dict() == majority
+    assert unanimous_label(panel).dropna().astype(int).to_dict() == unanimous
+    assert 0 < len(unanimous) < len(panel)
+    assert ours["panel_F1_majority"] == pytest.approx(_sk(pd.Series(majority), rater.reindex(list(majority)))["F1"])
+    assert ours["panel_F1_unanimous"] == pytest.approx(_sk(pd.Series(unanimous), rater.reindex(list(unanimous)))["F1"])
+
+
+def test_both_rule_is_a_conjunction_where_a_rejection_decides():
+    verdicts = pd.DataFrame({"a": [True, True, False, None, True], "b": [True, False, None, None, None]}, dtype="boolean")
+    assert both_rule(verdicts, ["a", "b"]).tolist() == [True, False, False, pd.NA, pd.NA]
+
+
+# -- anaphora ---------------------------------------------------------------------------------
+
+
+def test_anaphora_analysis_matches_scipy_fisher():
+    judged = pd.read_csv(FIXTURES / "anaphora_judged.csv")
+    table = anaphora_analysis(judged).set_index("move")
+    for move, part in judged.groupby("move"):
+        a = int((part.marker_has_anaphor & part.accepted).sum())
+        b = int((part.marker_has_anaphor & ~part.accepted).sum())
+        c = int((~part.marker_has_anaphor & part.accepted).sum())
+        d = int((~part.marker_has_anaphor & ~part.accepted).sum())
+        expected = fisher_exact([[a, b], [c, d]])
+        row = table.loc[move]
+        assert row["odds_ratio"] == pytest.approx(expected.statistic)
+        assert row["fisher_p"] == pytest.approx(expected.pvalue)
+        assert row["accept_with_anaphor_%"] == pytest.approx(100 * a / (a + b))
+        assert row["accept_without_anaphor_%"] == pytest.approx(100 * c / (c + d))
+        assert (row["n_with_anaphor"], row["n_without_anaphor"]) == (a + b, c + d)
+
+
+# -- the silver filter end to end ----------------------------------------------------------------
+
+
+def _install_benchmark(tiny_benchmark: Path, cfg) -> None:
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+
+
+def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    _install_benchmark(tiny_benchmark, cfg)
+    stale = pairs_path(cfg.paths.benchmark, Move.ADDRESS, Split.SILVER)
+    write_pairs(load_benchmark(cfg.paths.benchmark).queries("address", "test"), cfg.paths.benchmark, "address", "silver")
+    sf = SilverFilter.from_config(cfg)
+    status = sf.status()
+    assert not sf.online and "OPENAI_API_KEY" in sf.why
+    assert "not set" in status.to_string()
+    sample = sf.sample().set_index("move")
+    assert sample.loc["address", "sampled"] == 3 and sample.loc["address", "with anaphor %"] == 100.0
+    sheets = sf.write_annotation_sheets()
+    assert all(Path(f).exists() for f in sheets["file"])
+    sf.load_labels()
+    selection = sf.calibrate()
+    assert selection["single_F1"].isna().all() and not selection["retained"].any()
+    summary = sf.filter()
+    assert not summary["silver written"].any()
+    assert not stale.exists() and not any(load_benchmark(cfg.paths.benchmark).has(m, "silver") for m in MOVES)
+    table9 = sf.table9()
+    assert table9.loc[table9["rater"] != "Human", ["panel_F1", "single_F1"]].isna().all().all()
+    anaphora = sf.anaphora().set_index("move")
+    assert anaphora["accept_with_anaphor_%"].isna().all()
+    assert anaphora.loc["address", "paper: accept with anaphor %"] == 71.9
+    for name in ("table9_judge_agreement", "judge_silver_summary", "judge_anaphora"):
+        assert "No LLM judge here" in (cfg.paths.tables / f"{name}.md").read_text()
+
+
+def _responder(body: dict) -> str:
+    """A deterministic judge: accepts unless a hash of (prompt, pair) falls in one quarter."""
+    system = body["messages"][0]["content"]
+    user = body["messages"][1]["content"]
+    return json.dumps({"accept": _stub_accepts(system, user), "reason": "stub"})
+
+
+def _stub_accepts(system: str, user: str) -> bool:
+    return int(hashlib.sha256(f"{system}|{user}".encode()).hexdigest(), 16) % 4 != 0
+
+
+def _fill_labels(sheets: pd.DataFrame, labels_dir: Path) -> None:
+    labels_dir.mkdir(parents=True)
+    for path in sheets.loc[sheets["file"].str.endswith(".csv"), "file"]:
+        sheet = pd.read_csv(path, dtype=str, keep_default_na=False)
+        annotators = ["cal"] if "calibration" in Path(path).name else ["a1", "a2", "a3"]
+        for k, annotator in enumerate(annotators):
+            filled = sheet.copy()
+            filled["annotator"] = annotator
+            filled["label"] = [str(int((int(hashlib.md5(f"{pid}{k}".encode()).hexdigest(), 16) % 3) != 0)) for pid in sheet.pair_id]
+            filled.to_csv(labels_dir / f"{annotator}__{Path(path).name}", index=False)
+
+
+def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch):
+    _install_benchmark(tiny_benchmark, cfg)
+    pools_before = sha256_tree(cfg.paths.benchmark / "candidates")
+    with StubOpenAI(KEY, responder=_responder, batch_polls_before_done=1) as stub:
+        base = cfg.sections
+        base["llm"] = {"model": "judge-model", "base_url": stub.base_url, "batch_poll_interval_s": 0.01}
+        base["judge"] = {"n_calibration": 2, "n_panel": 1}
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        sf = SilverFilter.from_config(cfg)
+        assert sf.online
+        sf.sample()
+        sheets = sf.write_annotation_sheets()
+        _fill_labels(sheets, sf.labels_dir)
+        labels = sf.load_labels()
+        assert set(labels["set"]) == {"calibration", "panel"}
+        selection = sf.calibrate()
+        summary = sf.filter().set_index("move")
+        table9 = sf.table9()
+        anaphora = sf.anaphora().set_index("move")
+        requests_after_first_run = stub.total_requests
+        # the tiny test set is entirely labelled: the calibration batch judged every pair with every
+        # prompt, so the silver filter's requests are all answered from the cache
+        assert stub.counts["POST /v1/batches"] == 1
+        assert sf.client.last_report.desc == "judge silver" and sf.client.last_report.n_to_send == 0
+
+        # a rerun is answered from the cache: zero HTTP requests
+        again = SilverFilter.from_config(cfg)
+        again.sample(); again.load_labels(); again.calibrate(); again.filter()
+        assert stub.total_requests == requests_after_first_run
+
+    prompts = load_prompts(REPO_ROOT / "prompts" / "judge")
+    judgements = sf.calibration_judgements
+    labels_long, _ = load_label_files(sf.labels_dir)
+    for move in MOVES:
+        # the retained prompts have the highest F1 against the calibration annotator (sklearn)
+        cal = labels_long[(labels_long.move == move.value) & (labels_long.set == "calibration")].set_index("pair_id")["label"]
+        part = judgements[judgements.move == move.value].pivot(index="pair_id", columns="prompt", values="accept")
+        f1 = {p: f1_score(cal.to_numpy(), part[p].reindex(cal.index).astype(int).to_numpy(), zero_division=0) for p in part.columns}
+        retained = sf.retained[move]
+        assert len(retained) == 2
+        assert min(f1[p] for p in retained) >= max(f1[p] for p in f1 if p not in retained)
+        assert selection[(selection.move == move.value) & selection.retained].prompt.tolist() == retained
+
+        # the silver set is exactly the test pairs both retained prompts accept (recomputed from the stub's rule)
+        texts = {p.label: p.text for p in prompts[move]}
+        test = load_benchmark(cfg.paths.benchmark).queries(move, "test")
+        expected = {
+            (q, g) for q, m, g in zip(test.querySentence, test.queryTerm, test.goldSentence)
+            if all(_stub_accepts(texts[p], format_pair(q, m, g)) for p in retained)
+        }
+        silver = load_benchmark(cfg.paths.benchmark).queries(move, "silver")
+        assert set(zip(silver.querySentence, silver.goldSentence)) == expected
+        assert summary.loc[move.value, "silver"] == len(expected)
+        assert set(silver.columns) >= set(test.columns) - {"pair_id"}
+
+        # Table 9 prompt rows against the calibration annotator, recomputed with sklearn
+        rows = table9[(table9.move == move.value)].set_index("rater")
+        for p in retained:
+            assert rows.loc[p, "single_F1"] == pytest.approx(f1[p])
+        both = part[retained[0]].astype(bool) & part[retained[1]].astype(bool)
+        assert rows.loc["Both (AND)", "single_F1"] == pytest.approx(
+            f1_score(cal.to_numpy(), both.reindex(cal.index).astype(int).to_numpy(), zero_division=0))
+    assert anaphora.loc["address", "n_with_anaphor"] == 3
+    assert sha256_tree(cfg.paths.benchmark / "candidates") == pools_before  # rejected golds stay in the pool
+
+    # every verdict records the prompt file's hash; the cache holds readable requests and responses, never the key
+    verdicts = pd.read_parquet(sf.out_dir / "judgements.parquet")
+    sha = {(m.value, p.label): p.sha256 for m in MOVES for p in prompts[m]}
+    assert [sha[(m, p)] for m, p in zip(verdicts["move"], verdicts["prompt"])] == verdicts["prompt_sha256"].tolist()
+    entries = list((cfg.paths.root / "cache" / "llm" / "responses").rglob("*.json"))
+    entry = json.loads(entries[0].read_text())
+    assert entry["meta"]["prompt_sha256"] == sha[(entry["meta"]["move"], entry["meta"]["prompt"])] and entry["request"]["reasoning_effort"] == "medium"
+    for path in cfg.paths.root.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path

@@ -1,0 +1,362 @@
+"""The marker lexicon (ratio_utils.lexicon), curation statistics (ratio_utils.curation) and the LLM
+marker loop's pure parts (ratio_utils.marker_llm), on the released lexicon and on small fixtures."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import http.server
+import json
+import threading
+from collections import Counter
+from itertools import islice
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pytest
+
+from ratio_utils import curation, lexicon as lx, marker_llm
+from ratio_utils.io import InputError, sha256_file
+from ratio_utils.llm import ChatResult
+from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, Move, normalize_marker
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lexicon"
+
+
+@pytest.fixture(scope="module")
+def released_csv(shared_dir) -> Path:
+    return shared_dir / "lexicon" / lx.RELEASED_LEXICON_NAME
+
+
+@pytest.fixture(scope="module")
+def released(released_csv) -> lx.Lexicon:
+    return lx.load_lexicon(released_csv)
+
+
+@pytest.fixture(scope="module")
+def released_raw(released_csv) -> pd.DataFrame:
+    """The file as the csv module reads it, with line numbers: the independent reference."""
+    with open(released_csv, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = [dict(row, line=reader.line_num) for row in reader]
+    frame = pd.DataFrame(rows)
+    frame["norm"] = frame["word"].map(normalize_marker)
+    return frame
+
+
+# --- the released file ---------------------------------------------------------------------------
+
+
+def test_pinned_checksum_matches_the_shared_file(released_csv):
+    assert lx.PinnedFile.load().sha256 == sha256_file(released_csv)
+
+
+def test_released_lexicon_validates_and_keeps_every_phrase(released, released_raw):
+    frame = released.frame
+    assert list(frame.columns) == list(LEXICON_COLUMNS)
+    assert frame["marker"].is_unique
+    assert released.report["rows_in_file"] == len(released_raw)
+    # Every phrase of the file is a marker of the artefact, and every move row keeps its move.
+    assert set(frame["marker"]) == set(released_raw["norm"])
+    by_marker = frame.set_index("marker")
+    move_rows = released_raw[released_raw["group"].isin(GROUP_TO_MOVE)]
+    for norm, group in zip(move_rows["norm"], move_rows["group"]):
+        assert by_marker.loc[norm, "move"] == GROUP_TO_MOVE[group].value
+    # A phrase only in BLACKLIST is rejected; extendable connectives are the special_word rows.
+    only_blacklist = released_raw.groupby("norm")["group"].agg(set).map(lambda g: g == {"BLACKLIST"})
+    assert set(frame.loc[frame["kind"] == "rejected", "marker"]) == set(only_blacklist[only_blacklist].index)
+    special = set(released_raw.loc[released_raw["special_word"] == "True", "norm"])
+    assert set(frame.loc[frame["extendable"], "marker"]) == special
+    assert (frame.loc[frame["source"] == "extendable", "marker"].isin(special)).all()
+
+
+def test_released_lexicon_reports_typo_clauses_and_conflicts(released, released_raw):
+    report = released.report
+    typo_lines = released_raw.loc[released_raw["query_type"] == "manual`", "line"].tolist()
+    assert [t["line"] for t in report["query_type_typos"]] == typo_lines and typo_lines
+    # Conflicts: exactly the normalised phrases whose rows span more than one group.
+    groups = released_raw.groupby("norm")["group"].nunique()
+    assert {c["marker"] for c in report["conflicts"]} == set(groups[groups > 1].index)
+    # The move lexicons are disjoint after normalisation (else loading would have failed).
+    moves = released_raw[released_raw["group"].isin(GROUP_TO_MOVE)].groupby("norm")["group"].nunique()
+    assert moves.max() == 1
+    # Phrases with a clause after an inner comma keep the whole phrase as their marker.
+    clause_rows = released_raw[released_raw["norm"].map(lambda m: lx.split_trailing_clause(m)[1] is not None)]
+    assert report["trailing_clause_rows"] == len(clause_rows) > 0
+    assert clause_rows["norm"].isin(released.frame["marker"]).all()
+    assert sum(report["trailing_clause_openers"].values()) == len(clause_rows)
+
+
+def test_split_trailing_clause():
+    assert lx.split_trailing_clause("to address these limitations, we propose") == ("to address these limitations", "we propose")
+    assert lx.split_trailing_clause("more generally, the same result holds for") == ("more generally", "the same result holds for")
+    assert lx.split_trailing_clause("accordingly, to address this") == ("accordingly, to address this", None)
+    assert lx.split_trailing_clause("at a macro scale, this") == ("at a macro scale, this", None)
+    assert lx.split_trailing_clause("for example") == ("for example", None)
+
+
+# --- fixtures: a good file and each kind of bad file ---------------------------------------------
+
+
+def test_good_fixture_merges_and_resolves_as_documented():
+    lexicon = lx.load_lexicon(FIXTURES / "good.csv")
+    frame = lexicon.frame.set_index("marker")
+    assert frame.loc["for example", ["kind", "move", "source"]].tolist() == ["move", "specify", "manual"]
+    assert frame.loc["in particular", "source"] == "manual"  # the manual` typo, read as manual
+    assert lexicon.report["query_type_typos"] == [{"line": 4, "value": "manual`", "read_as": "manual"}]
+    assert frame.loc["to address this problem", "source"] == "manual"  # the manual row outranks the LLM row
+    assert frame.loc["to this end, we propose", "move"] == "address"
+    assert frame.loc["to this end", "kind"] == "rejected"
+    assert lexicon.report["trailing_clause_openers"] == {"rejected": 1}
+    assert "accordingly, to tackle this" in frame.index
+    assert frame.loc["in contrast", ["kind", "category"]].tolist() == ["distractor", "explicit_contrast"]
+    assert frame.loc["to generalize these results", "source"] == "pattern"
+    assert bool(frame.loc["to address", "extendable"]) and frame.loc["to address", "source"] == "extendable"
+    assert lexicon.report["conflicts_by_type"] == {"move_vs_rejected": 1, "distractor_vs_rejected": 1}
+    assert len(frame) == 11
+
+
+@pytest.mark.parametrize(
+    "name, line, message",
+    [
+        ("bad_missing_column.csv", 1, "missing required column"),
+        ("bad_unknown_group.csv", 3, "unknown group 'more_vague'"),
+        ("bad_move_conflict.csv", 5, "must be disjoint"),
+        ("bad_distractor_conflict.csv", 3, "must be disjoint"),
+        ("bad_duplicate_conflict.csv", 4, "repeats line 2"),
+        ("bad_query_type.csv", 2, "unknown query_type 'handmade'"),
+        ("bad_strength.csv", 3, "unknown strength label 'MAYBE'"),
+        ("bad_special_word.csv", 2, "special_word must be True or False"),
+        ("bad_special_word_mismatch.csv", 3, "contradicts query_type"),
+        ("bad_empty_word.csv", 3, "empty marker"),
+    ],
+)
+def test_bad_files_fail_naming_file_and_line(name, line, message):
+    path = FIXTURES / name
+    with pytest.raises(InputError, match=message) as info:
+        lx.load_lexicon(path)
+    assert info.value.line == line
+    assert f"{path}:{line}" in str(info.value)
+
+
+def test_artefact_round_trip(tmp_path):
+    lexicon = lx.load_lexicon(FIXTURES / "good.csv")
+    written = lx.write_lexicon(lexicon, tmp_path / "lexicon.parquet")
+    back = lx.read_lexicon(tmp_path / "lexicon.parquet")
+    pd.testing.assert_frame_equal(back.frame, lexicon.frame)
+    assert list(pd.read_csv(written["csv"]).columns) == list(LEXICON_COLUMNS)
+    assert back.report["sha256"] == sha256_file(FIXTURES / "good.csv")
+
+
+# --- download fallback (loopback server, no network) ------------------------------------------------
+
+
+@pytest.fixture
+def loopback(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_download_checks_the_pinned_checksum(loopback, tmp_path):
+    served, base = loopback
+    source = FIXTURES / "good.csv"
+    (served / "lexicon.csv").write_bytes(source.read_bytes())
+    good = lx.download_checked(f"{base}/lexicon.csv", tmp_path / "out" / "ok.csv", sha256_file(source))
+    assert good.read_bytes() == source.read_bytes()
+    with pytest.raises(lx.ChecksumError, match="differs from the pinned"):
+        lx.download_checked(f"{base}/lexicon.csv", tmp_path / "out" / "bad.csv", "0" * 64)
+    assert not (tmp_path / "out" / "bad.csv").exists()
+
+
+def test_released_path_falls_back_to_download_without_shared(loopback, cfg, tmp_path, monkeypatch):
+    served, base = loopback
+    (served / "lexicon.csv").write_bytes((FIXTURES / "good.csv").read_bytes())
+    pinned = lx.PinnedFile(url=f"{base}/lexicon.csv", sha256=sha256_file(FIXTURES / "good.csv"))
+    params = lx.LexiconParams(released_csv="no/such/file.csv")
+    path = lx.released_lexicon_path(cfg, params, pinned)
+    assert path.is_file() and path.parent == cfg.paths.raw / "lexicon"
+    assert lx.released_lexicon_path(cfg, params, pinned) == path  # a checked local copy is reused
+
+
+# --- the reviewers' rule ------------------------------------------------------------------------
+
+
+def test_review_rule_needs_every_reviewer_and_every_pair():
+    sheet = pd.read_csv(FIXTURES / "decisions_two_reviewers.csv", dtype=str, keep_default_na=False)
+    result = lx.apply_review_rule(sheet, ("reviewer_1", "reviewer_2")).set_index("span")
+    assert result.loc["for example", "accepted_move"] == "specify"  # case-insensitive decisions
+    assert pd.isna(result.loc["to this end", "accepted_move"])  # one reviewer rejected one pair
+    assert not result.loc["in particular", "complete"] and pd.isna(result.loc["in particular", "accepted_move"])
+    assert pd.isna(result.loc["more generally", "accepted_move"])  # reviewers disagree on the move
+    assert result["pairs"].tolist() == [2, 2, 2, 2]
+
+
+def test_review_decision_files_are_checked(tmp_path):
+    (tmp_path / "a.csv").write_bytes((FIXTURES / "decisions_bad_value.csv").read_bytes())
+    with pytest.raises(InputError, match="unknown move 'maybe'") as info:
+        lx.read_review_decisions(tmp_path, ("reviewer_1", "reviewer_2"))
+    assert info.value.line == 3
+    assert lx.read_review_decisions(tmp_path / "none", ("reviewer_1",)) is None
+
+
+# --- Table 4 ------------------------------------------------------------------------------------
+
+
+def test_table4_counts_sources_moves_and_data():
+    lexicon = lx.load_lexicon(FIXTURES / "good.csv").frame
+    pairs = pd.DataFrame(
+        {
+            "marker": ["to address", "to address", "for example", "more generally", "to this end, we propose"],
+            "move": ["address", "address", "specify", "broaden", "address"],
+        }
+    )
+    table = lx.table4(lexicon, pairs).set_index("source")
+    moves = lexicon[lexicon["kind"] == "move"]
+    for label, source in [("Manual curation", "manual"), ("Extendable connective", "extendable"), ("LLM generation", "llm")]:
+        for move in ("address", "broaden", "specify"):
+            expected = int(((moves["source"] == source) & (moves["move"] == move)).sum())
+            assert table.loc[label, f"{move}_lexicon"] == expected
+    assert table.loc["Extendable connective", "address_data"] == 1  # one connective, however many pairs
+    assert table.loc["LLM generation", "address_data"] == 1
+    assert table.loc["Total", "total_data"] == pairs["marker"].nunique()
+    assert table.loc["Total", "total_lexicon"] == len(moves)
+    assert table.loc["Total", "paper_lexicon"] == lx.PAPER_TOTAL_MARKERS and table.loc["Total", "paper_data"] == 809
+    assert lx.table4(lexicon, None)["total_data"].isna().all()
+    with pytest.raises(ValueError, match="not move markers"):
+        lx.table4(lexicon, pd.DataFrame({"marker": ["in contrast"], "move": ["address"]}))
+    with pytest.raises(ValueError, match="move other than"):
+        lx.table4(lexicon, pd.DataFrame({"marker": ["for example"], "move": ["address"]}))
+
+
+# --- spans, pairs, review sheets, extensions ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentences(shared_dir) -> pl.DataFrame:
+    """The first 150 papers of the ACL corpus as a sentence table (kept sentences only)."""
+    rows = []
+    with gzip.open(shared_dir / "corpora" / "acl_scisumm" / "papers.jsonl.gz", "rt", encoding="utf-8") as handle:
+        for line in islice(handle, 150):
+            paper = json.loads(line)
+            for p, para in enumerate(paper.get("paragraphs") or []):
+                rows += [(paper["paper_id"], p, s, text) for s, text in enumerate(para)]
+    return pl.DataFrame(rows, schema=["paper_id", "para", "sent", "text_clean"], orient="row")
+
+
+def test_count_spans_matches_a_plain_python_count(sentences):
+    counts = curation.count_spans(sentences, 7)
+    reference = Counter(s for s in map(curation.span_of, sentences["text_clean"].to_list()) if s is not None)
+    assert dict(zip(counts["span"].to_list(), counts["count"].to_list())) == dict(reference)
+    assert counts["count"].to_list() == sorted(counts["count"].to_list(), reverse=True)
+    assert curation.span_of("However , the  Model works.") == "however"
+    assert curation.span_of("one two three four five six seven eight, x") is None
+    assert curation.span_of("No comma here.") is None
+
+
+def test_review_pairs_are_consecutive_seeded_and_open_with_the_span(sentences, tmp_path):
+    top = curation.count_spans(sentences).head(10)
+    spans = top["span"].to_list()
+    sampled = curation.sample_review_pairs(sentences, spans, 4, seed=1)
+    again = curation.sample_review_pairs(sentences.reverse(), spans, 4, seed=1)
+    other = curation.sample_review_pairs(sentences, spans, 4, seed=2)
+    assert sampled.sort(["span", "pair_no"]).equals(again.sort(["span", "pair_no"]))
+    assert not sampled.sort(["span", "pair_no"]).equals(other.sort(["span", "pair_no"]))
+    assert sampled.group_by("span").len()["len"].max() <= 4
+    texts = {(r[0], r[1], r[2]): r[3] for r in sentences.iter_rows()}
+    for row in sampled.iter_rows(named=True):
+        assert texts[(row["paper_id"], row["para"], row["sent"])] == row["first"]
+        assert texts[(row["paper_id"], row["para"], row["sent"] + 1)] == row["second"]
+        assert curation.span_of(row["second"]) == row["span"]
+    sheet = curation.review_sheet(top, sampled, ("ann", "bob"))
+    files = curation.write_review_sheet(sheet, tmp_path, ("ann", "bob"))
+    written = pd.read_csv(files["csv"], keep_default_na=False)
+    assert {"decision_ann", "decision_bob"} <= set(written.columns) and len(written) == sampled.height
+    assert files["html"].read_text().count("<h2") == sheet["span"].nunique()
+
+
+def test_extension_matching():
+    assert curation.extension_of("to address this potential bias", "to address") == "this potential bias"
+    assert curation.extension_of("to address", "to address") == ""
+    assert curation.extension_of("to addressing this", "to address") is None
+    assert curation.extension_of("to address a b c d e f", "to address") is None  # six words
+    assert curation.extension_of("to address a b c d e", "to address") == "a b c d e"
+    spans = pl.DataFrame({"span": ["to address this issue", "to address", "to addressing it", "zooming in on x"], "count": [5, 2, 9, 1]})
+    connectives = pd.DataFrame({"marker": ["to address", "zooming in"], "kind": ["move", "move"], "move": ["address", "specify"]})
+    found = curation.connective_extensions(spans, connectives, 5)
+    assert found[["connective", "extension", "count"]].values.tolist() == [
+        ["to address", "this issue", 5], ["to address", "", 2], ["zooming in", "on x", 1]]
+    summary = curation.extension_summary(found, connectives).set_index("connective")
+    assert summary.loc["to address", "sentences"] == 7 and summary.loc["to address", "bare_connective"] == 2
+
+
+def test_span_status_uses_hand_made_rows():
+    lexicon = lx.load_lexicon(FIXTURES / "good.csv").frame
+    top = pl.DataFrame({"span": ["for example", "to address this issue", "in contrast", "to this end", "we note"], "count": [9, 5, 4, 3, 2]})
+    status = curation.span_status(top, lexicon).set_index("span")
+    assert status["status"].to_dict() == {"for example": "specify", "to address this issue": "address", "in contrast": "distractor",
+                                           "to this end": "rejected", "we note": "not reviewed"}
+    summary = curation.status_summary(status.reset_index())
+    assert summary["spans"].sum() == 5
+
+
+# --- LLM marker generation: replay and request building ------------------------------------------------
+
+
+def test_replayed_label_counts_match_the_file_and_the_paper(released_csv, released_raw):
+    counts = marker_llm.released_label_counts(lx.released_rows_frame(released_csv)).set_index("group")
+    llm = released_raw[released_raw["query_type"] == "LLMgenerated"]
+    reference = Counter(s or "unlabelled" for s in llm["strength"])
+    for label in ("STRONG-TRUE", "WEAK-TRUE", "FALSE", "unlabelled"):
+        assert counts.loc["total", label] == reference[label]
+    assert counts.loc["total", "rows"] == len(llm)
+    reconciled = marker_llm.reconcile_with_paper(counts.reset_index()).set_index("label")
+    # The paper's kept count is reproduced: Address + Broaden LLM rows less the Address pattern markers.
+    assert reconciled.loc["STRONG-TRUE (kept)", "file"] == lx.PAPER_LLM_LABELS["STRONG-TRUE"]
+
+
+def test_generation_requests_are_deterministic_and_seeded():
+    prompts = marker_llm.Prompts.load()
+    subcategories = marker_llm.load_subcategories()
+    seeds = {Move.ADDRESS: ["to address this problem", "to this end"], Move.BROADEN: ["more generally"]}
+    kwargs = dict(models=("claude-opus-4-6", "gpt-5.4"), moves=(Move.ADDRESS, Move.BROADEN), subcategories=subcategories,
+                  seeds=seeds, n_markers=30, n_seeds=4, seed=13, prompts=prompts)
+    first = marker_llm.generation_requests(round_no=1, proposed=None, **kwargs)
+    assert len(first) == 2 * (len(subcategories[Move.ADDRESS]) + len(subcategories[Move.BROADEN]))
+    assert len({r.custom_id for r in first}) == len(first)
+    assert [r.messages for r in first] == [r.messages for r in marker_llm.generation_requests(round_no=1, proposed=None, **kwargs)]
+    request = next(r for r in first if r.custom_id == "lexgen-r1-gpt-5-4-address-mitigate")
+    assert "to this end" in request.messages[1]["content"] and "mitigate" in request.messages[1]["content"]
+    assert "Address" in request.messages[0]["content"] and request.response_format_json
+    proposed = pd.DataFrame({"marker": ["to curb this risk"], "move": ["address"], "subcategory": ["mitigate"], "model": ["x"], "round": [1]})
+    second = marker_llm.generation_requests(round_no=2, proposed=proposed, **kwargs)
+    request = next(r for r in second if r.custom_id == "lexgen-r2-gpt-5-4-address-mitigate")
+    assert "to curb this risk" in request.messages[1]["content"]
+
+
+def test_generated_and_label_answers_are_parsed_strictly():
+    assert marker_llm.parse_generated({"markers": ["To Curb This Risk,", 3, "to curb this risk", ""]}) == ["to curb this risk"]
+    assert marker_llm.parse_generated({"phrases": ["x"]}) == [] and marker_llm.parse_generated(None) == []
+    asked = ["to curb this risk", "in general", "to this end"]
+    labels, problems = marker_llm.parse_labels(
+        {"labels": [{"phrase": "To curb this risk", "label": "strong-true"}, {"phrase": "in general", "label": "MAYBE"},
+                    {"phrase": "other", "label": "FALSE"}]}, asked)
+    assert labels == {"to curb this risk": "STRONG-TRUE"}
+    assert any("MAYBE" in p for p in problems) and any("not asked" in p for p in problems) and any("unlabelled" in p for p in problems)
+    candidates = pd.DataFrame({"marker": asked, "move": ["address"] * 3})
+    requests = marker_llm.label_requests(candidates, "gpt-5.4", 2, marker_llm.Prompts.load())
+    assert [len(r.meta["phrases"]) for r in requests] == [2, 1]
+    assert json.loads(requests[0].messages[1]["content"])["phrases"] == sorted(asked)[:2]
+    results = [ChatResult(requests[0].custom_id, "", {"labels": [{"phrase": p, "label": "WEAK-TRUE"} for p in requests[0].meta["phrases"]]}, None, {}, False),
+               ChatResult(requests[1].custom_id, None, None, "HTTP 500", {}, False)]
+    table, problems = marker_llm.collect_labels(requests, results)
+    assert table["strength"].tolist() == ["WEAK-TRUE", "WEAK-TRUE"] and problems == [f"{requests[1].custom_id}: HTTP 500"]

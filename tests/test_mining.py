@@ -1,0 +1,340 @@
+"""Pair mining (ratio_utils.mining): each matching rule, each cleaning rule, the stage outputs, the Dask path.
+
+Fixture frames in tests/fixtures/mining/ were written for these tests; one check runs the matcher on real
+sentences of the ACL corpus with the authors' released lexicon.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ratio_utils import mining
+from ratio_utils.io import InputError
+from ratio_utils.mining import (
+    NO_COMMA,
+    NO_MARKER,
+    MarkerMatch,
+    MiningParams,
+    build_matcher,
+    clean_candidate,
+    clean_query,
+    find_citation,
+    mine_sentences,
+    strip_gold_prefix,
+    strip_query_prefix,
+)
+from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, SENTENCE_COLUMNS, normalize_marker, sentence_id
+
+HERE = Path(__file__).parent / "fixtures" / "mining"
+
+
+def read_fixture(name: str) -> pd.DataFrame:
+    frame = pd.read_csv(HERE / name, keep_default_na=False, na_values=[""])
+    return frame.astype(object).where(frame.notna(), None)
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> pd.DataFrame:
+    return read_fixture("lexicon.csv")
+
+
+@pytest.fixture(scope="module")
+def sentences() -> pd.DataFrame:
+    return read_fixture("sentences.csv")
+
+
+@pytest.fixture(scope="module")
+def matcher(lexicon):
+    return build_matcher(lexicon)[0]
+
+
+@pytest.fixture(scope="module")
+def mined(sentences, matcher):
+    return mine_sentences(sentences, matcher, MiningParams(progress=False))
+
+
+def winner(matcher, text: str):
+    found = matcher.match(text.lower())
+    assert found == matcher.match_naive(text.lower()), "trie and naive matcher disagree"
+    return found
+
+
+# --- matching rules ------------------------------------------------------------------------------
+
+
+def test_longest_prefix_wins_over_a_shorter_distractor(matcher):
+    found = winner(matcher, "Specifically, the rate is tuned per layer of the network.")
+    assert isinstance(found, MarkerMatch) and found.entry.label == "specify" and found.entry.key == "specifically,"
+    found = winner(matcher, "To counter this problem, we add dropout to every layer.")
+    assert found.entry.label == "address" and found.entry.marker == "to counter this problem"
+
+
+def test_marker_must_end_at_a_comma(matcher):
+    # `to counter` (distractor) is a prefix but not the whole opening phrase
+    assert winner(matcher, "To counter the drift we retrain the model every week.") == NO_COMMA
+    # `in order to overcome this` is a prefix; the sentence is not cut after `this`
+    assert winner(matcher, "In order to overcome this problem, we reuse the gazetteer.") == NO_COMMA
+    assert winner(matcher, "Specifically the rate is tuned per layer.") == NO_COMMA
+    # a marker without a comma in the lexicon matches when the text puts the comma right after it
+    found = winner(matcher, "To counter, we retrain the model every single week.")
+    assert found.entry.label == "explicit_contrast" and found.rest_start == len("to counter,")
+
+
+def test_matching_ignores_case_and_keeps_the_original_text(matcher, mined):
+    assert winner(matcher, "FOR EXAMPLE, rouge counts shared n-grams of two texts.".lower()).entry.label == "specify"
+    row = mined.pairs[(mined.pairs.paper_id == "P1") & (mined.pairs.sent == 0)].iloc[0]
+    assert row.marker_text == "To counter this problem"
+    assert row.gold_original.startswith("To counter this problem,")
+
+
+def test_extendable_connective_takes_up_to_n_words_before_a_comma(lexicon):
+    text = "to address this potential labelling bias, we bootstrap labels."
+    five = build_matcher(lexicon, extension_max_words=5)[0]
+    found = five.match(text)
+    assert found.entry.marker == "to address" and text[: found.phrase_end] == "to address this potential labelling bias"
+    assert five.match_naive(text) == found
+    too_long = "to address this one very potential labelling bias, we bootstrap labels."  # six more words
+    # the extension fails, so the longest fixed prefix (`to address`, no comma after it) decides
+    assert five.match(too_long) == NO_COMMA
+    assert build_matcher(lexicon, extension_max_words=6)[0].match(too_long).entry.marker == "to address"
+    # an extension that is longer than a fixed marker of the same family wins
+    found = five.match("to address this problem of sparsity, we back off to bigrams.")
+    assert found.entry.marker == "to address"
+    # a fixed marker at least as long as the extension wins (`to address this problem` needs its comma)
+    found = five.match("to address this problem, we back off to bigrams in the model.")
+    assert found.entry.marker == "to address this problem"
+    # the prefix must end at a word boundary to be extended
+    assert five.match("to addressing these issues, we turn next.") == NO_COMMA
+
+
+def test_rejected_markers_are_never_matched(lexicon):
+    only_rejected = lexicon[lexicon.marker.isin(["for instance", "to this end"])].copy()
+    only_rejected["kind"] = "rejected"
+    matcher = build_matcher(pd.concat([lexicon[~lexicon.marker.isin(["for instance", "to this end"])], only_rejected]))[0]
+    assert matcher.match("for instance, it labels sentences quickly.") is NO_MARKER
+    assert matcher.match("to this end, the model is retrained.") is NO_MARKER
+
+
+def test_distractor_marker_yields_a_distractor_with_its_category(mined):
+    frame = mined.distractors.set_index("marker")
+    assert frame.loc["however", "category"] == "common_irrelevant"
+    assert frame.loc["however", "text"] == "the tagger is faster than every baseline we compared it against."
+    assert frame.loc["however", "docid"] == sentence_id(frame.loc["however", "text"])
+    assert set(mined.distractors.category) == {"common_irrelevant", "implicit_similarity", "explicit_contrast"}
+    # distractors are never pairs
+    assert not set(mined.pairs.marker) & set(mined.distractors.marker)
+
+
+def test_clause_marker_ends_its_opening_phrase_at_its_comma(matcher):
+    text = "to this end, we propose a compact model that keeps the accuracy."
+    found = matcher.match(text)
+    assert found.entry.marker == "to this end, we propose"
+    assert text[: found.phrase_end] == "to this end" and text[found.rest_start :].strip().startswith("we propose")
+
+
+def test_anaphor_flag_is_a_word_boundary_test(mined):
+    flags = dict(zip(mined.pairs.marker_text, mined.pairs.marker_has_anaphor))
+    assert flags["To counter this problem"] and flags["To address this potential labelling bias"]
+    assert flags["In the above setting"]
+    assert not flags["Specifically"] and not flags["To be more specific about the budget"]
+    pattern = mining.anaphor_pattern(MiningParams().anaphors)
+    assert pattern.search("in such cases") and pattern.search("to fix it")
+    assert pattern.search("within this")  # "this" is a word here
+    assert not pattern.search("within thesis itself abovementioned")
+
+
+def test_lexicon_conflicts_are_reported(lexicon):
+    _, check = build_matcher(lexicon)
+    issues = {(row.marker, row.issue) for row in check.conflicts.itertuples()}
+    assert ("more generally", "duplicate_rows") in issues
+    assert ("for instance", "move_and_rejected") in issues
+    assert ("specifically", "move_and_distractor") in issues
+    assert ("to this end, we propose", "clause_marker") in issues
+    clash = pd.concat([lexicon, lexicon[lexicon.marker == "however"].assign(kind="move", move="broaden", category=None)])
+    matcher, check = build_matcher(clash)
+    assert ("however", "ambiguous_key") in {(r.marker, r.issue) for r in check.conflicts.itertuples()}
+    assert matcher.match("however, the tagger is fast.") is NO_MARKER  # left out, not silently resolved
+
+
+def test_bad_lexicon_is_a_clear_error(lexicon):
+    with pytest.raises(InputError, match="lacks column"):
+        build_matcher(lexicon.drop(columns=["kind"]))
+    with pytest.raises(InputError, match="unknown marker kind"):
+        build_matcher(lexicon.assign(kind="maybe"))
+
+
+# --- cleaning rules (Appendix B.1) --------------------------------------------------------------
+
+
+def test_query_prefix_of_at_most_four_words_is_stripped():
+    assert strip_query_prefix("However, the tagger is fast.", 4) == ("However", "the tagger is fast.")
+    assert strip_query_prefix("In this particular paper, we add dropout.", 4) == ("In this particular paper", "we add dropout.")
+    five = "In order to overcome this, we reuse the gazetteer."
+    assert strip_query_prefix(five, 4) == ("", five)
+    assert strip_query_prefix("1, 2 and 3 are the ranks we use.", 4)[0] == ""
+    assert strip_query_prefix("Our parser overfits badly.", 4) == ("", "Our parser overfits badly.")
+
+
+def test_gold_prefixes_and_stray_punctuation_are_stripped():
+    assert strip_gold_prefix("firstly, the judges read every summary.") == "the judges read every summary."
+    assert strip_gold_prefix("Second, we tune the rate.") == "we tune the rate."
+    assert strip_gold_prefix("(ii) the rate is tuned.") == "the rate is tuned."
+    assert strip_gold_prefix("iv. the rate is tuned.") == "the rate is tuned."
+    assert strip_gold_prefix("2) the rate is tuned.") == "the rate is tuned."
+    assert strip_gold_prefix("- : (a) firstly the rate is tuned.") == "the rate is tuned."
+    assert strip_gold_prefix("i.e. the rate is tuned.") == "i.e. the rate is tuned."
+    assert strip_gold_prefix("first results show a gain.") == "first results show a gain."
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("rouge counts n-grams shared with the references [12].", "bracketed_number"),
+        ("rouge counts n-grams shared with the references [3, 7-9].", "bracketed_number"),
+        ("rouge counts n-grams shared with the references [].", "empty_brackets"),
+        ("rouge was proposed by lin et al. for summaries.", "et_al"),
+        ("the lists help relation extraction (Smith, 2004).", "author_year"),
+        ("the lists help (see Smith and Jones 2004a; Lee, 2010) a lot.", "author_year"),
+        ("as Collins (2002) showed, the lists help.", "narrative_author_year"),
+    ],
+)
+def test_citations_are_found(text, kind):
+    assert find_citation(text) == kind
+
+
+def test_no_citation_in_plain_text():
+    assert find_citation("the rate is tuned on 2004 held-out sentences (about 5%).") is None
+
+
+def test_gold_rules_drop_citations_single_words_and_short_golds():
+    params = MiningParams()
+    assert clean_candidate("the lists help relation extraction (Smith, 2004).", params).rule == "gold_has_citation"
+    assert clean_candidate("supercalifragilisticexpialidociousnessness.", params).rule == "gold_single_word"
+    assert clean_candidate("we add dropout to it.", params).rule == "gold_too_short"
+    kept = clean_candidate("  We add Dropout between the recurrent layers.", params)
+    assert kept.text == "we add dropout between the recurrent layers." and kept.rule is None
+    assert clean_candidate("We add Dropout between the recurrent layers.", MiningParams(lowercase=False)).text.startswith("We add Dropout")
+    assert clean_candidate("we add dropout between layers.", MiningParams(min_chars=20)).rule is None
+
+
+def test_query_rules():
+    params = MiningParams()
+    query, prefix = clean_query("However, the tagger is faster than every baseline.", params)
+    assert query.text == "the tagger is faster than every baseline." and prefix == "however"
+    assert clean_query("However, the model is small.", params)[0].rule == "query_too_short"
+
+
+# --- the stage on the fixture table -----------------------------------------------------------
+
+
+def test_pairs_rows_and_counts(mined, sentences):
+    pairs = mined.pairs
+    assert pairs.groupby("move").size().to_dict() == {"address": 2, "broaden": 2, "specify": 4}
+    counts = mined.counts
+    assert counts["pairs.consecutive"] == 20
+    assert counts["pairs.dropped.marker_not_followed_by_comma"] == 2
+    assert counts["pairs.dropped.gold_has_citation"] == 1
+    assert counts["pairs.dropped.second_sentence_dropped"] == 1
+    assert counts["pairs.dropped.query_sentence_dropped"] == 1
+    assert counts["pairs.dropped.query_too_short"] == 1
+    assert counts["distractors.dropped.gold_has_citation"] == 1
+    assert counts["pairs.modified.gold_prefix_stripped"] == 1
+    matched = sum(v for k, v in counts.items() if k.startswith(("pairs.matched.", "distractors.matched.")))
+    assert counts["pairs.no_marker"] + counts["pairs.dropped.marker_not_followed_by_comma"] + matched == 20
+    dropped = sum(v for k, v in counts.items() if ".dropped." in k and k != "pairs.dropped.marker_not_followed_by_comma")
+    assert matched == len(pairs) + len(mined.distractors) + dropped
+    # ids are the ids of the final texts; every pair is (para, sent) -> (para, sent + 1) of one paper
+    assert (pairs.query_id == pairs["query"].map(sentence_id)).all() and (pairs.gold_id == pairs.gold.map(sentence_id)).all()
+    index = sentences.set_index(["paper_id", "para", "sent"])
+    for row in pairs.itertuples():
+        assert index.loc[(row.paper_id, row.para, row.sent), "text"] == row.query_original
+        assert index.loc[(row.paper_id, row.para, row.sent + 1), "text"] == row.gold_original
+    assert set(mining.PAIR_TABLE_COLUMNS) == set(pairs.columns)
+
+
+def test_pairs_never_cross_paragraphs(sentences, matcher):
+    # P1 para 0 ends with a sentence and para 1 starts with "For example, ...": no pair across
+    first, second = mining.consecutive_pairs(mining._prepare(sentences, "fixture"))
+    frame = mining._prepare(sentences, "fixture")
+    assert (frame.para.to_numpy()[first] == frame.para.to_numpy()[second]).all()
+    assert (frame.paper_id.to_numpy()[first] == frame.paper_id.to_numpy()[second]).all()
+    gap = sentences[~((sentences.paper_id == "P1") & (sentences.para == 0) & (sentences.sent == 2))]
+    assert mine_sentences(gap, matcher, MiningParams(progress=False)).counts["pairs.consecutive"] == 18
+
+
+def test_missing_sentence_column_is_a_clear_error(sentences, matcher):
+    with pytest.raises(InputError, match="drop_reason"):
+        mine_sentences(sentences.drop(columns=["drop_reason"]), matcher, MiningParams(progress=False))
+
+
+def test_mine_stage_writes_outputs(cfg, sentences, lexicon):
+    cfg.paths.interim.mkdir(parents=True, exist_ok=True)
+    sentences.to_parquet(cfg.paths.sentences, index=False)
+    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    result, check = mining.mine(cfg)
+    assert pd.read_parquet(cfg.paths.pairs).shape[0] == len(result.pairs) == 8
+    assert pd.read_parquet(cfg.paths.distractors).shape[0] == 3
+    report = json.loads(cfg.paths.mining_report.read_text())
+    assert report["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
+    assert report["lexicon"]["findings"]["move_and_rejected"] == 1
+    assert len(pd.read_csv(mining.lexicon_conflicts_path(cfg))) == len(check.conflicts)
+
+
+def test_dask_path_gives_the_same_rows(sentences, matcher):
+    from dask.distributed import Client
+
+    params = MiningParams(progress=False, engine="dask", shards=3)
+    local = mine_sentences(sentences, matcher, params)
+    with Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None) as client:
+        distributed = mining.mine_with_dask(sentences, matcher, params, client=client)
+    pd.testing.assert_frame_equal(local.pairs, distributed.pairs)
+    pd.testing.assert_frame_equal(local.distractors, distributed.distractors)
+    assert local.counts == distributed.counts
+    shards = mining.shard_by_paper(sentences, 3)
+    assert sum(len(s) for s in shards) == len(sentences)
+    assert all(set(a.paper_id).isdisjoint(b.paper_id) for a, b in itertools.combinations(shards, 2))
+
+
+# --- real data ---------------------------------------------------------------------------------
+
+
+def released_lexicon(shared_dir) -> pd.DataFrame:
+    """The authors' lexicon mapped to schema.LEXICON_COLUMNS (as the lexicon stage does, simplified)."""
+    raw = pd.read_csv(shared_dir / "lexicon" / "all_query_terms5.csv")
+    sources = {"manual": "manual", "manual`": "manual", "special_word": "extendable", "LLMgenerated": "llm", "combo": "pattern"}
+    rows = []
+    for r in raw.itertuples():
+        move = GROUP_TO_MOVE.get(r.group)
+        kind = "move" if move else ("rejected" if r.group == "BLACKLIST" else "distractor")
+        if move and isinstance(r.strength, str) and r.strength != "STRONG-TRUE":
+            kind = "rejected"
+        rows.append(
+            {"marker": normalize_marker(r.word), "raw": r.word, "kind": kind, "move": move.value if move else None,
+             "category": r.group if kind == "distractor" else None, "group": r.group, "source": sources[r.query_type],
+             "extendable": bool(r.special_word), "strength": r.strength if isinstance(r.strength, str) else None}
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(LEXICON_COLUMNS))
+
+
+def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
+    matcher, check = build_matcher(released_lexicon(shared_dir))
+    assert check.n_entries > 4000
+    texts = []
+    with gzip.open(shared_dir / "corpora" / "acl_scisumm" / "papers.jsonl.gz", "rt") as handle:
+        for line in itertools.islice(handle, 60):
+            for paragraph in json.loads(line)["paragraphs"]:
+                texts += [" ".join(s.split()).lower() for s in paragraph[1:]]
+    rng = random.Random(13)
+    sample = rng.sample(texts, min(400, len(texts)))
+    # plus every sentence that starts with a move marker, so the positive cases are exercised too
+    sample += [t for t in texts if t.startswith(("for example,", "to address", "more generally,", "specifically"))][:150]
+    fast = [matcher.match(t) for t in sample]
+    assert fast == [matcher.match_naive(t) for t in sample]
+    assert sum(isinstance(m, MarkerMatch) for m in fast) > 20

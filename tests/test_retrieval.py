@@ -1,0 +1,207 @@
+"""Retrievers on the tiny benchmark: BM25 against the Lucene formula, dense against direct cosine,
+the embedding cache, the query's own sentence, ColBERT against pylate.rank.rerank, run files."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.io import InputError
+from ratio_utils.retrieval import (
+    GENERIC_PREFIXES,
+    MOVE_INSTRUCTIONS,
+    BM25Retriever,
+    DenseRetriever,
+    benchmark_queries,
+    instructed_query_prefix,
+    read_run,
+    run_and_score,
+    run_path,
+    write_run,
+)
+from ratio_utils.retrieval.bm25 import BM25Tokenizer
+from ratio_utils.schema import Move, sentence_id
+
+
+def _with_query_in_pool(bench, move="address"):
+    """Queries of a move and the test pool plus the query sentences themselves."""
+    queries, qrels = benchmark_queries(bench, move, "test")
+    pool = bench.pool("test")
+    pool = pd.concat([pool[["docid", "text"]], queries.rename(columns={"qid": "docid"})], ignore_index=True)
+    return queries, qrels, pool
+
+
+def test_tokenizer_stopwords_stemming_and_ngrams():
+    unigram = BM25Tokenizer(1)("The parsers are overfitting on the small treebanks")
+    assert "the" not in unigram and "are" not in unigram
+    assert unigram == ["parser", "overfit", "small", "treebank"]
+    bigram = BM25Tokenizer(2)("small treebanks overfit")
+    assert bigram == ["small", "treebank", "overfit", "small_treebank", "treebank_overfit"]
+    trigram = BM25Tokenizer(3)("small treebanks overfit")
+    assert trigram == ["small", "treebank", "overfit", "small_treebank_overfit"]
+
+
+def _lucene_bm25(query: list[str], docs: list[list[str]], k1=1.5, b=0.75) -> np.ndarray:
+    """BM25 as bm25s's "lucene" variant computes it: Lucene's idf, and the term-frequency part
+    without the constant factor (k1 + 1), which does not change any ranking."""
+    n = len(docs)
+    avgdl = sum(map(len, docs)) / n
+    df = Counter(t for d in docs for t in set(d))
+    scores = np.zeros(n)
+    for i, doc in enumerate(docs):
+        tf = Counter(doc)
+        for term in query:
+            if tf[term]:
+                idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                scores[i] += idf * tf[term] / (tf[term] + k1 * (1 - b + b * len(doc) / avgdl))
+    return scores
+
+
+@pytest.mark.parametrize("ngram", [1, 2])
+def test_bm25_scores_follow_the_lucene_formula_and_skip_the_query_itself(tiny_benchmark, ngram):
+    bench = load_benchmark(tiny_benchmark)
+    queries, _, pool = _with_query_in_pool(bench)
+    retriever = BM25Retriever(ngram)
+    run = retriever.search(queries, pool, k=5)
+    tokenize = retriever.tokenizer
+    docs = [tokenize(t) for t in pool["text"]]
+    for qid, text in queries.itertuples(index=False):
+        expected = _lucene_bm25(tokenize(text), docs)
+        got = run[run.qid == qid]
+        assert qid not in set(got.docid), "a query must not retrieve its own sentence"
+        assert list(got["rank"]) == list(range(1, len(got) + 1))
+        by_doc = dict(zip(pool["docid"], expected))
+        for docid, score in zip(got.docid, got.score):
+            assert score == pytest.approx(by_doc[docid], rel=1e-4)
+        # ranked by score (ties by docid), zero scores not returned
+        others = {d: round(s, 4) for d, s in by_doc.items() if d != qid and s > 0}
+        assert list(got.docid) == sorted(others, key=lambda d: (-others[d], d))[:5]
+
+
+def test_instruction_prefix_carries_the_move_instruction():
+    prefix = instructed_query_prefix("broaden")
+    assert MOVE_INSTRUCTIONS[Move.BROADEN] in prefix and prefix.endswith("Query: ")
+
+
+def test_run_files_round_trip(tmp_path):
+    run = pd.DataFrame({"qid": ["q1", "q1", "q2"], "docid": ["a", "b", "a"], "rank": [1, 2, 1], "score": [0.5, 0.25, 1.0]})
+    paths = write_run(run, run_path(tmp_path, "My System (v1)", "address", "test"), "My System (v1)")
+    assert paths["parquet"] == tmp_path / "My_System_v1" / "address" / "test.parquet"
+    pd.testing.assert_frame_equal(read_run(paths["parquet"]), run)
+    pd.testing.assert_frame_equal(read_run(paths["trec"]), run)
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 a 1 0.5 sys\nq1 Q0 b two 0.2 sys\n")
+    with pytest.raises(InputError, match=r"bad.trec:2"):
+        read_run(bad)
+
+
+def test_run_and_score_writes_run_and_metrics(tiny_benchmark, tmp_path):
+    bench = load_benchmark(tiny_benchmark)
+    scores = run_and_score(BM25Retriever(1), bench, "specify", "test", k=10, out_dir=tmp_path)
+    path = tmp_path / "bm25-unigram" / "specify" / "test.parquet"
+    assert path.exists() and path.with_suffix(".trec").exists() and path.with_suffix(".metrics.json").exists()
+    run = read_run(path)
+    assert set(run.qid) <= set(bench.qrels("specify", "test").qid)
+    assert set(scores) == {f"{m}@{k}" for m in ("R", "MRR", "HR") for k in (1, 3, 5, 10)}
+
+
+# -- dense ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from ratio_utils.models import load_sentence_transformer
+
+    return load_sentence_transformer("all-MiniLM-L6-v2", device="cpu")
+
+
+class _CountingModel:
+    """Wraps a model and counts the texts it is asked to encode."""
+
+    def __init__(self, model):
+        self.model, self.calls, self.texts = model, 0, 0
+
+    def encode(self, texts, **kwargs):
+        self.calls += 1
+        self.texts += len(texts)
+        return self.model.encode(texts, **kwargs)
+
+
+@pytest.mark.models
+def test_dense_scores_are_cosines_and_exclude_the_query(tiny_benchmark, minilm):
+    bench = load_benchmark(tiny_benchmark)
+    queries, _, pool = _with_query_in_pool(bench, "specify")
+    retriever = DenseRetriever(minilm, *GENERIC_PREFIXES)
+    run = retriever.search(queries, pool, k=4)
+    q = minilm.encode(["query: " + t for t in queries.text], normalize_embeddings=True)
+    d = minilm.encode(["document: " + t for t in pool.text], normalize_embeddings=True)
+    cos = q @ d.T
+    for i, qid in enumerate(queries.qid):
+        got = run[run.qid == qid]
+        assert qid not in set(got.docid)
+        expected = [pool.docid[j] for j in np.argsort(-cos[i]) if pool.docid[j] != qid][:4]
+        assert list(got.docid) == expected
+        assert got.score.to_numpy() == pytest.approx(np.sort(cos[i][pool.docid.to_numpy() != qid])[::-1][:4], abs=1e-5)
+
+
+@pytest.mark.models
+def test_embedding_cache_second_run_encodes_nothing(tiny_benchmark, minilm, tmp_path):
+    bench = load_benchmark(tiny_benchmark)
+    first_model = _CountingModel(minilm)
+    first = DenseRetriever("all-MiniLM-L6-v2", *GENERIC_PREFIXES, cache_dir=tmp_path / "emb")
+    first._model = first_model  # the model a path would load, wrapped to count calls
+    scores_first = {m: run_and_score(first, bench, m, "test", k=10) for m in ("address", "broaden")}
+    assert first_model.calls == 3  # one pool (shared by the moves) + the queries of each move
+    second_model = _CountingModel(minilm)
+    second = DenseRetriever("all-MiniLM-L6-v2", *GENERIC_PREFIXES, cache_dir=tmp_path / "emb")
+    second._model = second_model
+    scores_second = {m: run_and_score(second, bench, m, "test", k=10) for m in ("address", "broaden")}
+    assert second_model.calls == 0 and second.encoded_texts == 0
+    assert scores_second == scores_first
+    # another query prefix reuses the pool embeddings and encodes only the queries
+    third_model = _CountingModel(minilm)
+    third = DenseRetriever("all-MiniLM-L6-v2", instructed_query_prefix("address"), GENERIC_PREFIXES[1], cache_dir=tmp_path / "emb")
+    third._model = third_model
+    run_and_score(third, bench, "address", "test", k=10)
+    n_queries = len(benchmark_queries(bench, "address", "test")[0])
+    assert third_model.texts == n_queries
+
+
+@pytest.mark.models
+def test_fp16_storage_halves_the_cache_and_keeps_the_ranking(tiny_benchmark, minilm, tmp_path):
+    bench = load_benchmark(tiny_benchmark)
+    queries, _ = benchmark_queries(bench, "broaden", "test")
+    pool = bench.pool("test")
+    full = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb").search(queries, pool, k=5)
+    # a live model gets a cache key from its weights
+    half = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb", fp16_storage=True).search(queries, pool, k=5)
+    assert list(full.docid) == list(half.docid)
+    assert half.score.to_numpy() == pytest.approx(full.score.to_numpy(), abs=2e-3)
+    sizes = {p.name.split(".")[1]: p.stat().st_size for p in (tmp_path / "emb").rglob("*.npy") if len(np.load(p, mmap_mode="r")) == len(pool)}
+    assert sizes["float16"] < 0.6 * sizes["float32"]
+
+
+@pytest.mark.models
+def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
+    from pylate import rank
+
+    from ratio_utils.retrieval import ColBERTRetriever
+    from ratio_utils.retrieval.colbert import load_colbert
+
+    bench = load_benchmark(tiny_benchmark)
+    queries, _, pool = _with_query_in_pool(bench, "address")
+    model = load_colbert("all-MiniLM-L6-v2", embedding_size=128, device="cpu")  # untrained projection: mechanics only
+    run = ColBERTRetriever(model, doc_chunk=5).search(queries, pool, k=6)
+    q_emb = model.encode(list(queries.text), is_query=True)
+    d_emb = model.encode(list(pool.text), is_query=False)
+    reference = rank.rerank([list(pool.docid)] * len(queries), q_emb, [d_emb] * len(queries))
+    for i, qid in enumerate(queries.qid):
+        expected = [r for r in reference[i] if r["id"] != qid][:6]
+        got = run[run.qid == qid]
+        assert list(got.docid) == [r["id"] for r in expected]
+        assert got.score.to_numpy() == pytest.approx([r["score"] for r in expected], rel=1e-4)

@@ -1,0 +1,171 @@
+"""Fine-tuning (ratio_utils.train) end to end on the tiny benchmark with the real MiniLM model.
+
+Every run is a few optimisation steps on a handful of pairs, so the behaviour checked is the
+pipeline's (loss goes down, the best epoch is what gets saved, finished work is not redone, the
+card and tables are written), not the quality of the retriever.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ratio_utils import train
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.config import load_config
+from ratio_utils.models import load_sentence_transformer, model_fingerprint
+from ratio_utils.schema import Move, Split
+
+FIXTURES = Path(__file__).parent / "fixtures" / "train"
+
+
+def _cfg(tiny_benchmark: Path, tmp_path: Path, monkeypatch, configs_file: Path, **train_values):
+    """The default config on the tiny benchmark, writing under tmp_path/out."""
+    root = tmp_path / "out"
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
+    cfg = load_config(overrides={"train": {"configs_file": str(configs_file), "logging_steps": 1, "colbert": False,
+                                           "device": "cpu", **train_values}})
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    return cfg
+
+
+def _configs_file(tmp_path: Path, rows: list[dict]) -> Path:
+    path = tmp_path / "configs.yaml"
+    path.write_text(yaml.safe_dump({"model": "all-MiniLM-L6-v2", "configs": rows}), encoding="utf-8")
+    return path
+
+
+def _row(id: int, epochs: int, lr: float, batch: int = 4) -> dict:
+    return {"id": id, "epochs": epochs, "batch_size": batch, "learning_rate": lr, "weight_decay": 0.0,
+            "warmup_ratio": 0.0, "max_grad_norm": 1.0, "rationale": f"test {id}"}
+
+
+def test_configs_file_is_checked(tmp_path):
+    good = train.load_hyperparams(FIXTURES / "configs.yaml", Move.ADDRESS)
+    assert [c.id for c in good] == [1, 2]
+    assert [c.id for c in train.load_hyperparams(FIXTURES / "configs.yaml", Move.BROADEN)] == [7]  # per_move replaces
+    assert [c.id for c in train.load_hyperparams(FIXTURES / "configs.yaml", Move.ADDRESS, ids=[2])] == [2]
+    with pytest.raises(ValueError, match=r"configuration id\(s\) \[9\]"):
+        train.load_hyperparams(FIXTURES / "configs.yaml", Move.ADDRESS, ids=[9])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("configs:\n  - {id: 1, learning_rat: 0.1}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="learning_rat"):
+        train.load_hyperparams(bad)
+
+
+def test_repository_configs_cover_table6():
+    """The shipped configs give 3–5 configurations per move, each with a rationale."""
+    for move in Move:
+        configs = train.load_hyperparams("params/finetune/all-MiniLM-L6-v2.yaml", move)
+        assert 3 <= len(configs) <= 5
+        assert all(c.rationale for c in configs)
+
+
+def test_training_pairs_cap_is_a_seeded_sample(tiny_benchmark):
+    bench = load_benchmark(tiny_benchmark)
+    full = train.training_pairs(bench, Move.ADDRESS, None, seed=1)
+    assert list(full.columns) == ["anchor", "positive"] and len(full) == 3
+    capped = train.training_pairs(bench, Move.ADDRESS, 2, seed=1)
+    assert len(capped) == 2 and set(capped.anchor) <= set(full.anchor)
+    assert capped.equals(train.training_pairs(bench, Move.ADDRESS, 2, seed=1))
+
+
+@pytest.mark.models
+def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchmark, tmp_path, monkeypatch):
+    # A high learning rate over several epochs makes the validation score move between epochs.
+    configs = _configs_file(tmp_path, [_row(1, epochs=4, lr=3e-4, batch=3)])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["address"])
+    (result,) = train.finetune(cfg, "address")
+    run = result.selected
+
+    losses = [entry["loss"] for entry in run.loss_history]
+    assert len(losses) >= 4 and losses[-1] < losses[0]
+
+    # One validation score per epoch; the restored checkpoint is the best one.
+    assert [h["epoch"] for h in run.history] == [1.0, 2.0, 3.0, 4.0]
+    best = next(h for h in run.history if h["epoch"] == run.best_epoch)
+    assert best["MRR@10"] == max(h["MRR@10"] for h in run.history)
+    assert run.validation["MRR@10"] == best["MRR@10"]
+    # The saved model holds exactly the weights scored at the best epoch, and scores the same again.
+    saved = load_sentence_transformer(result.model_dir, device="cpu")
+    assert model_fingerprint(saved)[:16] == best["weights"]
+    evalset = train.EvalSet.load(load_benchmark(cfg.paths.benchmark), Move.ADDRESS, Split.VALIDATION)
+    rescored = train.PoolRetrievalEvaluator(evalset, query_prefix="query: ", doc_prefix="document: ").score(saved)
+    assert rescored == pytest.approx({k: v for k, v in best.items() if k not in ("epoch", "step", "weights")})
+
+    model_dir = Path(result.model_dir)
+    card = (model_dir / "README.md").read_text(encoding="utf-8")
+    results = json.loads((model_dir / "results.json").read_text(encoding="utf-8"))
+    assert "all-MiniLM-L6-v2" in card and "`address`" in card
+    assert results["benchmark_checksum"][:16] in card
+    assert results["train_pairs"] == 3 and results["selected_config"]["id"] == 1
+    assert set(results["test"]) >= {"MRR@10", "R@10"} and set(results["baseline"]) == {"validation", "test"}
+
+    table6 = train.write_table6(cfg)
+    assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
+    assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
+    tuned = train.write_tuned_vs_baseline(cfg)
+    assert tuned.loc[0, "Test M@10 tuned"] == pytest.approx(100 * results["test"]["MRR@10"])
+
+
+@pytest.mark.models
+def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_path, monkeypatch):
+    configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["specify"])
+    (first,) = train.finetune(cfg, "specify")
+    assert sorted(first.trained_now) == [1, 2]
+    assert first.selected.score == max(r.score for r in first.runs)
+    runs_dir = train.move_runs_dir(cfg, train.load_train_params(cfg), Move.SPECIFY)
+    # The losing configuration keeps its result but not its weights.
+    kept = sorted(p.parent.parent.name for p in runs_dir.glob("*/model/config.json"))
+    assert kept == [Path(first.selected.model_dir).parent.name]
+    watched = sorted(p for p in cfg.paths.models.rglob("*") if p.is_file())
+    mtimes = {p: p.stat().st_mtime_ns for p in watched}
+
+    calls = []
+    monkeypatch.setattr(train, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
+    (second,) = train.finetune(cfg, "specify")
+    assert calls == [] and second.trained_now == []
+    assert second.selected.run_key == first.selected.run_key and second.test == first.test
+    assert {p: p.stat().st_mtime_ns for p in watched} == mtimes
+
+
+def test_run_key_changes_with_every_training_input():
+    params = train.TrainParams()
+    hp = train.HyperParams(id=1)
+    fps = {"base_model": "a", "benchmark": "b"}
+    key = train.run_key(fps, params, hp, Move.ADDRESS, 13)
+    assert key == train.run_key(fps, params, train.HyperParams(id=1, rationale="other words"), Move.ADDRESS, 13)
+    variants = [
+        train.run_key({**fps, "benchmark": "c"}, params, hp, Move.ADDRESS, 13),
+        train.run_key(fps, train.TrainParams(max_train_pairs=10), hp, Move.ADDRESS, 13),
+        train.run_key(fps, params, train.HyperParams(id=1, learning_rate=1e-4), Move.ADDRESS, 13),
+        train.run_key(fps, params, hp, Move.SPECIFY, 13),
+        train.run_key(fps, params, hp, Move.ADDRESS, 14),
+    ]
+    assert key not in variants and len(set(variants)) == len(variants)
+
+
+@pytest.mark.models
+def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypatch):
+    from ratio_utils import train_colbert
+
+    configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5)])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_max_train_pairs=3,
+               colbert_epochs=3, colbert_batch_size=3, colbert_learning_rate=2e-5, colbert_evaluate_test=True)
+    (result,) = train_colbert.train_colbert(cfg, "address")
+    losses = [entry["loss"] for entry in result.loss_history]
+    assert result.trained_now and len(losses) == 3 and losses[-1] < losses[0]
+    model_dir = Path(result.model_dir)
+    assert (model_dir / "README.md").exists() and json.loads((model_dir / "results.json").read_text())["train_pairs"] == 3
+    # Evaluable by the benchmark's late-interaction retriever, scored by the same metrics.
+    assert 0.0 <= result.test["MRR@10"] <= 1.0 and set(result.test) >= {"R@10", "R@100"}
+    mtime = (model_dir / "results.json").stat().st_mtime_ns
+    (again,) = train_colbert.train_colbert(cfg, "address")
+    assert not again.trained_now and again.test == result.test
+    assert (model_dir / "results.json").stat().st_mtime_ns == mtime
