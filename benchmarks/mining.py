@@ -29,7 +29,7 @@ from ratio_utils.mining import (  # noqa: E402
     consecutive_pairs,
     lowered_second_sentences,
     mine_sentences,
-    _prepare,
+    prepare_sentences,
 )
 from ratio_utils.schema import SENTENCE_COLUMNS  # noqa: E402
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     sentences = pd.read_parquet(sentences_path, columns=list(SENTENCE_COLUMNS))
     matcher, _ = build_matcher(pd.read_parquet(lexicon_path), params.extension_max_words, lexicon_path)
 
-    frame = _prepare(sentences, sentences_path)
+    frame = prepare_sentences(sentences, sentences_path)
     _, second = consecutive_pairs(frame)
     _, texts = lowered_second_sentences(frame, second)
     print(f"pairs: {len(texts):,}   markers: {len(matcher.entries):,}   sentences: {len(frame):,}")

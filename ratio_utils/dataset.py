@@ -9,6 +9,9 @@ date of their paper. Each split has one candidate pool shared by the three moves
 all moves plus the distractors from that split's papers, de-duplicated, with no distractor equal to a
 gold sentence. Leakage checks run on every build and raise `LeakageError`.
 
+Nothing of the test split reaches training: a test-pool sentence or test query that also occurs in
+the train pool is removed from it, and train pairs built on it are dropped (all counted).
+
 Split windows are inclusive at both ends. Two kinds of window, never mixed in one config:
 * `split_by: date` — windows of ISO dates (`2015-01-01` … `2025-09-30`). A paper with a year but no
   date is assigned only when its whole year lies inside one window (`year_only: whole_year`), or is
@@ -218,6 +221,8 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     papers = paper_splits([pairs, distractors], params)
     for reason, n in papers["excluded_reason"].value_counts().items():
         counts[f"papers.excluded.{reason}"] = int(n)
+    for split, n in papers["split"].value_counts().items():
+        counts[f"papers.assigned.{split}"] = int(n)
     split_of = papers.set_index(["corpus", "paper_id"])["split"]
 
     def with_split(frame: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -255,16 +260,17 @@ def _pool(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split
 
 
 def _remove_test_sentences_from_train(pairs: pd.DataFrame, pools: dict[str, pd.DataFrame], counts: Counter):
-    """A sentence in both the train and the test pool stays in test only; train pairs whose gold or
-    query is such a sentence are dropped (counted), so that training never sees a test candidate."""
-    test_ids = set(pools["test"]["docid"])
+    """A sentence of the test pool or a test query that also occurs in the train pool stays in test
+    only; train pairs whose gold or query is such a sentence are dropped (counted), so that training
+    never sees a test query or candidate (paper §4.2)."""
+    test_ids = set(pools["test"]["docid"]) | set(pairs.loc[pairs["split"] == "test", "query_id"])
     train_pool = pools["train"]
     shared = train_pool["docid"].isin(test_ids)
     counts["pool.dropped_from_train_as_in_test"] = int(shared.sum())
     pools = {**pools, "train": train_pool[~shared].reset_index(drop=True)}
     in_train = pairs["split"] == "train"
     leaks = in_train & (pairs["gold_id"].isin(test_ids) | pairs["query_id"].isin(test_ids))
-    counts["pairs.dropped.train_pair_touching_test_pool"] = int(leaks.sum())
+    counts["pairs.dropped.train_pair_touching_test"] = int(leaks.sum())
     return pairs[~leaks].reset_index(drop=True), pools
 
 
@@ -283,6 +289,14 @@ def check_test_pool_disjoint_from_train(pools: dict[str, pd.DataFrame]) -> None:
     shared = set(pools["test"]["docid"]) & set(pools["train"]["docid"])
     if shared:
         raise LeakageError(f"{len(shared)} sentence(s) of the test pool are also in the train pool, e.g. docid {sorted(shared)[0]}")
+
+
+def check_test_queries_not_in_train(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
+    test_queries = set(pairs.loc[pairs["split"] == "test", "query_id"])
+    train_sentences = set(pools["train"]["docid"]) | set(pairs.loc[pairs["split"] == "train", "query_id"])
+    shared = test_queries & train_sentences
+    if shared:
+        raise LeakageError(f"{len(shared)} test query sentence(s) also occur in the training data, e.g. id {sorted(shared)[0]}")
 
 
 def check_no_distractor_equals_gold(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
@@ -305,6 +319,7 @@ def check_golds_in_pool(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> 
 def run_leakage_checks(pairs: pd.DataFrame, pools: dict[str, pd.DataFrame]) -> None:
     check_no_pair_in_two_splits(pairs)
     check_test_pool_disjoint_from_train(pools)
+    check_test_queries_not_in_train(pools, pairs)
     check_no_distractor_equals_gold(pools, pairs)
     check_golds_in_pool(pools, pairs)
 
@@ -401,8 +416,8 @@ def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -
         row("papers", "in the corpus", {s: int(corpus_papers.get(s, 0)) for s in SPLITS})
     frame = pd.DataFrame(rows)
     for column in frame.columns:
-        if column.startswith("paper_"):
-            frame[column] = frame[column].astype("Int64")
+        if column.startswith("paper_"):  # a cell the paper does not state stays empty, not 0 or NA
+            frame[column] = [("" if v is None or pd.isna(v) else int(v)) for v in frame[column]]
     return frame
 
 
@@ -425,6 +440,7 @@ def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
         else:
             ax.barh(counts.index[::-1], counts.to_numpy()[::-1])
             ax.set_xscale("log")
+            ax.set_xlim(left=0.7, right=counts.max() * 1.5)  # bars start below 1, so a count of 1 shows
         ax.set_title(f"{move.value} ({int((pairs['move'] == move.value).sum())} pairs)")
         ax.set_xlabel("pairs (log scale)")
         ax.tick_params(axis="y", labelsize=7)

@@ -11,7 +11,7 @@ Also here: the reviewers' decision rule of manual curation (paper §4.1, Appendi
 Decisions taken on the released file (each counted in the report, none silent):
 - `query_type` "manual`" is a typo of "manual" (one row); read as manual and listed.
 - A phrase with a clause after an inner comma (`to address these limitations, we propose`, 1,155
-  LLM rows) keeps the whole phrase as its marker, as `schema.normalize_marker` gives it. Cutting it
+  rows, nearly all LLM-generated) keeps the whole phrase as its marker, as `schema.normalize_marker` gives it. Cutting it
   at the comma would be the paper's notion of an opener (§4.1: the comma separates the marker from
   the content), but here the clause is what makes the phrase a marker: the part before the comma is
   often a phrase the experts rejected (`for this reason,`, `to this end,` are BLACKLIST rows while

@@ -9,16 +9,19 @@ against the non-rejected markers:
 * the **longest** marker that is a character prefix wins (so `specifically,` (Specify) beats
   `specifically` (distractor), and `to counter this …` (Address) beats `to counter` (distractor));
 * an extendable connective (`special_word=True`) also matches its prefix plus up to
-  `extension_max_words` more words and a comma, and competes by the length of that whole span;
+  `extension_max_words` more words and a comma; it competes by the length of that opening phrase
+  with the longest fixed marker (trailing commas excluded; a tie goes to the fixed marker);
 * the winner counts only if the opening phrase ends at a comma: the marker ends with a comma or the
-  text right after it begins with one. Otherwise the pair is dropped and counted
-  (`in order to overcome this problem, we …` is not cut after `this`);
+  text right after it begins with one. Otherwise the pair is dropped and counted, with no fallback
+  to a shorter marker (`in order to overcome this problem, we …` is not cut after `this`);
+* a marker with words after an inner comma (`to address this issue, we propose`, 1,163 released
+  rows) is matched as a whole, and its opening phrase ends at its first comma;
 * the first sentence is the query, the rest of the second sentence the gold (or, for a distractor
   marker, a distractor candidate of the marker's category).
 
-Pairs are then cleaned by the Appendix B.1 rules (`clean_pair`), each rule counted. The same
-`mine_sentences` function runs on the whole table or, through Dask, on shards of papers
-(`mine_with_dask`), and both give the same rows.
+Pairs are then cleaned by the Appendix B.1 rules (`clean_candidate` for the gold side, shared with
+distractors; `clean_query`), each rule counted. The same `mine_sentences` function runs on the whole
+table or, through Dask, on shards of papers (`mine_with_dask`), and both give the same rows.
 """
 
 from __future__ import annotations
@@ -255,7 +258,9 @@ def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: s
     if bad_kind:
         raise InputError(source, f"unknown marker kind(s) {bad_kind}")
     frame["key"] = frame["raw"].map(match_key)
-    frame["marker"] = frame["raw"].map(normalize_marker)
+    # The lexicon's own key names the marker (the lexicon stage writes normalize_marker(raw)); fill gaps.
+    given = frame["marker"].astype(object)
+    frame["marker"] = given.where(given.notna() & (given.astype(str) != ""), frame["raw"].map(normalize_marker))
     empty = frame["marker"] == ""
     if empty.any():
         raise InputError(source, f"{int(empty.sum())} lexicon row(s) with an empty marker, e.g. row {int(np.flatnonzero(empty)[0])}")
@@ -469,7 +474,8 @@ def consecutive_pairs(sentences: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return first, first + 1
 
 
-def _prepare(sentences: pd.DataFrame, source: str | Path) -> pd.DataFrame:
+def prepare_sentences(sentences: pd.DataFrame, source: str | Path) -> pd.DataFrame:
+    """The sentence columns in reading order (corpus, paper, paragraph, sentence); a missing column is an error."""
     missing = [c for c in SENTENCE_COLUMNS if c not in sentences.columns]
     if missing:
         raise InputError(source, f"sentence table lacks column(s) {missing}")
@@ -502,97 +508,100 @@ def lowered_second_sentences(sentences: pd.DataFrame, second: np.ndarray) -> tup
     return spaced.to_list(), spaced.str.to_lowercase().to_list()
 
 
+class _PairExtractor:
+    """Turns one matched consecutive pair into a cleaned pair or distractor row, counting each rule."""
+
+    _COLUMNS = ("corpus", "paper_id", "year", "date", "para", "sent", "text", "text_clean", "drop_reason")
+
+    def __init__(self, frame: pd.DataFrame, params: MiningParams, counts: Counter):
+        self.cols = {c: frame[c].to_numpy() for c in self._COLUMNS}
+        self.params = params
+        self.counts = counts
+        self.anaphor = anaphor_pattern(params.anaphors)
+
+    def _flagged(self, row: int) -> str | None:
+        reason = self.cols["drop_reason"][row]
+        return None if reason is None or pd.isna(reason) else str(reason)
+
+    def extract(self, found: MarkerMatch, q: int, g: int, text: str) -> tuple[str, dict] | None:
+        """('pair' | 'distractor', row), or None when a rule dropped it. `text`: the second sentence."""
+        counts, cols, entry = self.counts, self.cols, found.entry
+        is_move = entry.kind == MarkerKind.MOVE.value
+        side = "pairs" if is_move else "distractors"
+        counts[f"{side}.matched.{entry.label}"] += 1
+        if (reason := self._flagged(g)) is not None:
+            counts[f"{side}.dropped.second_sentence_dropped"] += 1
+            counts[f"{side}.second_sentence_drop_reason.{reason}"] += 1
+            return None
+        if is_move and (reason := self._flagged(q)) is not None:
+            counts["pairs.dropped.query_sentence_dropped"] += 1
+            counts[f"pairs.query_sentence_drop_reason.{reason}"] += 1
+            return None
+        rest = text[found.rest_start :].lstrip(" ,")
+        gold = clean_candidate(rest, self.params)
+        if gold.text is None:
+            counts[f"{side}.dropped.{gold.rule}"] += 1
+            if gold.detail:
+                counts[f"{side}.citation_kind.{gold.detail}"] += 1
+            return None
+        if strip_gold_prefix(rest) != rest.strip():
+            counts[f"{side}.modified.gold_prefix_stripped"] += 1
+        marker_text = text[: found.phrase_end].strip()
+        base = {
+            "corpus": cols["corpus"][g], "paper_id": cols["paper_id"][g], "year": cols["year"][g], "date": cols["date"][g],
+            "marker": entry.marker, "marker_text": marker_text, "marker_source": entry.source,
+        }  # fmt: skip
+        if not is_move:
+            counts[f"distractors.kept.{entry.label}"] += 1
+            return "distractor", {
+                **base, "para": cols["para"][g], "sent": cols["sent"][g], "category": entry.label,
+                "text": gold.text, "text_original": cols["text"][g], "docid": sentence_id(gold.text),
+            }  # fmt: skip
+        query_text = cols["text_clean"][q]
+        if query_text is None or pd.isna(query_text):
+            query_text = cols["text"][q]
+        query, prefix = clean_query(str(query_text), self.params)
+        if query.text is None:
+            counts[f"pairs.dropped.{query.rule}"] += 1
+            return None
+        if prefix:
+            counts["pairs.modified.query_prefix_stripped"] += 1
+        counts[f"pairs.kept.{entry.label}"] += 1
+        return "pair", {
+            **base, "para": cols["para"][q], "sent": cols["sent"][q], "move": entry.label,
+            "marker_has_anaphor": bool(self.anaphor.search(marker_text.lower())),
+            "query": query.text, "gold": gold.text, "query_prefix": prefix,
+            "query_original": cols["text"][q], "gold_original": cols["text"][g],
+            "query_id": sentence_id(query.text), "gold_id": sentence_id(gold.text),
+        }  # fmt: skip
+
+
 def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: MiningParams, source: str | Path = "sentences") -> MiningResult:
     """Mine pairs and distractors from one sentence table (a whole corpus or one shard of papers)."""
-    frame = _prepare(sentences, source)
+    from tqdm.auto import tqdm
+
+    frame = prepare_sentences(sentences, source)
     first, second = consecutive_pairs(frame)
     counts: Counter = Counter()
     counts["pairs.consecutive"] = len(first)
     cased, lowered = lowered_second_sentences(frame, second)
     matches = _match_texts(lowered, matcher, params.progress and len(lowered) > 100_000)
-    anaphor = anaphor_pattern(params.anaphors)
+    hits = [k for k, found in enumerate(matches) if found is not NO_MARKER]
+    counts["pairs.no_marker"] = len(matches) - len(hits)
 
-    pair_rows: list[dict] = []
-    distractor_rows: list[dict] = []
-    cols = {c: frame[c].to_numpy() for c in ("corpus", "paper_id", "year", "date", "para", "sent", "text", "text_clean", "drop_reason")}
-    for k, found in enumerate(matches):
-        if found is NO_MARKER:
-            counts["pairs.no_marker"] += 1
-            continue
-        if found == NO_COMMA:
+    extractor = _PairExtractor(frame, params, counts)
+    rows: dict[str, list[dict]] = {"pair": [], "distractor": []}
+    for k in tqdm(hits, desc="cleaning", unit="pair", disable=not (params.progress and len(hits) > 20_000), mininterval=1.0):
+        if matches[k] == NO_COMMA:
             counts["pairs.dropped.marker_not_followed_by_comma"] += 1
             continue
-        entry = found.entry
-        is_move = entry.kind == MarkerKind.MOVE.value
-        side = "pairs" if is_move else "distractors"
-        counts[f"{side}.matched.{entry.label}"] += 1
-        q, g = first[k], second[k]
-        text = cased[k] if len(cased[k]) == len(lowered[k]) else lowered[k]  # lower() may change length
-        marker_text = text[: found.phrase_end].strip()
-        rest = text[found.rest_start :].lstrip(" ,")
-        second_reason = cols["drop_reason"][g]
-        if second_reason is not None and not pd.isna(second_reason):
-            counts[f"{side}.dropped.second_sentence_dropped"] += 1
-            counts[f"{side}.second_sentence_drop_reason.{second_reason}"] += 1
-            continue
-        if is_move:
-            first_reason = cols["drop_reason"][q]
-            if first_reason is not None and not pd.isna(first_reason):
-                counts["pairs.dropped.query_sentence_dropped"] += 1
-                counts[f"pairs.query_sentence_drop_reason.{first_reason}"] += 1
-                continue
-        gold = clean_candidate(rest, params)
-        if gold.text is None:
-            counts[f"{side}.dropped.{gold.rule}"] += 1
-            if gold.detail:
-                counts[f"{side}.citation_kind.{gold.detail}"] += 1
-            continue
-        if strip_gold_prefix(rest) != rest.strip():
-            counts[f"{side}.modified.gold_prefix_stripped"] += 1
-        base = {
-            "corpus": cols["corpus"][g],
-            "paper_id": cols["paper_id"][g],
-            "year": cols["year"][g],
-            "date": cols["date"][g],
-            "marker": entry.marker,
-            "marker_text": marker_text,
-            "marker_source": entry.source,
-        }
-        if not is_move:
-            distractor_rows.append(
-                {**base, "para": cols["para"][g], "sent": cols["sent"][g], "category": entry.label,
-                 "text": gold.text, "text_original": cols["text"][g], "docid": sentence_id(gold.text)}
-            )  # fmt: skip
-            counts[f"distractors.kept.{entry.label}"] += 1
-            continue
-        query_text = cols["text_clean"][q]
-        if query_text is None or pd.isna(query_text):
-            query_text = cols["text"][q]
-        query, prefix = clean_query(str(query_text), params)
-        if query.text is None:
-            counts[f"pairs.dropped.{query.rule}"] += 1
-            continue
-        if prefix:
-            counts["pairs.modified.query_prefix_stripped"] += 1
-        pair_rows.append(
-            {
-                **base,
-                "para": cols["para"][q],
-                "sent": cols["sent"][q],
-                "move": entry.label,
-                "marker_has_anaphor": bool(anaphor.search(marker_text.lower())),
-                "query": query.text,
-                "gold": gold.text,
-                "query_prefix": prefix,
-                "query_original": cols["text"][q],
-                "gold_original": cols["text"][g],
-                "query_id": sentence_id(query.text),
-                "gold_id": sentence_id(gold.text),
-            }
-        )
-        counts[f"pairs.kept.{entry.label}"] += 1
-    pairs = pd.DataFrame(pair_rows, columns=list(PAIR_TABLE_COLUMNS))
-    distractors = pd.DataFrame(distractor_rows, columns=list(DISTRACTOR_TABLE_COLUMNS))
+        # slice the original-case text where lower() kept the length (it almost always does)
+        text = cased[k] if len(cased[k]) == len(lowered[k]) else lowered[k]
+        extracted = extractor.extract(matches[k], first[k], second[k], text)
+        if extracted is not None:
+            rows[extracted[0]].append(extracted[1])
+    pairs = pd.DataFrame(rows["pair"], columns=list(PAIR_TABLE_COLUMNS))
+    distractors = pd.DataFrame(rows["distractor"], columns=list(DISTRACTOR_TABLE_COLUMNS))
     return MiningResult(_sorted(pairs), _sorted(distractors), counts)
 
 

@@ -31,7 +31,6 @@ from .schema import Move, normalize_marker
 DEMONSTRATIVES = {"sg": ("this", "that"), "pl": ("these", "those")}
 AGREE = {"sg": "VBZ", "pl": "VBP"}
 NOUN_TAG = {"sg": "NN", "pl": "NNS"}
-VERB_TAGS = ("VB", "VBD", "VBG", "VBN", "VBP", "VBZ")
 _TOKEN = re.compile(r"\[(?P<slot>[a-z_]+)(?::(?P<tag>[A-Z]+))?\]|\((?P<opt>[^()]*)\)|\{(?P<alt>[^{}]*)\}|(?P<word>[^\s\[\](){}]+)")
 
 

@@ -36,7 +36,7 @@ _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\uf
 # A word broken at a PDF line end ("classi- fication"), but not a suspended hyphen ("pre- and post-").
 _LINEBREAK_HYPHEN = re.compile(r"\b([a-z]{2,})- (?!(?:and|or|nor|to|vs|versus|as)\b)([a-z]{2,})\b")
 # Citation-like bracketed numbers anywhere: [12], [3, 4], [1-3], [12–15; 20].
-_BRACKETED_NUMBERS = re.compile(r"\s*\[\s*\d+(?:\s*[,;\u2013\u2014-]\s*\d+)*\s*\]")
+_BRACKETED_NUMBERS = re.compile(r" ?\[\s*\d+(?:\s*[,;\u2013\u2014-]\s*\d+)*\s*\]")
 # A leading list marker: bullets, "1)", "(a)", "a)", "(iv)", "1.", "2.3" followed by a capital,
 # "iii." — the marker must be followed by whitespace so that "1.5 million" or "(1999)" survive.
 _LIST_MARKER = re.compile(
@@ -66,6 +66,7 @@ DROP_RULES: tuple[str, ...] = (
     "malformed_spaced_letters",  # OCR text with letters spaced out ("R e g u l a t o r s")
 )
 
+_NON_LETTERS = re.compile(r"[\W\d_]+")
 _ALPHA_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
@@ -132,13 +133,17 @@ class SentenceCleaner:
                 edits.append(name)
             return new
 
-        without_invalid = _INVALID_CHARS.sub(lambda m: " " if m.group() in "\x0b\x0c" else "", _SOFT_HYPHEN.sub("", text))
+        without_soft = _SOFT_HYPHEN.sub("", text) if "\u00ad" in text else text
+        without_invalid = _INVALID_CHARS.sub(lambda m: " " if m.group() in "\x0b\x0c" else "", without_soft)
         out = step("invalid_characters", without_invalid, text)
         out = step("unicode_normalization", unicodedata.normalize("NFC", out.translate(_LIGATURES)), out)
         collapsed = _SPACE_BEFORE_PUNCT.sub(r"\1", _WHITESPACE.sub(" ", out).strip())
         out = step("redundant_whitespace", collapsed, out)
-        out = step("linebreak_hyphenation", _LINEBREAK_HYPHEN.sub(r"\1\2", out), out)
-        out = step("bracketed_numbers", _BRACKETED_NUMBERS.sub("", out).strip(), out)
+        # The `in` tests skip a regex pass over the (many) sentences that cannot match.
+        if "- " in out:
+            out = step("linebreak_hyphenation", _LINEBREAK_HYPHEN.sub(r"\1\2", out), out)
+        if "[" in out:
+            out = step("bracketed_numbers", _BRACKETED_NUMBERS.sub("", out).strip(), out)
         # A sentence may carry more than one marker ("• 1) ..."), so strip until none is left.
         stripped = out
         while True:
@@ -155,9 +160,10 @@ class SentenceCleaner:
             return "empty"
         if len(text) < rules.min_chars:
             return "short"
-        visible = [c for c in text if not c.isspace()]
-        letters = sum(c.isalpha() for c in visible)
-        if letters / len(visible) < rules.min_alpha_ratio:
+        # After `redundant_whitespace` the only whitespace left is single spaces.
+        visible = len(text) - text.count(" ")
+        letters = len(_NON_LETTERS.sub("", text))
+        if letters / max(visible, 1) < rules.min_alpha_ratio:
             return "malformed_non_alphabetic"
         if len(_ALPHA_WORD.findall(text)) < rules.min_words:
             return "malformed_few_words"

@@ -170,7 +170,7 @@ def test_a_sentence_in_train_and_test_pools_stays_in_test_only():
     built = build_benchmark(pairs, distractors, DatasetParams(split_by="year", splits=YEARS))
     assert sentence_id(shared_text) in set(built.pools["test"].docid)
     assert sentence_id(shared_text) not in set(built.pools["train"].docid)
-    assert built.counts["pairs.dropped.train_pair_touching_test_pool"] == 1
+    assert built.counts["pairs.dropped.train_pair_touching_test"] == 1
     assert set(built.pairs.split) == {"test"}
 
 
@@ -190,6 +190,22 @@ def test_leak_test_sentence_in_train_pool(small):
     pools["train"] = pd.concat([pools["train"], pools["test"].iloc[[0]]])
     with pytest.raises(LeakageError, match="test pool are also in the train pool"):
         dataset.check_test_pool_disjoint_from_train(pools)
+
+
+def test_a_test_query_in_the_train_data_is_removed_from_train_and_caught():
+    query = "a sentence that opens a test pair and closes a training pair as gold."
+    pairs, distractors = frames(
+        [
+            pair("A", 2004, None, "specify", "an older query whose gold is the later test query.", query),
+            pair("C", 2012, None, "address", query, "a newer gold sentence that answers the test query well."),
+        ],
+        [],
+    )
+    built = build_benchmark(pairs, distractors, DatasetParams(split_by="year", splits=YEARS))
+    assert set(built.pairs.split) == {"test"} and built.counts["pairs.dropped.train_pair_touching_test"] == 1
+    leaked = pd.concat([built.pairs, built.pairs.assign(split="train", gold="x", gold_id="x")])
+    with pytest.raises(LeakageError, match="test query"):
+        dataset.check_test_queries_not_in_train(built.pools, leaked)
 
 
 def test_leak_distractor_equal_to_gold(small):

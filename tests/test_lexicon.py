@@ -360,3 +360,54 @@ def test_generated_and_label_answers_are_parsed_strictly():
                ChatResult(requests[1].custom_id, None, None, "HTTP 500", {}, False)]
     table, problems = marker_llm.collect_labels(requests, results)
     assert table["strength"].tolist() == ["WEAK-TRUE", "WEAK-TRUE"] and problems == [f"{requests[1].custom_id}: HTTP 500"]
+
+
+def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, shared_dir):
+    """The whole loop (rounds x models x subcategories, then the labeller) over real HTTP to a local stub."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_stub_server import StubOpenAI
+
+    from ratio_utils.config import load_config
+
+    def responder(body: dict) -> str:
+        user = body["messages"][-1]["content"]
+        if user.startswith("{"):  # a labelling batch: the phrases as JSON
+            phrases = json.loads(user)["phrases"]
+            return json.dumps({"labels": [{"phrase": p, "label": "STRONG-TRUE" if "curb" in p else "FALSE"} for p in phrases]})
+        move = "address" if "Address" in body["messages"][0]["content"] else "broaden"
+        return json.dumps({"markers": [f"to curb this {move} issue", "more generally", f"{body['model']} says {move}"]})
+
+    key = "sk-lexicon-test"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
+    with StubOpenAI(key, responder=responder) as stub:
+        cfg = load_config(overrides={"llm": {"base_url": stub.base_url, "mode": "sync", "concurrency": 2},
+                                     "lexicon": {"generation_models": ["m-one", "m-two"], "generation_rounds": 2}})
+        client, why = marker_llm.llm_client(cfg)
+        assert client is not None, why
+        params = lx.lexicon_params(cfg)
+        run = marker_llm.run_generation(client, lx.load_lexicon(FIXTURES / "good.csv").frame, params, cfg.seed)
+    n_sub = sum(len(v) for k, v in marker_llm.load_subcategories().items() if k.value in params.generation_moves)
+    assert len(run["proposed"]) == 2 * 2 * n_sub * 3  # rounds x models x subcategories x phrases
+    assert "more generally" not in set(run["candidates"]["marker"])  # curated seeds are not candidates
+    assert set(run["kept"]["marker"]) == {"to curb this address issue", "to curb this broaden issue"}
+    assert run["label_problems"] == [] and run["failed_generation_answers"] == 0
+    counts = marker_llm.label_counts(run["labels"]).set_index("move")
+    assert counts.loc["total", "STRONG-TRUE"] == 2 and counts.loc["total", "FALSE"] == len(run["labels"]) - 2
+
+
+def test_read_sentences_keeps_undropped_rows_and_checks_columns(tmp_path):
+    frame = pl.DataFrame({
+        "corpus": ["c"] * 3, "paper_id": ["p"] * 3, "year": [2000] * 3, "date": [None] * 3, "para": [0, 0, 0], "sent": [0, 1, 2],
+        "text": ["Raw one, x.", "Raw two, y.", "Raw three, z."], "text_clean": ["Clean one, x.", None, "Clean three, z."],
+        "drop_reason": [None, None, "noise"],
+    })
+    frame.write_parquet(tmp_path / "s.parquet")
+    kept = curation.read_sentences(tmp_path / "s.parquet")
+    assert kept["text_clean"].to_list() == ["Clean one, x.", "Raw two, y."]
+    frame.drop("drop_reason").write_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(InputError, match="drop_reason"):
+        curation.read_sentences(tmp_path / "bad.parquet")

@@ -261,8 +261,8 @@ def test_pairs_rows_and_counts(mined, sentences):
 
 def test_pairs_never_cross_paragraphs(sentences, matcher):
     # P1 para 0 ends with a sentence and para 1 starts with "For example, ...": no pair across
-    first, second = mining.consecutive_pairs(mining._prepare(sentences, "fixture"))
-    frame = mining._prepare(sentences, "fixture")
+    first, second = mining.consecutive_pairs(mining.prepare_sentences(sentences, "fixture"))
+    frame = mining.prepare_sentences(sentences, "fixture")
     assert (frame.para.to_numpy()[first] == frame.para.to_numpy()[second]).all()
     assert (frame.paper_id.to_numpy()[first] == frame.paper_id.to_numpy()[second]).all()
     gap = sentences[~((sentences.paper_id == "P1") & (sentences.para == 0) & (sentences.sent == 2))]
@@ -338,3 +338,16 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
     fast = [matcher.match(t) for t in sample]
     assert fast == [matcher.match_naive(t) for t in sample]
     assert sum(isinstance(m, MarkerMatch) for m in fast) > 20
+
+
+def test_params_files_parse(tmp_path, monkeypatch, shared_dir):
+    from ratio_utils.config import load_config
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    assert load_config("params/default.yaml").section("mining", MiningParams).engine == "local"
+    smoke = load_config("params/smoke.yaml").section("mining", MiningParams)
+    assert smoke.engine == "dask" and not smoke.dask_processes
+    paper = load_config("params/paper.yaml").section("mining", MiningParams)
+    assert paper.engine == "dask" and paper.extension_max_words == 5 and paper.min_chars == 35
+    with pytest.raises(ValueError, match="engine"):
+        MiningParams(engine="spark")

@@ -349,3 +349,18 @@ def write_tables(cfg: Config, results: BaselineResults, params: RetrievalParams 
         write_table(table, name, cfg, caption=caption, notes=common + row_notes, inputs=inputs)
         tables[name] = table
     return tables
+
+
+def primary_metric_summary(results: BaselineResults, split: str = "test") -> pd.DataFrame:
+    """MRR@10 (%) per system (rows) and move (columns) on one split: the paper's primary metric at a glance."""
+    frame = _rows_for(results, split)
+    if frame.empty:
+        return pd.DataFrame()
+    frame = frame[frame["metric"] == "MRR@10"]
+    table = frame.pivot_table(index=["model", "prefix", "setup"], columns="move", values="value", sort=False) * 100
+    return table.round(1).reset_index()
+
+
+def systems_frame(params: RetrievalParams) -> pd.DataFrame:
+    """The systems notebook 08 will run, as a table."""
+    return pd.DataFrame([{"system": s.name, "kind": s.kind, "prefix": s.prefix, "source": s.source} for s in plan_systems(params)])

@@ -1,0 +1,305 @@
+"""S2ORC through the Semantic Scholar Datasets API (stage 00, corpus ingestion; the paper's source).
+
+Two parts:
+
+- `S2DatasetsClient` lists the shards of a dataset in a pinned release
+  (`GET {api_base_url}/release/{release}/dataset/{name}` -> `{"files": [pre-signed URL, ...]}`),
+  sending the API key from `S2_API_KEY` in the `x-api-key` header (never logged, never written),
+  at most about one API request per second; `download_release` fetches the shards of `s2orc` and
+  `papers` with resume and checksum (ratio_utils.download) and records them in a manifest.
+- `S2orcReader` reads downloaded shards: `papers` records give year, publication date, venue, title
+  and fields of study; `s2orc` records give `content.text` with `content.annotations`, whose values
+  are JSON-encoded span lists (`paragraph`, `sectionheader`, `abstract`, `bibref`, ...). Papers of the
+  configured fields of study published from `min_year` on are kept (default: Computer Science, 2015).
+
+Run: `S2_API_KEY=... python -m ratio_utils.s2orc --params params/paper.yaml` (docs/corpus_formats.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from tqdm.auto import tqdm
+
+from .config import Config, load_config
+from .corpus import CorpusParams, IngestLog, Paper, S2orcParams, back_matter_kind
+from .download import DownloadError, RateLimiter, download_file, redact_url
+from .io import write_json_atomic
+
+API_KEY_ENV = "S2_API_KEY"
+
+
+class S2DatasetsClient:
+    """Minimal client of the Datasets API: release metadata and shard URLs."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, min_interval: float = 1.0,
+                 session: requests.Session | None = None, timeout: float = 60.0):
+        self.base_url = base_url.rstrip("/")
+        self.session = session or requests.Session()
+        self._headers = {"x-api-key": api_key} if api_key else {}
+        self.limiter = RateLimiter(min_interval)
+        self.timeout = timeout
+
+    @classmethod
+    def from_env(cls, base_url: str, **kwargs) -> "S2DatasetsClient":
+        key = os.environ.get(API_KEY_ENV)
+        if not key:
+            raise RuntimeError(f"set {API_KEY_ENV} to a Semantic Scholar API key to list S2ORC shards")
+        return cls(base_url, key, **kwargs)
+
+    def get_json(self, path: str) -> dict:
+        self.limiter.wait()
+        url = f"{self.base_url}/{path.lstrip('/')}"
+        try:
+            response = self.session.get(url, headers=self._headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise DownloadError(f"request to {redact_url(url)} failed: {type(exc).__name__}") from None
+        if response.status_code != 200:
+            raise DownloadError(f"HTTP {response.status_code} from {redact_url(url)}")
+        return response.json()
+
+    def dataset_files(self, release: str, dataset: str) -> list[str]:
+        """Pre-signed URLs of every shard of `dataset` in `release` (they expire: use them at once)."""
+        if release == "latest":
+            raise ValueError("pin a release id (e.g. 2026-05-05); 'latest' is not reproducible")
+        info = self.get_json(f"release/{release}/dataset/{dataset}")
+        files = info.get("files")
+        if not isinstance(files, list) or not all(isinstance(u, str) for u in files):
+            raise DownloadError(f"release {release} dataset {dataset}: response has no list of file URLs")
+        return files
+
+
+def shard_name(url: str) -> str:
+    """The file name of a shard URL (its path's last part; the query holds the signature)."""
+    return Path(urllib.parse.urlsplit(url).path).name
+
+
+def default_download_dir(params: S2orcParams, cfg: Config) -> Path:
+    if params.download_dir:
+        return Path(params.download_dir).expanduser()
+    return cfg.paths.raw / "downloads" / "s2orc" / params.release
+
+
+def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str | Path", progress: bool = True) -> dict:
+    """Download the shards of every dataset in `params.datasets` into `dest/<dataset>/`.
+
+    Already complete shards are skipped (their SHA-256 is in `dest/manifest.json`); interrupted
+    ones resume. Returns the manifest: dataset -> shard name -> {size, sha256}.
+    """
+    dest = Path(dest)
+    manifest_path = dest / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest["release"] = params.release
+    for dataset in params.datasets:
+        urls = client.dataset_files(params.release, dataset)
+        if params.shard_limit is not None:
+            urls = urls[: params.shard_limit]
+        entries = manifest.setdefault(dataset, {})
+        for url in tqdm(urls, desc=f"downloading {dataset}", unit="shard", disable=not progress):
+            name = shard_name(url)
+            from .download import Checksums
+
+            known = entries.get(name, {})
+            result = download_file(url, dest / dataset / name, session=client.session,
+                                   expected=Checksums(sha256=known.get("sha256"), size=known.get("size")), label=f"{dataset}/{name}")
+            entries[name] = {"size": result.size, "sha256": result.sha256}
+            write_json_atomic(manifest_path, manifest)  # after every shard: a crash loses at most one
+    return manifest
+
+
+# --- shard parsing -----------------------------------------------------------------------------------------
+
+
+def annotation_spans(annotations: dict | None, name: str) -> list[dict]:
+    """The span list of one annotation type; values are JSON-encoded strings (or null)."""
+    value = (annotations or {}).get(name)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, list):
+        raise TypeError(f"annotation {name!r} is not a list of spans")
+    return value
+
+
+@dataclass(frozen=True)
+class PaperMeta:
+    corpusid: str
+    title: str | None
+    year: int | None
+    date: str | None
+    venue: str | None
+    fields_of_study: tuple[str, ...]
+
+
+def parse_papers_record(obj: dict) -> PaperMeta:
+    fields = obj.get("s2fieldsofstudy") or []
+    categories = tuple(sorted({f.get("category") for f in fields if isinstance(f, dict) and f.get("category")}))
+    year = obj.get("year")
+    return PaperMeta(str(obj["corpusid"]), obj.get("title"), int(year) if isinstance(year, int) else None,
+                     obj.get("publicationdate"), obj.get("venue") or None, categories)
+
+
+def s2orc_paragraphs(obj: dict) -> tuple[list[str], list[str], Counter]:
+    """Paragraph texts in reading order with their section heading, from one `s2orc` record.
+
+    Abstract spans come first, then `paragraph` spans by start offset; a paragraph takes the last
+    section header that starts before it; paragraphs under back-matter headings are dropped.
+    """
+    from collections import Counter
+
+    content = obj.get("content") or {}
+    text = content.get("text")
+    if not isinstance(text, str):
+        raise TypeError("content.text is not a string")
+    annotations = content.get("annotations") or {}
+    counts: Counter = Counter()
+    headers = sorted((int(h["start"]), text[int(h["start"]):int(h["end"])].strip()) for h in annotation_spans(annotations, "sectionheader"))
+    paragraphs, sections = [], []
+    abstract = sorted((int(a["start"]), int(a["end"])) for a in annotation_spans(annotations, "abstract"))
+    for start, end in abstract:
+        chunk = text[start:end].strip()
+        if chunk:
+            paragraphs.append(chunk)
+            sections.append("Abstract")
+    header_index = 0
+    current = ""
+    for span in sorted(annotation_spans(annotations, "paragraph"), key=lambda s: int(s["start"])):
+        start, end = int(span["start"]), int(span["end"])
+        if any(a <= start < b for a, b in abstract):
+            counts["paragraphs_inside_abstract"] += 1
+            continue
+        while header_index < len(headers) and headers[header_index][0] <= start:
+            current = headers[header_index][1]
+            header_index += 1
+        back = back_matter_kind(current)
+        if back:
+            counts[f"paragraphs_dropped_{back}"] += 1
+            continue
+        chunk = text[start:end].strip()
+        if chunk:
+            paragraphs.append(chunk)
+            sections.append(current)
+    counts["bibref_spans"] += len(annotation_spans(annotations, "bibref"))
+    return paragraphs, sections, counts
+
+
+def _iter_shard(path: Path, corpus: str, log: IngestLog) -> Iterator[tuple[int, dict]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                log.quarantine(corpus, "non_utf8", path, lineno, detail=f"{exc.reason} at byte {exc.start}")
+                continue
+            except json.JSONDecodeError as exc:
+                log.quarantine(corpus, "malformed_json", path, lineno, detail=exc.msg)
+                continue
+            if not isinstance(obj, dict) or "corpusid" not in obj:
+                log.quarantine(corpus, "missing_field", path, lineno, detail="corpusid")
+                continue
+            yield lineno, obj
+
+
+class S2orcReader:
+    """Papers from downloaded `papers` and `s2orc` shards (`<dir>/papers/*`, `<dir>/s2orc/*`)."""
+
+    corpus = "s2orc"
+
+    def __init__(self, shard_dir: "str | Path", fields_of_study=("Computer Science",), min_year: int = 2015,
+                 shard_limit: int | None = None, release: str = ""):
+        self.shard_dir = Path(shard_dir)
+        self.fields_of_study = set(fields_of_study)
+        self.min_year = min_year
+        self.shard_limit = shard_limit
+        self.release = release
+        for sub in ("papers", "s2orc"):
+            if not (self.shard_dir / sub).is_dir():
+                raise FileNotFoundError(
+                    f"S2ORC shards not found in {self.shard_dir / sub}; download them first: "
+                    f"S2_API_KEY=... python -m ratio_utils.s2orc --params <params file>"
+                )
+
+    @classmethod
+    def from_params(cls, params: S2orcParams, cfg: Config) -> "S2orcReader":
+        return cls(default_download_dir(params, cfg), params.fields_of_study, params.min_year, params.shard_limit, params.release)
+
+    def _shards(self, dataset: str) -> list[Path]:
+        shards = sorted(p for p in (self.shard_dir / dataset).iterdir() if p.is_file() and not p.name.endswith(".part"))
+        return shards[: self.shard_limit] if self.shard_limit is not None else shards
+
+    def metadata(self, log: IngestLog) -> dict[str, PaperMeta]:
+        """corpusid -> metadata of papers in the wanted fields of study and years."""
+        keep: dict[str, PaperMeta] = {}
+        for shard in self._shards("papers"):
+            for lineno, obj in _iter_shard(shard, self.corpus, log):
+                try:
+                    meta = parse_papers_record(obj)
+                except (TypeError, ValueError) as exc:
+                    log.quarantine(self.corpus, "wrong_type", shard, lineno, detail=str(exc))
+                    continue
+                log.count(self.corpus, "papers_records")
+                if not self.fields_of_study & set(meta.fields_of_study):
+                    log.count(self.corpus, "papers_other_field")
+                    continue
+                if meta.year is None:
+                    log.count(self.corpus, "papers_without_year")
+                    continue
+                if meta.year < self.min_year:
+                    log.count(self.corpus, "papers_before_min_year")
+                    continue
+                keep[meta.corpusid] = meta
+        return keep
+
+    def papers(self, log: IngestLog) -> Iterator[Paper]:
+        wanted = self.metadata(log)
+        for shard in self._shards("s2orc"):
+            for lineno, obj in _iter_shard(shard, self.corpus, log):
+                corpusid = str(obj["corpusid"])
+                log.count(self.corpus, "s2orc_records")
+                meta = wanted.get(corpusid)
+                if meta is None:
+                    log.count(self.corpus, "s2orc_records_not_selected")
+                    continue
+                try:
+                    paragraphs, sections, counts = s2orc_paragraphs(obj)
+                except (TypeError, ValueError, KeyError, json.JSONDecodeError) as exc:
+                    log.quarantine(self.corpus, "wrong_type", shard, lineno, paper_id=corpusid, detail=f"{type(exc).__name__}: {exc}")
+                    continue
+                for key, n in counts.items():
+                    log.count(self.corpus, key, n)
+                yield Paper(corpusid, self.corpus, meta.title, meta.year, meta.date, meta.venue,
+                            f"S2ORC {self.release}:{shard.name}:{lineno}", [[p] for p in paragraphs],
+                            sentences_split=False, paragraph_kinds=["paragraph"] * len(paragraphs), paragraph_sections=sections)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Download S2ORC and papers shards of the pinned release.")
+    parser.add_argument("--params", default=None, help="params file with a corpus.s2orc section")
+    args = parser.parse_args(argv)
+    cfg = load_config(args.params)
+    params = cfg.section("corpus", CorpusParams).s2orc_params()
+    client = S2DatasetsClient.from_env(params.api_base_url)
+    dest = default_download_dir(params, cfg)
+    manifest = download_release(client, params, dest)
+    shards = {k: len(v) for k, v in manifest.items() if isinstance(v, dict)}
+    print(f"release {params.release}: {shards} shards in {dest}")
+    return 0
+
+
+from collections import Counter  # noqa: E402  (used in annotations above)
+
+if __name__ == "__main__":
+    sys.exit(main())
