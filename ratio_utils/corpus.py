@@ -115,6 +115,8 @@ class Paper:
     sentences_split: bool = True
     paragraph_kinds: list[str] | None = None
     paragraph_sections: list[str] | None = None
+    origin_file: str | None = None  # where the record was read (quarantine entries name it)
+    origin_line: int | None = None
 
     @property
     def n_sentences(self) -> int:
@@ -292,7 +294,7 @@ class AclScisummReader:
         repo_path = self.repo_paths.get(f"xml/{path.name}")
         source = f"{self.source_prefix}:{repo_path}" if repo_path else f"{self.source_prefix}:{path.name}"
         return Paper(paper_id, corpus, title or None, year, None, venue, source, paragraphs,
-                     paragraph_kinds=kinds, paragraph_sections=sections)
+                     paragraph_kinds=kinds, paragraph_sections=sections, origin_file=str(path))
 
     def _collect(self, block, paragraphs, kinds, sections, log) -> None:
         heading = "Abstract" if block.tag == "ABSTRACT" else (block.get("title") or "")
@@ -441,7 +443,7 @@ class AclsumReader:
         title = " ".join((obj.get("title") or "").split()) or None
         source = f"aclsum==0.1.2 (PyPI wheel):aclsum/dataset/paper_jsons/{path.name}"
         return Paper(paper_id, corpus, title, year, None, venue, source, paragraphs, sentences_split=False,
-                     paragraph_kinds=kinds, paragraph_sections=sections)
+                     paragraph_kinds=kinds, paragraph_sections=sections, origin_file=str(path))
 
 
 # --- reader 3: the generic JSONL format (docs/corpus_formats.md) --------------------------------------------------
@@ -533,7 +535,7 @@ class JsonlReader:
             paragraphs = [[p] for p in paragraphs]
         return Paper(paper_id, corpus, obj.get("title"), int(year), date.isoformat() if date else None,
                      obj.get("venue"), obj.get("source") or f"{path.name}:{lineno}", paragraphs,
-                     sentences_split=bool(split))
+                     sentences_split=bool(split), origin_file=str(path), origin_line=lineno)
 
 
 def _id_or_none(obj: dict) -> str | None:
@@ -619,7 +621,8 @@ def read_papers(readers: Sequence[CorpusReader], log: IngestLog, progress: bool 
                 continue
             if paper.paper_id in seen:
                 if seen[paper.paper_id] == corpus:
-                    log.quarantine(corpus, "duplicate_id", paper.source, paper_id=paper.paper_id, detail="id seen earlier in the same corpus")
+                    log.quarantine(corpus, "duplicate_id", paper.origin_file or paper.source, paper.origin_line,
+                                   paper_id=paper.paper_id, detail="id seen earlier in the same corpus")
                 else:
                     dedup[f"{corpus} in {seen[paper.paper_id]}"].append(paper.paper_id)
                     log.count(corpus, f"duplicates_of_{seen[paper.paper_id]}")
@@ -646,7 +649,8 @@ def _valid_paper(paper: Paper, log: IngestLog) -> bool:
     if paper.paragraph_sections is not None:
         paper.paragraph_sections = [paper.paragraph_sections[i] for i in keep]
     if not paper.paragraphs:
-        log.quarantine(paper.corpus, "empty_paper", paper.source, paper_id=paper.paper_id, detail="no sentences")
+        log.quarantine(paper.corpus, "empty_paper", paper.origin_file or paper.source, paper.origin_line,
+                       paper_id=paper.paper_id, detail="no sentences")
         return False
     return True
 

@@ -123,8 +123,17 @@ def _prefix_pattern(node: dict) -> str:
     """
     if _END in node:
         return ""
-    branches = [re.escape(char) + _prefix_pattern(child) for char, child in sorted(node.items())]
+    branches = [_escape(char) + _prefix_pattern(child) for char, child in sorted(node.items())]
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+_REGEX_META = set("\\.^$|?*+()[]{}-#&~")
+
+
+def _escape(char: str) -> str:
+    """Escape one character for both Python's `re` and Rust's `regex` (polars), which differ on
+    escapes of ordinary characters (re.escape writes `\\ ` for a space; Rust rejects some of those)."""
+    return "\\" + char if char in _REGEX_META else char
 
 
 class MarkerMatcher:
@@ -154,12 +163,28 @@ class MarkerMatcher:
         self._phrase_len = [len(key) - key.endswith(",") for key in self._keys]
         # A C-speed first test: does any marker start the sentence? Most sentences start with none,
         # and for them the Python walk below never runs.
-        self._any_prefix = re.compile(_prefix_pattern(self._root)) if self.entries else None
+        self._prefix_regex = _prefix_pattern(self._root) if self.entries else None
+        self._any_prefix = re.compile(self._prefix_regex) if self.entries else None
 
     def match(self, text: str) -> MarkerMatch | str | None:
         """Match one lower-cased, single-spaced sentence; NO_MARKER, NO_COMMA or a MarkerMatch."""
         if self._any_prefix is None or self._any_prefix.match(text) is None:
             return NO_MARKER
+        return self._walk(text)
+
+    def match_series(self, texts) -> list:
+        """`match` for a polars String Series of lower-cased sentences: the first test (does any
+        marker start the sentence?) runs vectorised in polars, the trie walk only on the hits."""
+        if self._prefix_regex is None or len(texts) == 0:
+            return [NO_MARKER] * len(texts)
+        hits = texts.str.contains("^" + self._prefix_regex).fill_null(False).arg_true().to_list()
+        out: list = [NO_MARKER] * len(texts)
+        walk = self._walk
+        for index, text in zip(hits, texts.gather(hits).to_list()):
+            out[index] = walk(text)
+        return out
+
+    def _walk(self, text: str) -> MarkerMatch | str | None:
         node = self._root
         best = -1  # index of the longest fixed marker that is a prefix
         best_len = 0
@@ -349,8 +374,8 @@ _CITATION_PATTERNS = {
 def strip_query_prefix(text: str, max_words: int) -> tuple[str, str]:
     """Split a leading introductory clause (at most `max_words` words before the first comma) off a query.
 
-    Returns (prefix, rest); prefix is '' when there is none. The clause must start with a letter, so
-    a sentence opening with a number list is left alone.
+    Returns (prefix, rest); prefix is '' when there is none. The clause must start with a letter (a
+    sentence opening with a number list is left alone) and hold no bracket or quote.
     """
     comma = text.find(",")
     if comma <= 0 or max_words <= 0:
@@ -358,6 +383,8 @@ def strip_query_prefix(text: str, max_words: int) -> tuple[str, str]:
     head = text[:comma].strip()
     if not head or not head[0].isalpha() or len(head.split()) > max_words:
         return "", text
+    if any(char in head for char in "()[]{}\"“”"):
+        return "", text  # a bracket or quote opened before the comma: not an introductory phrase
     rest = text[comma + 1 :].strip()
     if not rest:
         return "", text
@@ -483,29 +510,14 @@ def prepare_sentences(sentences: pd.DataFrame, source: str | Path) -> pd.DataFra
     return frame.reset_index(drop=True)
 
 
-def _match_texts(texts: list[str], matcher: MarkerMatcher, progress: bool, desc: str = "matching") -> list:
-    from tqdm.auto import tqdm
-
-    match = matcher.match
-    if not progress:
-        return [match(t) for t in texts]
-    out = []
-    step = 50_000
-    with tqdm(total=len(texts), desc=desc, unit="pair", mininterval=1.0) as bar:
-        for start in range(0, len(texts), step):
-            out.extend(match(t) for t in texts[start : start + step])
-            bar.update(min(step, len(texts) - start))
-    return out
-
-
-def lowered_second_sentences(sentences: pd.DataFrame, second: np.ndarray) -> tuple[list[str], list[str]]:
-    """(original-case, lower-case) single-spaced text of the second sentences, vectorised in polars."""
+def lowered_second_sentences(sentences: pd.DataFrame, second: np.ndarray):
+    """(original-case list, lower-case polars Series) of the single-spaced second sentences."""
     import polars as pl
 
     text = sentences["text_clean"].where(sentences["text_clean"].notna(), sentences["text"])
     series = pl.Series(text.iloc[second].fillna("").astype(str).tolist(), dtype=pl.String)
     spaced = series.str.replace_all(r"\s+", " ").str.strip_chars()
-    return spaced.to_list(), spaced.str.to_lowercase().to_list()
+    return spaced.to_list(), spaced.str.to_lowercase()
 
 
 class _PairExtractor:
@@ -585,7 +597,7 @@ def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
     counts: Counter = Counter()
     counts["pairs.consecutive"] = len(first)
     cased, lowered = lowered_second_sentences(frame, second)
-    matches = _match_texts(lowered, matcher, params.progress and len(lowered) > 100_000)
+    matches = matcher.match_series(lowered)
     hits = [k for k, found in enumerate(matches) if found is not NO_MARKER]
     counts["pairs.no_marker"] = len(matches) - len(hits)
 
@@ -596,7 +608,8 @@ def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
             counts["pairs.dropped.marker_not_followed_by_comma"] += 1
             continue
         # slice the original-case text where lower() kept the length (it almost always does)
-        text = cased[k] if len(cased[k]) == len(lowered[k]) else lowered[k]
+        low = lowered[k]
+        text = cased[k] if len(cased[k]) == len(low) else low
         extracted = extractor.extract(matches[k], first[k], second[k], text)
         if extracted is not None:
             rows[extracted[0]].append(extracted[1])

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import urllib.parse
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from tqdm.auto import tqdm
 
 from .config import Config, load_config
 from .corpus import CorpusParams, IngestLog, Paper, S2orcParams, back_matter_kind
-from .download import DownloadError, RateLimiter, download_file, redact_url
+from .download import Checksums, DownloadError, RateLimiter, download_file, redact_url
 from .io import write_json_atomic
 
 API_KEY_ENV = "S2_API_KEY"
@@ -106,8 +107,6 @@ def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str |
         entries = manifest.setdefault(dataset, {})
         for url in tqdm(urls, desc=f"downloading {dataset}", unit="shard", disable=not progress):
             name = shard_name(url)
-            from .download import Checksums
-
             known = entries.get(name, {})
             result = download_file(url, dest / dataset / name, session=client.session,
                                    expected=Checksums(sha256=known.get("sha256"), size=known.get("size")), label=f"{dataset}/{name}")
@@ -155,8 +154,6 @@ def s2orc_paragraphs(obj: dict) -> tuple[list[str], list[str], Counter]:
     Abstract spans come first, then `paragraph` spans by start offset; a paragraph takes the last
     section header that starts before it; paragraphs under back-matter headings are dropped.
     """
-    from collections import Counter
-
     content = obj.get("content") or {}
     text = content.get("text")
     if not isinstance(text, str):
@@ -282,7 +279,8 @@ class S2orcReader:
                     log.count(self.corpus, key, n)
                 yield Paper(corpusid, self.corpus, meta.title, meta.year, meta.date, meta.venue,
                             f"S2ORC {self.release}:{shard.name}:{lineno}", [[p] for p in paragraphs],
-                            sentences_split=False, paragraph_kinds=["paragraph"] * len(paragraphs), paragraph_sections=sections)
+                            sentences_split=False, paragraph_kinds=["paragraph"] * len(paragraphs), paragraph_sections=sections,
+                            origin_file=str(shard), origin_line=lineno)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,8 +296,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"release {params.release}: {shards} shards in {dest}")
     return 0
 
-
-from collections import Counter  # noqa: E402  (used in annotations above)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -33,16 +33,20 @@ _INVALID_CHARS = re.compile(
 # A soft hyphen marks a possible line break inside a word: with the whitespace after it, it goes.
 _SOFT_HYPHEN = re.compile(r"\u00ad\s*")
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
-# A word broken at a PDF line end ("classi- fication"), but not a suspended hyphen ("pre- and post-").
+# A hyphen at a PDF line end leaves a gap ("document- level", "classi- fication"); the rule closes
+# the gap and keeps the hyphen. Without a lexicon a compound (right with the hyphen) cannot be told
+# from a broken word (harmless with it), so dropping the hyphen would corrupt the compounds.
+# A suspended hyphen ("pre- and post-") is left alone.
 _LINEBREAK_HYPHEN = re.compile(r"\b([a-z]{2,})- (?!(?:and|or|nor|to|vs|versus|as)\b)([a-z]{2,})\b")
 # Citation-like bracketed numbers anywhere: [12], [3, 4], [1-3], [12–15; 20].
 _BRACKETED_NUMBERS = re.compile(r" ?\[\s*\d+(?:\s*[,;\u2013\u2014-]\s*\d+)*\s*\]")
 # A leading list marker: bullets, "1)", "(a)", "a)", "(iv)", "1.", "2.3" followed by a capital,
 # "iii." — the marker must be followed by whitespace so that "1.5 million" or "(1999)" survive.
+# Every repetition needs its own dot, so a long digit run cannot backtrack exponentially.
 _LIST_MARKER = re.compile(
     r"^(?:[\u2022\u2023\u25aa\u25e6\u2043\u2219\u00b7*\-\u2013\u2014>]+"
     r"|\(?(?:\d{1,2}|[a-hA-H]|[ivxIVX]{1,4})\)"
-    r"|(?:\d{1,2}|[ivx]{1,4})\.(?:\d{1,2}\.?)*(?=\s+[A-Z])"
+    r"|(?:\d{1,2}\.(?:\d{1,2}\.)*(?:\d{1,2})?|[ivx]{1,4}\.)(?=\s+[A-Z])"
     r")\s+"
 )
 _WHITESPACE = re.compile(r"\s+")
@@ -62,8 +66,8 @@ DROP_RULES: tuple[str, ...] = (
     "empty",  # nothing left after the edit rules
     "short",  # fewer than min_chars characters (paper: 35), counted after the edits
     "malformed_non_alphabetic",  # table rows, equations, numbers: too few letters among the characters
-    "malformed_few_words",  # fewer than min_words alphabetic words
     "malformed_spaced_letters",  # OCR text with letters spaced out ("R e g u l a t o r s")
+    "malformed_few_words",  # fewer than min_words alphabetic words
 )
 
 _NON_LETTERS = re.compile(r"[\W\d_]+")
@@ -141,7 +145,7 @@ class SentenceCleaner:
         out = step("redundant_whitespace", collapsed, out)
         # The `in` tests skip a regex pass over the (many) sentences that cannot match.
         if "- " in out:
-            out = step("linebreak_hyphenation", _LINEBREAK_HYPHEN.sub(r"\1\2", out), out)
+            out = step("linebreak_hyphenation", _LINEBREAK_HYPHEN.sub(r"\1-\2", out), out)
         if "[" in out:
             out = step("bracketed_numbers", _BRACKETED_NUMBERS.sub("", out).strip(), out)
         # A sentence may carry more than one marker ("• 1) ..."), so strip until none is left.
@@ -165,11 +169,11 @@ class SentenceCleaner:
         letters = len(_NON_LETTERS.sub("", text))
         if letters / max(visible, 1) < rules.min_alpha_ratio:
             return "malformed_non_alphabetic"
-        if len(_ALPHA_WORD.findall(text)) < rules.min_words:
-            return "malformed_few_words"
         tokens = text.split()
         if len(tokens) >= 6 and sum(len(t) == 1 for t in tokens) / len(tokens) > rules.max_single_char_token_ratio:
             return "malformed_spaced_letters"
+        if len(_ALPHA_WORD.findall(text)) < rules.min_words:
+            return "malformed_few_words"
         return None
 
     def clean_many(self, texts: Iterable[str], counts: CleaningCounts | None = None) -> list[CleanedSentence]:

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import pandas as pd
+import polars as pl
 import pytest
 
 from ratio_utils import mining
@@ -63,6 +64,7 @@ def mined(sentences, matcher):
 def winner(matcher, text: str):
     found = matcher.match(text.lower())
     assert found == matcher.match_naive(text.lower()), "trie and naive matcher disagree"
+    assert matcher.match_series(pl.Series([text.lower()], dtype=pl.String)) == [found]
     return found
 
 
@@ -179,6 +181,7 @@ def test_query_prefix_of_at_most_four_words_is_stripped():
     five = "In order to overcome this, we reuse the gazetteer."
     assert strip_query_prefix(five, 4) == ("", five)
     assert strip_query_prefix("1, 2 and 3 are the ranks we use.", 4)[0] == ""
+    assert strip_query_prefix("The chain (i.e., a walk) converges to its stationary law.", 4)[0] == ""
     assert strip_query_prefix("Our parser overfits badly.", 4) == ("", "Our parser overfits badly.")
 
 
@@ -337,6 +340,7 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
     sample += [t for t in texts if t.startswith(("for example,", "to address", "more generally,", "specifically"))][:150]
     fast = [matcher.match(t) for t in sample]
     assert fast == [matcher.match_naive(t) for t in sample]
+    assert matcher.match_series(pl.Series(sample, dtype=pl.String)) == fast  # the vectorised first test agrees
     assert sum(isinstance(m, MarkerMatch) for m in fast) > 20
 
 
