@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from .config import REPO_ROOT, Config
 from .io import InputError, write_json_atomic, write_parquet_atomic, write_text_atomic
@@ -343,9 +343,35 @@ class AclScisummReader:
 
 
 def _element_text(element, collapse: bool = True) -> str:
-    # The XML double-escapes entities (`&amp;quot;`): the parser undoes one level, html the other.
-    text = html.unescape("".join(element.itertext())).strip()
+    # The XML escapes entities twice (`&amp;quot;`), some files three times (`&amp;amp;quot;`): the
+    # parser undoes one level, html.unescape the rest (a few rounds at most).
+    text = "".join(element.itertext())
+    for _ in range(3):
+        if "&" not in text:
+            break
+        unescaped = html.unescape(text)
+        if unescaped == text:
+            break
+        text = unescaped
+    # `&#136;`-style references to C1 controls mean Windows-1252 characters (HTML5 reads them so).
+    if _C1_CHARS.search(text):  # rare; str.translate with a dict is slow on every sentence
+        text = text.translate(C1_AS_CP1252)
+    text = text.strip()
     return " ".join(text.split()) if collapse else text
+
+
+def _c1_to_cp1252() -> dict[int, str]:
+    table = {}
+    for code in range(0x80, 0xA0):
+        try:
+            table[code] = bytes([code]).decode("cp1252")
+        except UnicodeDecodeError:
+            pass  # undefined in cp1252: left for the `invalid_characters` rule
+    return table
+
+
+C1_AS_CP1252 = _c1_to_cp1252()
+_C1_CHARS = re.compile("[\x80-\x9f]")
 
 
 def _manifest_repo_paths(path: "str | Path") -> dict[str, str]:

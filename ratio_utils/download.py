@@ -157,9 +157,13 @@ def download_file(
         etag = response.headers.get("ETag", "")
         mode = "ab" if resumed_from else "wb"
         if response.status_code != 416:
-            with open(part, mode) as handle:
-                for chunk in response.iter_content(chunk_size):
-                    handle.write(chunk)
+            try:
+                with open(part, mode) as handle:
+                    for chunk in response.iter_content(chunk_size):
+                        handle.write(chunk)
+            except requests.RequestException as exc:
+                # Keep what arrived: the next call resumes from it with a Range request.
+                raise DownloadError(f"{label}: transfer from {redact_url(url)} broke off ({type(exc).__name__}); rerun to resume") from None
     size = part.stat().st_size
     if total is not None and size != total:
         # Keep the partial file: the next call resumes from here.

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from tqdm.auto import tqdm
+from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from .config import Config, load_config
 from .corpus import CorpusParams, IngestLog, Paper, S2orcParams, back_matter_kind

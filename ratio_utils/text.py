@@ -44,11 +44,14 @@ _BRACKETED_NUMBERS = re.compile(r" ?\[\s*\d+(?:\s*[,;\u2013\u2014-]\s*\d+)*\s*\]
 # "iii." — the marker must be followed by whitespace so that "1.5 million" or "(1999)" survive.
 # Every repetition needs its own dot, so a long digit run cannot backtrack exponentially.
 _LIST_MARKER = re.compile(
-    r"^(?:[\u2022\u2023\u25aa\u25e6\u2043\u2219\u00b7*\-\u2013\u2014>]+"
+    r"^(?:[\u2022\u2023\u25aa\u25e6\u2043\u2219\u00b7]+"
+    # "*", "-", ">" also start formulas ("* is the convolution operator"): only before a capital.
+    r"|[*\-\u2013\u2014>]+(?=\s+[A-Z])"
     r"|\(?(?:\d{1,2}|[a-hA-H]|[ivxIVX]{1,4})\)"
     r"|(?:\d{1,2}\.(?:\d{1,2}\.)*(?:\d{1,2})?|[ivx]{1,4}\.)(?=\s+[A-Z])"
     r")\s+"
 )
+_EMPTY_PARENS = re.compile(r" ?\(\s*[,;]?\s*\)")
 _WHITESPACE = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.;:!?)\]])")
 
@@ -147,7 +150,8 @@ class SentenceCleaner:
         if "- " in out:
             out = step("linebreak_hyphenation", _LINEBREAK_HYPHEN.sub(r"\1-\2", out), out)
         if "[" in out:
-            out = step("bracketed_numbers", _BRACKETED_NUMBERS.sub("", out).strip(), out)
+            # "([12])" would leave "()" behind: an empty pair of parentheses goes with it.
+            out = step("bracketed_numbers", _EMPTY_PARENS.sub("", _BRACKETED_NUMBERS.sub("", out)).strip(), out)
         # A sentence may carry more than one marker ("• 1) ..."), so strip until none is left.
         stripped = out
         while True:

@@ -115,9 +115,12 @@ class TrainParams:
     colbert_evaluate_test: bool = True  # score the trained ColBERT on the test pool (MaxSim, ~89 docs/s on CPU)
 
     def selected_moves(self, move: str | None = None) -> list[Move]:
+        """`all` -> the moves of the params; one move -> that move if the params include it, else none
+        (a fanned-out notebook for a move the params leave out does nothing)."""
+        moves = [Move.parse(m) for m in self.moves]
         if move is None or str(move).lower() == "all":
-            return [Move.parse(m) for m in self.moves]
-        return [Move.parse(move)]
+            return moves
+        return [m for m in moves if m is Move.parse(move)]
 
 
 def load_train_params(cfg: Config) -> TrainParams:
@@ -328,6 +331,8 @@ def train_configuration(
     # (the paper's four-GPU runs). Outside DDP gathering is a no-op.
     loss = MultipleNegativesRankingLoss(model, gather_across_devices=True)
     checkpoints = run_dir / "checkpoints"
+    # With one epoch the last weights are the best ones: no checkpoint to write and restore.
+    restore_best = hp.epochs > 1
     args = SentenceTransformerTrainingArguments(
         output_dir=str(checkpoints),
         num_train_epochs=hp.epochs,
@@ -340,10 +345,10 @@ def train_configuration(
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts={"anchor": params.query_prefix, "positive": params.doc_prefix},
         eval_strategy="epoch",
-        save_strategy="epoch",
+        save_strategy="epoch" if restore_best else "no",
         save_only_model=True,  # no mid-run resume, so optimizer states are not worth writing
         save_total_limit=1,  # with load_best_model_at_end the best checkpoint is always kept too
-        load_best_model_at_end=True,
+        load_best_model_at_end=restore_best,
         metric_for_best_model=evaluator.metric_for_best_model,
         greater_is_better=True,
         logging_steps=params.logging_steps,
@@ -369,8 +374,8 @@ def train_configuration(
     if state.best_model_checkpoint:  # the checkpoint the trainer restored: checkpoint-<global step>
         best_step = int(Path(state.best_model_checkpoint).name.split("-")[-1])
         best = next((h for h in evaluator.history if h["step"] == best_step), None)
-    if best is None:
-        best = max(evaluator.history, key=lambda h: h[PRIMARY]) if evaluator.history else {}
+    if best is None:  # one epoch (nothing to restore): its evaluation is the result
+        best = evaluator.history[-1] if evaluator.history else {}
     best_epoch = best.get("epoch")
     validation = {k: v for k, v in best.items() if k not in ("epoch", "step", "weights")}
     losses = [{"step": int(e["step"]), "epoch": float(e["epoch"]), "loss": float(e["loss"])} for e in state.log_history if "loss" in e]
@@ -450,13 +455,23 @@ def _read_json(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _evaluate_saved(model_path: Path, evalset: EvalSet, params: TrainParams, cache_dir: Path | None) -> dict[str, float]:
+FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries) only where notebook 07 made it
+
+
+def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, params: TrainParams,
+                    cache_dir: Path | None) -> dict[str, dict[str, float]]:
+    """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors)."""
     from .metrics import evaluate_run
     from .retrieval import DenseRetriever
 
     retriever = DenseRetriever(str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
                                batch_size=params.eval_batch_size, cache_dir=cache_dir)
-    return evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS)
+    scores = {}
+    for split in splits:
+        if bench.has(move, split):
+            evalset = EvalSet.load(bench, move, split)
+            scores[split.value] = evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS)
+    return scores
 
 
 def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Move, base_path: Path,
@@ -469,9 +484,8 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
         return cached["scores"]
     scores = {}
     if _is_main_process():
-        for split in (Split.VALIDATION, Split.TEST):
-            if bench.has(move, split):
-                scores[split.value] = _evaluate_saved(base_path, EvalSet.load(bench, move, split), params, cfg.paths.cache / "embeddings")
+        # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
+        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.cache / "embeddings")
         write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix], "scores": scores})
     _barrier()
     return (_read_json(path) or {}).get("scores", scores)
@@ -499,7 +513,8 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         run_dir = runs_dir / f"{hp.name}-{key}"
         done = _read_json(run_dir / RESULT_FILE)
         if done is not None:
-            runs.append(RunResult.from_json(done))
+            # The folder may have moved with the output root: trust the location, not the stored path.
+            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(run_dir / "model")))
             continue
         if pairs is None:
             pairs = training_pairs(bench, move, params.max_train_pairs, cfg.seed)
@@ -550,8 +565,9 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         staging = final_dir.with_name(final_dir.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(selected.model_dir, staging)
-        if bench.has(move, Split.TEST):
-            test = _evaluate_saved(staging, EvalSet.load(bench, move, Split.TEST), params, cache_dir=None)
+        # The only use of the test split (and of silver, its judge-filtered subset) for this selection.
+        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.cache / "embeddings")
+        test = final.get(Split.TEST.value, {})
         results = {
             "base_model": params.base_model,
             "move": move.value,
@@ -568,6 +584,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
             "best_epoch": selected.best_epoch,
             "validation": selected.validation,
             "test": test,
+            "silver": final.get(Split.SILVER.value),
             "baseline": baseline,
             "configs_tried": [{"config": r.config, "validation": r.validation, "run_key": r.run_key} for r in runs],
         }
@@ -722,7 +739,8 @@ def write_table6(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     params = params or load_train_params(cfg)
     table = collect_runs(cfg, params)
     if table.empty:
-        raise FileNotFoundError(f"no finished fine-tuning run under {cfg.paths.models / RUNS_DIRNAME}")
+        logger.warning("no finished fine-tuning run under %s: Table 6 not written", cfg.paths.models / RUNS_DIRNAME)
+        return table
     shown = table.drop(columns=["run_key"])
     write_table(
         shown, "table6_finetune_configs", cfg,
@@ -741,10 +759,12 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
             continue
         base = final.get("baseline", {})
         row = {"Move": move.value.capitalize(), "Model": base_name(params.base_model), "Config": final["selected_config"]["id"]}
-        for split, tuned in (("validation", final.get("validation")), ("test", final.get("test"))):
+        for split, tuned in (("validation", final.get("validation")), ("test", final.get("test")), ("silver", final.get("silver"))):
+            if split == "silver" and not tuned:
+                continue  # no silver set without the LLM judge (notebook 07)
             b = (base.get(split) or {}).get(PRIMARY)
             t = (tuned or {}).get(PRIMARY)
-            label = "Val" if split == "validation" else "Test"
+            label = {"validation": "Val", "test": "Test", "silver": "Silver"}[split]
             row[f"{label} M@10 baseline"] = None if b is None else 100 * b
             row[f"{label} M@10 tuned"] = None if t is None else 100 * t
             row[f"{label} ratio"] = None if not b or t is None else t / b
@@ -758,7 +778,8 @@ def write_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> p
     params = params or load_train_params(cfg)
     table = collect_tuned_vs_baseline(cfg, params)
     if table.empty:
-        raise FileNotFoundError("no fine-tuned retriever found; run finetune first")
+        logger.warning("no fine-tuned retriever under %s: tuned-vs-baseline table not written", cfg.paths.models)
+        return table
     write_table(
         table, "finetune_tuned_vs_baseline", cfg,
         caption="Fine-tuned vs baseline (the same model before fine-tuning), MRR@10 (%) per move",

@@ -25,7 +25,7 @@ from ratio_utils.retrieval import (
     write_run,
 )
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
-from ratio_utils.schema import Move, sentence_id
+from ratio_utils.schema import Move
 
 
 def _with_query_in_pool(bench, move="address"):
@@ -205,3 +205,83 @@ def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
         got = run[run.qid == qid]
         assert list(got.docid) == [r["id"] for r in expected]
         assert got.score.to_numpy() == pytest.approx([r["score"] for r in expected], rel=1e-4)
+
+
+# -- notebook 08's library: systems, runs, tables --------------------------------------------------
+
+
+def _bench_in_cfg(cfg, tiny_benchmark):
+    import shutil
+
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    return load_benchmark(cfg.paths.benchmark)
+
+
+def test_tables_note_every_row_that_could_not_run(cfg, tiny_benchmark):
+    from ratio_utils.retrieval.experiments import RetrievalParams, run_baselines, write_tables
+
+    bench = _bench_in_cfg(cfg, tiny_benchmark)
+    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10)
+    results = run_baselines(cfg, bench, params)
+    tables = write_tables(cfg, results, params)
+    assert set(tables) == {"table1_silver_main", "table7_test_full", "table8_silver_full"}
+    # BM25 cells are the run_and_score numbers, in percent
+    direct = run_and_score(BM25Retriever(2), bench, "broaden", "test", k=10)
+    row = tables["table7_test_full"].set_index("System").loc["BM25-bigram"]
+    assert row["Broaden M@10"] == pytest.approx(100 * direct["MRR@10"])
+    assert (cfg.paths.retrieval_runs / "BM25-bigram" / "broaden" / "test.trec").exists()
+    for name, table in tables.items():
+        md = (cfg.paths.tables / f"{name}.md").read_text()
+        assert "Silver split absent" in md  # the tiny benchmark has no silver split
+        empty = table[table.iloc[:, 3:].isna().all(axis=1)]
+        assert len(empty) > 0
+        for system, prefix, setup in empty[["System", "Prefix", "Setup"]].itertuples(index=False):
+            assert f"- {system} ({prefix}, {setup}):" in md, (name, system, prefix, setup)
+    assert "Baseline + rerank" in set(tables["table8_silver_full"]["Setup"])
+    assert "per-move" not in set(tables["table7_test_full"]["Prefix"])
+
+
+@pytest.mark.models
+def test_tuned_model_scores_its_own_move_only(cfg, tiny_benchmark):
+    import json
+    import shutil
+
+    from ratio_utils.models import resolve_model_path
+    from ratio_utils.retrieval.experiments import RetrievalParams, results_table, run_baselines
+
+    bench = _bench_in_cfg(cfg, tiny_benchmark)
+    tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
+    (tuned / "results.json").write_text(json.dumps({"prefixes": {"query": "query: ", "document": "document: "}}))
+    params = RetrievalParams(bm25_ngrams=[], move_instructions=False, k=10, splits=["test"])
+    results = run_baselines(cfg, bench, params)
+    table, notes = results_table(results, "test", ["M@10"], params)
+    rows = table.set_index(["System", "Setup"])
+    baseline, tuned_row = rows.loc[("all-MiniLM-L6-v2", "Baseline")], rows.loc[("all-MiniLM-L6-v2", "Tuned")]
+    # same weights and prefixes as the baseline: the address cell must equal the baseline's
+    assert tuned_row["Address M@10"] == pytest.approx(baseline["Address M@10"])
+    assert np.isnan(tuned_row["Broaden M@10"]) and np.isnan(tuned_row["Specify M@10"])
+
+
+def test_update_tables_reads_stored_test_scores_of_tuned_models(cfg, tiny_benchmark):
+    import json
+
+    from ratio_utils.retrieval.experiments import RetrievalParams, run_baselines, update_tables_with_tuned
+
+    bench = _bench_in_cfg(cfg, tiny_benchmark)
+    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2"], generic_prefix=False, move_instructions=False,
+                             bm25_ngrams=[1], k=100, splits=["test"])
+    run_baselines(cfg, bench, params)
+    # notebook 09 finishes after notebook 08: a tuned specify model with its single test evaluation
+    folder = cfg.paths.models / "all-MiniLM-L6-v2__specify"
+    folder.mkdir(parents=True)
+    stored = {f"{m}@{k}": 0.25 + k / 1000 for m in ("R", "MRR", "HR") for k in (1, 3, 5, 10, 100)}
+    (folder / "results.json").write_text(json.dumps({"test": stored, "prefixes": {"query": "query: ", "document": "document: "}}))
+    tables = update_tables_with_tuned(cfg, bench, params)
+    row = tables["table7_test_full"].set_index(["System", "Setup"]).loc[("all-MiniLM-L6-v2", "Tuned")]
+    assert row["Specify M@10"] == pytest.approx(100 * stored["MRR@10"])
+    assert np.isnan(row["Address M@10"])
+    md = (cfg.paths.tables / "table7_test_full.md").read_text()
+    assert "no fine-tuned model for address, broaden" in md and "read from all-MiniLM-L6-v2__specify/results.json" in md
+    # the BM25 row of notebook 08 survived the update
+    assert not np.isnan(tables["table7_test_full"].set_index("System").loc["BM25-unigram", "Specify M@10"])

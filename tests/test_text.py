@@ -52,6 +52,7 @@ def test_linebreak_hyphenation_closes_gap_but_keeps_suspended_hyphens(cleaner):
     [
         ("Dense retrievers [12] outperform sparse ones on most benchmarks [3, 4].", "Dense retrievers outperform sparse ones on most benchmarks."),
         ("Earlier systems [1-3; 7] relied on hand-written features alone.", "Earlier systems relied on hand-written features alone."),
+        ("Earlier systems ([1-3]; [7]) relied on hand-written features alone.", "Earlier systems relied on hand-written features alone."),
     ],
 )
 def test_bracketed_numbers(cleaner, raw, clean):
@@ -83,6 +84,7 @@ def test_list_marker(cleaner, raw):
         "(1999) showed that the effect disappears with more training data.",
         "e.g. the parser of Collins is used as the first-stage model here.",
         "2.345678901234567890123456789 x is a number that must not hang the regex",
+        "* is the convolution operator applied to both of the input signals.",
     ],
 )
 def test_not_a_list_marker(cleaner, text):

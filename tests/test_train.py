@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ratio_utils import train
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint
 from ratio_utils.schema import Move, Split
@@ -28,8 +28,9 @@ def _cfg(tiny_benchmark: Path, tmp_path: Path, monkeypatch, configs_file: Path, 
     """The default config on the tiny benchmark, writing under tmp_path/out."""
     root = tmp_path / "out"
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
-    cfg = load_config(overrides={"train": {"configs_file": str(configs_file), "logging_steps": 1, "colbert": False,
-                                           "device": "cpu", **train_values}})
+    train_section = {"configs_file": str(configs_file), "configs": None, "max_train_pairs": None, "logging_steps": 1,
+                     "colbert": False, "device": "cpu", **train_values}
+    cfg = load_config(overrides={"train": train_section})
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     return cfg
 
@@ -80,6 +81,8 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     # A high learning rate over several epochs makes the validation score move between epochs.
     configs = _configs_file(tmp_path, [_row(1, epochs=4, lr=3e-4, batch=3)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["address"])
+    bench = load_benchmark(cfg.paths.benchmark)
+    write_pairs(bench.queries(Move.ADDRESS, Split.TEST).iloc[:2], cfg.paths.benchmark, Move.ADDRESS, Split.SILVER)
     (result,) = train.finetune(cfg, "address")
     run = result.selected
 
@@ -104,13 +107,15 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     assert "all-MiniLM-L6-v2" in card and "`address`" in card
     assert results["benchmark_checksum"][:16] in card
     assert results["train_pairs"] == 3 and results["selected_config"]["id"] == 1
-    assert set(results["test"]) >= {"MRR@10", "R@10"} and set(results["baseline"]) == {"validation", "test"}
+    assert set(results["test"]) >= {"MRR@10", "R@10"} and set(results["baseline"]) == {"validation", "test", "silver"}
+    assert results["silver"]["MRR@10"] >= 0 and results["silver"] != results["test"]  # 2 of the 3 test queries
 
     table6 = train.write_table6(cfg)
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
     tuned = train.write_tuned_vs_baseline(cfg)
     assert tuned.loc[0, "Test M@10 tuned"] == pytest.approx(100 * results["test"]["MRR@10"])
+    assert tuned.loc[0, "Silver M@10 tuned"] == pytest.approx(100 * results["silver"]["MRR@10"])
 
 
 @pytest.mark.models

@@ -4,7 +4,8 @@
 * `DenseRetriever`  — sentence-transformers + exact faiss inner-product search, embedding cache (dense.py);
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
 * `run_and_score`   — search one (move, split), write the run files, return the metrics (scoring.py);
-* run file I/O (runs.py).
+* run file I/O (runs.py);
+* notebook 08's systems, runs and Tables 1/7/8 (experiments.py, imported on use).
 """
 
 from .base import Retriever

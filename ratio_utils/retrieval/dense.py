@@ -159,12 +159,15 @@ def build_inner_product_index(vectors: np.ndarray, fp16: bool = False, chunk: in
     """
     faiss = _faiss()
     dim = vectors.shape[1]
-    if fp16:
+    if use_gpu and faiss_gpu_count() > 0:
+        # faiss-gpu: a flat index on every visible GPU; float16 storage there is a cloner option.
+        options = faiss.GpuMultipleClonerOptions()
+        options.useFloat16 = fp16
+        index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(dim), co=options)
+    elif fp16:
         index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
     else:
         index = faiss.IndexFlatIP(dim)
-    if use_gpu and faiss_gpu_count() > 0 and not fp16:
-        index = faiss.index_cpu_to_all_gpus(index)
     for start in range(0, vectors.shape[0], chunk):
         index.add(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
     return index

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from ..benchmark import Benchmark
 from ..config import Config
@@ -147,8 +148,6 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
         template = style.instruction_template if style and style.instruction_template else None
         query_prefix = instructed_query_prefix(move, template) if template else instructed_query_prefix(move)
         doc_prefix = GENERIC_PREFIXES[1]
-    elif system.prefix == "trained":
-        query_prefix, doc_prefix = _tuned_prefixes(Path(model))
     else:
         raise ValueError(f"unknown prefix kind {system.prefix!r}")
     return DenseRetriever(
@@ -157,17 +156,17 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
     )
 
 
-def _tuned_prefixes(model_dir: Path) -> tuple[str, str]:
-    results = json.loads((model_dir / "results.json").read_text(encoding="utf-8"))
-    prefixes = results.get("prefixes") or {}
-    return prefixes.get("query", GENERIC_PREFIXES[0]), prefixes.get("document", GENERIC_PREFIXES[1])
+def tuned_model_dirs(cfg: Config, base: str, kind: str = "dense") -> dict[Move, Path]:
+    """Fine-tuned retrievers of notebook 09 for one base model, by move.
 
-
-def tuned_model_dirs(cfg: Config, base: str) -> dict[Move, Path]:
-    """Fine-tuned retrievers of notebook 09 for one base model: models/<base>__<move>/ with results.json."""
+    dense:   models/<base>__<move>/          (ratio_utils.train)
+    colbert: models/<base>-colbert__<move>/  (ratio_utils.train_colbert)
+    Only folders whose results.json exists count: it is written last, when a model is complete.
+    """
+    suffix = "-colbert" if kind == "colbert" else ""
     found = {}
     for move in MOVES:
-        folder = cfg.paths.models / f"{_display_name(base)}__{move.value}"
+        folder = cfg.paths.models / f"{_display_name(base)}{suffix}__{move.value}"
         if (folder / "results.json").exists():
             found[move] = folder
     return found
@@ -195,13 +194,20 @@ def _query_count(bench: Benchmark, move: Move, split: Split, max_queries: int | 
     return min(n, max_queries) if max_queries else n
 
 
-def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> BaselineResults:
-    """Run every available system on every move and split; write run files and results.parquet."""
-    params = params or load_retrieval_params(cfg)
-    notes: list[str] = []
-    rows: list[dict] = []
+def _runnable(bench: Benchmark, splits: list[Split], notes: list[str]) -> dict[tuple[Move, Split], bool]:
+    runnable = {}
+    for move in MOVES:
+        for split in splits:
+            ok = bench.has(move, split) and len(bench.queries(move, split)) > 0
+            runnable[(move, split)] = ok
+            if bench.has(move, split) and not ok:
+                notes.append(f"{move.value}/{split.value}: the benchmark holds no pairs for this move and split; its cells stay empty.")
+    return runnable
+
+
+def _silver_notes(bench: Benchmark, splits: list[Split]) -> tuple[dict[str, bool], list[str]]:
     silver = {m.value: bench.has(m, Split.SILVER) for m in MOVES}
-    splits = [Split.parse(s) for s in params.splits]
+    notes = []
     # Silver queries are a subset of test queries ranked against the same pool: where silver is
     # absent the tables fall back to the unfiltered test set (noted), without running anything twice.
     if Split.SILVER in splits and not all(silver.values()):
@@ -210,6 +216,68 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
             f"Silver split absent for {', '.join(missing)}: it needs the LLM judge (§4.3, notebook 07), which has no "
             "endpoint here; the silver-set tables show the unfiltered test set for these moves instead."
         )
+    return silver, notes
+
+
+def tuned_rows(cfg: Config, bench: Benchmark, params: RetrievalParams) -> tuple[list[dict], list[str]]:
+    """Scores of notebook 09's fine-tuned retrievers, each on its own move.
+
+    Test cells come from the model's results.json, where notebook 09 scored the selected model on
+    the test split once with this package's retrievers and metrics; re-scoring it here would use
+    the test set a second time for nothing. Silver cells (when a silver split exists) are computed here.
+    """
+    rows, notes = [], []
+    splits = [Split.parse(s) for s in params.splits]
+    runnable = _runnable(bench, splits, [])
+    wanted = {f"{m}@{k}" for k in DEFAULT_KS if k <= params.k for m in ("R", "MRR", "HR")}
+    for model in params.dense_models:
+        base = _display_name(model)
+        for kind, label in (("dense", base), ("colbert", f"{base}-ColBERT (PyLate, MaxSim)")):
+            for move, folder in tuned_model_dirs(cfg, model, kind).items():
+                system = System(label, "generic" if kind == "dense" else "-", "Tuned", kind, str(folder))
+                results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+                for split in splits:
+                    if not runnable[(move, split)]:
+                        continue
+                    stored = results.get(split.value) or {}
+                    if split is Split.TEST and wanted <= set(stored) and not params.max_queries:
+                        scores = {key: stored[key] for key in sorted(wanted)}
+                        notes.append(f"{label} (Tuned, {move.value}): test cells read from {folder.name}/results.json "
+                                     "(notebook 09 scored the selected model on test once).")
+                    else:
+                        retriever = _tuned_retriever(system, folder, results, params, cfg)
+                        scores = run_and_score(retriever, bench, move, split, k=params.k,
+                                               out_dir=cfg.paths.retrieval_runs, max_queries=params.max_queries)
+                    rows += _long(system, move, split.value, split.value, scores,
+                                  _query_count(bench, move, split, params.max_queries))
+    return rows, notes
+
+
+def _tuned_retriever(system: System, folder: Path, results: dict, params: RetrievalParams, cfg: Config):
+    name = f"{system.name}-{folder.name.rsplit('__', 1)[-1]}"
+    if system.kind == "colbert":
+        from .colbert import ColBERTRetriever
+
+        settings = results.get("colbert") or {}
+        return ColBERTRetriever(str(folder), query_length=int(settings.get("query_length", 128)), document_length=300,
+                                batch_size=params.batch_size, name=name)
+    prefixes = results.get("prefixes") or {}
+    return DenseRetriever(
+        str(folder), prefixes.get("query", GENERIC_PREFIXES[0]), prefixes.get("document", GENERIC_PREFIXES[1]),
+        batch_size=params.batch_size, cache_dir=cfg.paths.cache / "embeddings", fp16_storage=params.fp16_storage, name=name,
+    )
+
+
+def results_path(cfg: Config) -> Path:
+    return cfg.paths.retrieval_runs / "results.parquet"
+
+
+def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> BaselineResults:
+    """Run every available system on every move and split; write run files and results.parquet."""
+    params = params or load_retrieval_params(cfg)
+    splits = [Split.parse(s) for s in params.splits]
+    silver, notes = _silver_notes(bench, splits)
+    rows: list[dict] = []
     systems = plan_systems(params)
     for model in params.dense_models:
         try:
@@ -217,28 +285,44 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
         except ModelNotAvailableError as exc:
             systems = [s for s in systems if s.source != model]
             notes.append(f"{_display_name(model)}: not run ({exc})")
+    runnable = _runnable(bench, splits, notes)
+    jobs = [(system, move, split) for system in systems for move in MOVES for split in splits if runnable[(move, split)]]
+    for system, move, split in tqdm(jobs, desc="retrieval baselines", unit="run"):
+        retriever = make_retriever(system, move, params, cfg)
+        scores = run_and_score(
+            retriever, bench, move, split, k=params.k, out_dir=cfg.paths.retrieval_runs, max_queries=params.max_queries
+        )
+        rows += _long(system, move, split.value, split.value, scores, _query_count(bench, move, split, params.max_queries))
     if params.tuned_models:
-        for model in params.dense_models:
-            for move, folder in tuned_model_dirs(cfg, model).items():
-                systems.append(System(_display_name(model), "trained", "Tuned", "dense", str(folder)))
-    for system in systems:
-        for move in MOVES:
-            if system.setup == "Tuned" and not Path(system.source).name.endswith(f"__{move.value}"):
-                continue  # a tuned model serves its own move only
-            for split in splits:
-                used = split if bench.has(move, split) else None
-                if used is None:
-                    continue
-                retriever = make_retriever(system, move, params, cfg)
-                scores = run_and_score(
-                    retriever, bench, move, used, k=params.k, out_dir=cfg.paths.retrieval_runs, max_queries=params.max_queries
-                )
-                rows += _long(system, move, split.value, used.value, scores, _query_count(bench, move, used, params.max_queries))
+        more, tuned_notes = tuned_rows(cfg, bench, params)
+        rows += more
+        notes += tuned_notes
     scores = pd.DataFrame(rows)
-    if not scores.empty:
-        scores["prefix"] = scores["prefix"].replace({"trained": "generic"})
-    write_parquet_atomic(scores, cfg.paths.retrieval_runs / "results.parquet")
+    write_parquet_atomic(scores, results_path(cfg))
     return BaselineResults(scores, notes, silver)
+
+
+def update_tables_with_tuned(cfg: Config, bench: Benchmark | None = None, params: RetrievalParams | None = None) -> dict[str, pd.DataFrame]:
+    """Rewrite Tables 1, 7, 8 after notebook 09: notebook 08's baseline rows plus the tuned rows now on disk.
+
+    Notebook 09 runs after 08, so the tuned rows can only join the tables then; baseline runs are not repeated.
+    """
+    from ..benchmark import load_benchmark
+
+    params = params or load_retrieval_params(cfg)
+    bench = bench or load_benchmark(cfg.paths.benchmark)
+    path = results_path(cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run notebook 08 first")
+    baseline = pd.read_parquet(path)
+    baseline = baseline[baseline["setup"] != "Tuned"] if not baseline.empty else baseline
+    splits = [Split.parse(s) for s in params.splits]
+    silver, notes = _silver_notes(bench, splits)
+    _runnable(bench, splits, notes)
+    rows, tuned_notes = tuned_rows(cfg, bench, params)
+    scores = pd.concat([baseline, pd.DataFrame(rows)], ignore_index=True)
+    write_parquet_atomic(scores, path)
+    return write_tables(cfg, BaselineResults(scores, notes + tuned_notes, silver), params)
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -290,10 +374,17 @@ def results_table(
     ran_models = {key[0] for key in order}
     if "all-mpnet-base-v2" not in {_display_name(m) for m in params.dense_models}:
         missing += [(("all-mpnet-base-v2", "generic", "Baseline"), _MPNET_OFF), (("all-mpnet-base-v2", "generic", "Tuned"), _MPNET_OFF)]
-    for model in {_display_name(m) for m in params.dense_models} & ran_models:
-        tuned = {key for key in order if key[0] == model and key[2] == "Tuned"}
-        if not tuned:
-            missing.append(((model, "generic", "Tuned"), f"no fine-tuned model under models/{model}__<move>/ (notebook 09 writes them)"))
+    for model in sorted({_display_name(m) for m in params.dense_models} & ran_models):
+        for label, prefix, folder in ((model, "generic", f"{model}__<move>"),
+                                      (f"{model}-ColBERT (PyLate, MaxSim)", "-", f"{model}-colbert__<move>")):
+            key = (label, prefix, "Tuned")
+            if key not in values:
+                missing.append((key, f"no fine-tuned model under models/{folder}/ yet (notebook 09 writes them and "
+                                     "then calls experiments.update_tables_with_tuned)"))
+                continue
+            absent = [m.value for m in MOVES if not any(c.startswith(m.value.capitalize()) for c in values[key])]
+            if absent:
+                notes.append(f"{label} (Tuned): no fine-tuned model for {', '.join(absent)}; those cells stay empty.")
     for model, prefix, setup, note in PAPER_UNAVAILABLE:
         if prefix == "per-move" and not per_move_rows:
             continue

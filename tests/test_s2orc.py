@@ -1,0 +1,271 @@
+"""S2ORC (ratio_utils.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
+against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags, pre-signed-style
+query strings), and the shard parser on fixture shards written in the S2ORC schema."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from ratio_utils.corpus import IngestLog, read_papers
+from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
+from ratio_utils.io import InputError
+from ratio_utils.s2orc import (
+    S2DatasetsClient,
+    S2orcParams,
+    S2orcReader,
+    annotation_spans,
+    download_release,
+    s2orc_paragraphs,
+    shard_name,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "corpus" / "s2orc"
+API_KEY = "test-key-0123456789"
+SIGNATURE = "X-Amz-Signature=deadbeefsecret"
+
+
+class FakeS3AndApi:
+    """Serves `files` (path -> bytes) with Range support and MD5 ETags, and the Datasets API."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.etags: dict[str, str] = {}  # override: a wrong ETag simulates corruption in transit
+        self.ignore_range = False
+        self.requests: list[tuple[str, dict]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path.split("?", 1)[0]
+                outer.requests.append((self.path, dict(self.headers)))
+                if path.startswith("/datasets/v1/release/"):
+                    return self._api(path)
+                body = outer.files.get(path)
+                if body is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                etag = outer.etags.get(path, hashlib.md5(body).hexdigest())
+                start = 0
+                if "Range" in self.headers and not outer.ignore_range:
+                    start = int(self.headers["Range"].split("=")[1].split("-")[0])
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(body)}")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.send_header("ETag", f'"{etag}"')
+                self.end_headers()
+                self.wfile.write(body[start:])
+
+            def _api(self, path):
+                if self.headers.get("x-api-key") != API_KEY:
+                    self.send_response(403)
+                    self.end_headers()
+                    return
+                dataset = path.rstrip("/").rsplit("/", 1)[1]
+                urls = [f"{outer.base}{p}?{SIGNATURE}" for p in sorted(outer.files) if p.startswith(f"/bucket/{dataset}/")]
+                payload = json.dumps({"name": dataset, "description": "fixture", "README": "", "files": urls}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _gz(path: Path) -> bytes:
+    return gzip.compress(path.read_bytes(), mtime=0)
+
+
+@pytest.fixture
+def server():
+    with FakeS3AndApi() as fake:
+        fake.files["/bucket/s2orc/shard-000.gz"] = _gz(FIXTURES / "s2orc" / "shard-000.jsonl")
+        fake.files["/bucket/papers/shard-000.gz"] = _gz(FIXTURES / "papers" / "shard-000.jsonl")
+        fake.files["/bucket/papers/shard-001.gz"] = gzip.compress(b"", mtime=0)
+        yield fake
+
+
+# --- the Datasets API client -----------------------------------------------------------------------------------
+
+
+def test_client_lists_shards_with_the_api_key(server):
+    client = S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0)
+    urls = client.dataset_files("2026-05-05", "papers")
+    assert [shard_name(u) for u in urls] == ["shard-000.gz", "shard-001.gz"]
+    path, headers = server.requests[-1]
+    assert path == "/datasets/v1/release/2026-05-05/dataset/papers" and headers["x-api-key"] == API_KEY
+    with pytest.raises(ValueError, match="pin a release"):
+        client.dataset_files("latest", "papers")
+
+
+def test_client_errors_never_show_key_or_signature(server, monkeypatch):
+    bad = S2DatasetsClient(f"{server.base}/datasets/v1", "wrong-key", min_interval=0.0)
+    with pytest.raises(DownloadError, match="HTTP 403") as info:
+        bad.dataset_files("2026-05-05", "s2orc")
+    assert "wrong-key" not in str(info.value)
+    monkeypatch.delenv("S2_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="S2_API_KEY"):
+        S2DatasetsClient.from_env(server.base)
+    assert redact_url(f"{server.base}/bucket/x.gz?{SIGNATURE}") == f"{server.base}/bucket/x.gz"
+
+
+def test_client_waits_between_requests(server):
+    import time
+
+    client = S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.3)
+    started = time.monotonic()
+    client.dataset_files("2026-05-05", "papers")
+    client.dataset_files("2026-05-05", "s2orc")
+    assert time.monotonic() - started >= 0.3
+
+
+def test_download_release_and_rerun(server, tmp_path):
+    client = S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0)
+    params = S2orcParams(release="2026-05-05")
+    manifest = download_release(client, params, tmp_path, progress=False)
+    assert sorted(manifest["papers"]) == ["shard-000.gz", "shard-001.gz"] and list(manifest["s2orc"]) == ["shard-000.gz"]
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    assert (tmp_path / "s2orc" / "shard-000.gz").read_bytes() == body
+    assert manifest["s2orc"]["shard-000.gz"] == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    assert json.loads((tmp_path / "manifest.json").read_text())["release"] == "2026-05-05"
+    assert SIGNATURE not in (tmp_path / "manifest.json").read_text() and API_KEY not in (tmp_path / "manifest.json").read_text()
+    # A second run checks the files against the manifest and downloads no shard again.
+    before = len([r for r in server.requests if r[0].startswith("/bucket/")])
+    download_release(client, params, tmp_path, progress=False)
+    assert len([r for r in server.requests if r[0].startswith("/bucket/")]) == before
+    limited = download_release(client, S2orcParams(release="2026-05-05", shard_limit=1), tmp_path / "one", progress=False)
+    assert len(limited["papers"]) == 1
+
+
+# --- resumable, checksummed downloads --------------------------------------------------------------------------------------
+
+
+def test_download_resumes_a_partial_file(server, tmp_path):
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    target = tmp_path / "shard.gz"
+    (tmp_path / "shard.gz.part").write_bytes(body[:100])
+    result = download_file(f"{server.base}/bucket/s2orc/shard-000.gz?{SIGNATURE}", target)
+    assert result.resumed_from == 100 and target.read_bytes() == body
+    assert server.requests[-1][1]["Range"] == "bytes=100-"
+    assert not (tmp_path / "shard.gz.part").exists()
+
+
+def test_download_restarts_when_the_server_ignores_range(server, tmp_path):
+    server.ignore_range = True
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    (tmp_path / "shard.gz.part").write_bytes(b"garbage that must not stay in front")
+    result = download_file(f"{server.base}/bucket/s2orc/shard-000.gz", tmp_path / "shard.gz")
+    assert result.resumed_from == 0 and (tmp_path / "shard.gz").read_bytes() == body
+
+
+def test_download_of_a_complete_partial_file(server, tmp_path):
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    (tmp_path / "shard.gz.part").write_bytes(body)
+    result = download_file(f"{server.base}/bucket/s2orc/shard-000.gz", tmp_path / "shard.gz")  # server answers 416
+    assert result.resumed_from == len(body) and (tmp_path / "shard.gz").read_bytes() == body
+
+
+def test_checksum_mismatch_deletes_the_download(server, tmp_path):
+    server.etags["/bucket/s2orc/shard-000.gz"] = "0" * 32  # the bytes do not match the server's MD5
+    with pytest.raises(ChecksumError, match="md5") as info:
+        download_file(f"{server.base}/bucket/s2orc/shard-000.gz?{SIGNATURE}", tmp_path / "shard.gz")
+    assert SIGNATURE not in str(info.value)
+    assert not (tmp_path / "shard.gz").exists() and not (tmp_path / "shard.gz.part").exists()
+    server.etags.clear()
+    with pytest.raises(ChecksumError, match="sha256"):
+        download_file(f"{server.base}/bucket/s2orc/shard-000.gz", tmp_path / "shard.gz", expected=Checksums(sha256="ab" * 32))
+    assert not (tmp_path / "shard.gz").exists()
+
+
+def test_existing_verified_file_is_not_downloaded_again(server, tmp_path):
+    body = server.files["/bucket/papers/shard-000.gz"]
+    target = tmp_path / "p.gz"
+    target.write_bytes(body)
+    result = download_file(f"{server.base}/bucket/missing.gz", target, expected=Checksums(sha256=hashlib.sha256(body).hexdigest()))
+    assert result.skipped
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download_file(f"{server.base}/bucket/missing.gz", tmp_path / "other.gz")
+
+
+# --- the shard parser --------------------------------------------------------------------------------------------------
+
+
+def test_annotation_spans_are_json_encoded_lists():
+    assert annotation_spans({"paragraph": '[{"start": 0, "end": 5}]'}, "paragraph") == [{"start": 0, "end": 5}]
+    assert annotation_spans({"figure": None}, "figure") == [] and annotation_spans(None, "paragraph") == []
+    with pytest.raises(TypeError):
+        annotation_spans({"paragraph": '{"start": 0}'}, "paragraph")
+
+
+def test_s2orc_paragraphs_in_reading_order_without_back_matter():
+    record = json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0])
+    paragraphs, sections, counts = s2orc_paragraphs(record)
+    assert paragraphs == [
+        "Mixture-of-experts models route each token to a few experts. We study how routing decisions transfer across tasks.",
+        "Sparse models scale parameters without scaling compute. However, their routers collapse onto a few experts during fine-tuning [3].",
+        "To address this issue, we add a load-balancing penalty that is annealed over training.",
+    ]
+    assert sections == ["Abstract", "1 Introduction", "1 Introduction"]
+    assert counts["paragraphs_dropped_acknowledgements"] == 1 and counts["paragraphs_dropped_references"] == 1
+    assert counts["bibref_spans"] == 1
+
+
+def test_s2orc_reader_joins_metadata_filters_and_quarantines(tmp_path):
+    shards = tmp_path / "shards"
+    shutil.copytree(FIXTURES, shards)
+    (shards / "s2orc" / "shard-000.jsonl.part").write_text("an unfinished download is not read\n")
+    log = IngestLog()
+    papers = list(S2orcReader(shards, release="2026-05-05").papers(log))
+    assert [p.paper_id for p in papers] == ["1001"]
+    paper = papers[0]
+    assert (paper.year, paper.date, paper.venue, paper.corpus) == (2024, "2024-02-29", "Fixture Conference", "s2orc")
+    assert not paper.sentences_split and len(paper.paragraphs) == 3
+    counts = log.counts["s2orc"]
+    assert counts["papers_records"] == 5 and counts["papers_other_field"] == 1
+    assert counts["papers_before_min_year"] == 1 and counts["papers_without_year"] == 1
+    assert counts["s2orc_records"] == 3 and counts["s2orc_records_not_selected"] == 1
+    assert [(q["reason"], q["line"], q["paper_id"]) for q in log.quarantined["s2orc"]] == [
+        ("wrong_type", 3, "1004"), ("malformed_json", 4, None)]
+    # With a lower year bound the 2012 paper passes the filter (it has no full text, so still no paper).
+    assert "1003" in S2orcReader(shards, min_year=2010).metadata(IngestLog())
+    with pytest.raises(InputError, match=r"shard-000.jsonl:3: wrong_type"):
+        list(S2orcReader(shards).papers(IngestLog(strict=True)))
+
+
+def test_s2orc_reader_output_goes_through_the_builder(tmp_path):
+    papers, _ = read_papers([S2orcReader(FIXTURES)], IngestLog(), progress=False)
+    assert [p.paper_id for p in papers] == ["1001"]
+
+
+def test_missing_shards_give_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="python -m ratio_utils.s2orc"):
+        S2orcReader(tmp_path)
