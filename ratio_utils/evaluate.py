@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True,
                         help="a sentence-transformers folder or packaged name (all-MiniLM-L6-v2, all-mpnet-base-v2), "
                              "a PyLate checkpoint with --colbert, or bm25-unigram / bm25-bigram / bm25-trigram")
-    parser.add_argument("--benchmark", required=True, type=Path, help="benchmark directory (data/, candidates/)")
+    parser.add_argument("--benchmark", type=Path, default=None,
+                        help="benchmark directory (data/, candidates/); default: the rebuilt one of --params")
+    parser.add_argument("--params", default=None, help="params file whose benchmark is the default (params/default.yaml)")
     parser.add_argument("--move", default="all", help="address, broaden, specify or all (default all)")
     parser.add_argument("--split", default="silver", help="silver (default, primary), test, validation or train")
     parser.add_argument("--fallback-to-test", action="store_true",
@@ -109,6 +111,13 @@ def evaluate(args: argparse.Namespace) -> dict:
     bench = load_benchmark(args.benchmark)
     requested = Split.parse(args.split)
     plan = {move: _split_for(bench, move, requested, args.fallback_to_test) for move in _moves(args.move)}
+    # A move whose split file holds no pairs (possible in small rebuilds) has nothing to score: say so.
+    skipped = {m.value: f"{s.value} split has no pairs" for m, s in plan.items() if len(bench.queries(m, s)) == 0}
+    plan = {m: s for m, s in plan.items() if m.value not in skipped}
+    for move, reason in skipped.items():
+        print(f"ratio-evaluate: skipping {move}: {reason}", file=sys.stderr)
+    if not plan:
+        raise EvaluationError(f"nothing to evaluate in {bench.root}: {skipped}")
     if args.model.lower() in BM25_SYSTEMS:
         model_path, fingerprint = None, None
     else:
@@ -134,6 +143,7 @@ def evaluate(args: argparse.Namespace) -> dict:
             "ties": "score descending, then docid ascending",
         },
         "splits": {m.value: s.value for m, s in plan.items()},
+        "skipped": skipped,
         "scores": {},
         "seconds": {},
         "primary_metric": PRIMARY_METRIC,
@@ -160,6 +170,10 @@ def format_result(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.benchmark is None:
+        from .config import load_config
+
+        args.benchmark = load_config(args.params).paths.benchmark
     try:
         result = evaluate(args)
     except (EvaluationError, FileNotFoundError) as exc:

@@ -44,7 +44,7 @@ def discover_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
 
 def plan_jobs(
     params_file: Path, fanout: dict, only: set[str] | None = None, start: str | None = None,
-    directory: Path = NOTEBOOK_DIR,
+    directory: Path = NOTEBOOK_DIR, stop: str | None = None,
 ) -> list[NotebookJob]:
     """One job per notebook, or one per combination of its fan-out values."""
     jobs = []
@@ -53,6 +53,8 @@ def plan_jobs(
         if only and number not in only:
             continue
         if start and number < start:
+            continue
+        if stop and number > stop:
             continue
         spec = fanout.get(notebook.stem) or fanout.get(number) or {}
         keys = sorted(spec)
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
     parser.add_argument("--from", dest="start", metavar="NN", help="start at notebook NN (e.g. 05)")
+    parser.add_argument("--to", dest="stop", metavar="NN", help="stop after notebook NN")
     parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
     parser.add_argument("--run-id", help="folder name under runs/ (default: <params name>-<timestamp>)")
     parser.add_argument("--list", action="store_true", help="print the planned notebook runs and exit")
@@ -91,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     params_file = cfg.source
     fanout = cfg.section("pipeline").get("fanout", {})
     only = {n.zfill(2) for n in args.only} if args.only else None
-    jobs = plan_jobs(params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks)
+    jobs = plan_jobs(
+        params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks,
+        args.stop.zfill(2) if args.stop else None,
+    )
     if not jobs:
         print("no notebook matches the selection", file=sys.stderr)
         return 2

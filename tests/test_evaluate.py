@@ -73,3 +73,13 @@ def test_dense_model_result_and_run_files(tiny_benchmark, tmp_path):
     run = pd.read_parquet(tmp_path / "runs" / "minilm-generic" / "specify" / "test.parquet")
     assert run.groupby("qid").size().max() <= 5
     assert 0 <= result["scores"]["specify"]["MRR@5"] <= 1
+
+
+def test_a_move_without_pairs_is_skipped_and_recorded(tiny_benchmark, tmp_path, capsys):
+    path = tiny_benchmark / "data" / "broaden" / "test.parquet"
+    pd.read_parquet(path).iloc[:0].to_parquet(path)
+    out = tmp_path / "r.json"
+    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["scores"]) == {"address", "specify"} and "broaden" in result["skipped"]
+    assert "skipping broaden" in capsys.readouterr().err

@@ -27,6 +27,7 @@ def test_plan_expands_fanout_and_filters(tmp_path):
     assert jobs[1].parameters == {"params_file": str(params), "model": "minilm", "move": "address"}
     assert [j.number for j in pipeline.plan_jobs(params, {}, start="01", directory=tmp_path)] == ["01", "02"]
     assert [j.number for j in pipeline.plan_jobs(params, {}, only={"02"}, directory=tmp_path)] == ["02"]
+    assert [j.number for j in pipeline.plan_jobs(params, {}, stop="01", directory=tmp_path)] == ["00", "01"]
 
 
 @pytest.mark.slow

@@ -108,7 +108,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     assert results["benchmark_checksum"][:16] in card
     assert results["train_pairs"] == 3 and results["selected_config"]["id"] == 1
     assert set(results["test"]) >= {"MRR@10", "R@10"} and set(results["baseline"]) == {"validation", "test", "silver"}
-    assert results["silver"]["MRR@10"] >= 0 and results["silver"] != results["test"]  # 2 of the 3 test queries
+    assert set(results["silver"]) == set(results["test"])  # silver: scored on the test pool, like test
 
     table6 = train.write_table6(cfg)
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]

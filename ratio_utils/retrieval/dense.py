@@ -18,6 +18,7 @@ memory-mapped array instead of encoding again. `fp16_storage` halves the disk an
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -173,6 +174,15 @@ def build_inner_product_index(vectors: np.ndarray, fp16: bool = False, chunk: in
     return index
 
 
+@functools.lru_cache(maxsize=2)
+def _shared_model(path: str, device: str | None):
+    """One loaded copy per model folder: the retrievers of a notebook (one per move and prefix) share it.
+
+    Only models given by path are shared; a live model passed in (e.g. by the trainer) is used as is.
+    """
+    return load_sentence_transformer(path, device=device)
+
+
 class DenseRetriever(Retriever):
     """Bi-encoder retrieval with a sentence-transformers model (see module docstring)."""
 
@@ -214,7 +224,7 @@ class DenseRetriever(Retriever):
     @property
     def model(self):
         if self._model is None:
-            self._model = load_sentence_transformer(self._model_ref, device=self.device)
+            self._model = _shared_model(str(resolve_model_path(self._model_ref)), self.device)
         return self._model
 
     def fingerprint(self) -> str:
