@@ -287,8 +287,14 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
             notes.append(f"{_display_name(model)}: not run ({exc})")
     runnable = _runnable(bench, splits, notes)
     jobs = [(system, move, split) for system in systems for move in MOVES for split in splits if runnable[(move, split)]]
+    retrievers: dict[tuple, object] = {}
     for system, move, split in tqdm(jobs, desc="retrieval baselines", unit="run"):
-        retriever = make_retriever(system, move, params, cfg)
+        # One retriever per system (per move only when the query prefix depends on it), so that
+        # BM25 indexes and dense pool indexes are built once for the three moves that share a pool.
+        key = (system, move if system.prefix == "per-move" else None)
+        if key not in retrievers:
+            retrievers[key] = make_retriever(system, move, params, cfg)
+        retriever = retrievers[key]
         scores = run_and_score(
             retriever, bench, move, split, k=params.k, out_dir=cfg.paths.retrieval_runs, max_queries=params.max_queries
         )
@@ -418,6 +424,8 @@ def write_tables(cfg: Config, results: BaselineResults, params: RetrievalParams 
     params = params or load_retrieval_params(cfg)
     inputs = [cfg.paths.retrieval_runs / "results.parquet", cfg.paths.benchmark]
     common = list(results.notes)
+    if not params.dense_models:
+        common.append("No dense model in this run (retrieval.dense_models is empty).")
     common.append("Ties in a ranking are broken by candidate id (ratio_utils.metrics); a query's own sentence is never a candidate.")
     if params.max_queries:
         common.append(f"Smoke run: at most {params.max_queries} queries per move and split.")
@@ -437,7 +445,8 @@ def write_tables(cfg: Config, results: BaselineResults, params: RetrievalParams 
         if split not in [Split.parse(s).value for s in params.splits] and not (split == "silver" and "test" in params.splits):
             continue
         table, row_notes = results_table(results, split, columns, params, **options)
-        write_table(table, name, cfg, caption=caption, notes=common + row_notes, inputs=inputs)
+        notes = [n for n in common if split == "silver" or not n.startswith("Silver split absent")]
+        write_table(table, name, cfg, caption=caption, notes=notes + row_notes, inputs=inputs)
         tables[name] = table
     return tables
 
