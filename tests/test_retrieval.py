@@ -3,6 +3,7 @@ the embedding cache, the query's own sentence, ColBERT against pylate.rank.reran
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -108,6 +109,13 @@ def test_run_and_score_writes_run_and_metrics(tiny_benchmark, tmp_path):
     run = read_run(path)
     assert set(run.qid) <= set(bench.qrels("specify", "test").qid)
     assert set(scores) == {f"{m}@{k}" for m in ("R", "MRR", "HR") for k in (1, 3, 5, 10)}
+    # a smoke-sized sample: the first queries by id, scored against their own judgements only
+    run_and_score(BM25Retriever(1), bench, "specify", "test", k=10, out_dir=tmp_path / "small", max_queries=2)
+    small = read_run(tmp_path / "small" / "bm25-unigram" / "specify" / "test.parquet")
+    first_two = sorted(bench.qrels("specify", "test").qid)[:2]
+    assert set(small.qid) <= set(first_two)  # BM25 may retrieve nothing for a query (no shared token)
+    info = json.loads((tmp_path / "small" / "bm25-unigram" / "specify" / "test.metrics.json").read_text())
+    assert info["queries"] == 2 and info["pairs"] == 2
 
 
 # -- dense ---------------------------------------------------------------------------------------
@@ -244,7 +252,6 @@ def test_tables_note_every_row_that_could_not_run(cfg, tiny_benchmark):
 
 @pytest.mark.models
 def test_tuned_model_scores_its_own_move_only(cfg, tiny_benchmark):
-    import json
     import shutil
 
     from ratio_utils.models import resolve_model_path
@@ -265,7 +272,6 @@ def test_tuned_model_scores_its_own_move_only(cfg, tiny_benchmark):
 
 
 def test_update_tables_reads_stored_test_scores_of_tuned_models(cfg, tiny_benchmark):
-    import json
 
     from ratio_utils.retrieval.experiments import RetrievalParams, run_baselines, update_tables_with_tuned
 
