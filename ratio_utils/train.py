@@ -102,6 +102,7 @@ class TrainParams:
     device: str | None = None  # None: cuda when present, else cpu (the trainer decides under torchrun)
     # Tuned late-interaction row (ratio_utils.train_colbert): PyLate ColBERT on top of base_model.
     colbert: bool = True
+    colbert_moves: list[str] | None = None  # None: the same moves as the dense retrievers
     colbert_max_train_pairs: int | None = 128
     colbert_epochs: int = 1
     colbert_batch_size: int = 16
@@ -720,13 +721,23 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def _configs_note(params: TrainParams) -> str:
+    if params.configs is None:
+        return ""
+    available = [c.id for c in load_hyperparams(params.configs_file)]
+    return (f"configuration(s) {params.configs} tried out of the {len(available)} in {params.configs_file} "
+            "(the paper tries 3-5 per model and move); ")
+
+
 def table6_notes(params: TrainParams) -> list[str]:
     return [
         "Val M@10 = MRR@10 (%) on the whole validation pool, after restoring the run's best epoch; "
         "the selected configuration (✓) has the best Val M@10 of its move and is the only one scored on the test split.",
-        f"Reduced relative to the paper: base model {base_name(params.base_model)} instead of all-mpnet-base-v2, "
-        "ModernBERT-embed-large and Stella-en-1.5B-v5 (not installable offline); "
+        f"Reduced relative to the paper: base model {base_name(params.base_model)} instead of the paper's "
+        "all-mpnet-base-v2 (installable here, about 7x slower on CPU; train.base_model selects it), "
+        "ModernBERT-embed-large and Stella-en-1.5B-v5 (not available offline); "
         + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs else "")
+        + _configs_note(params)
         + f"max sequence length {params.max_seq_length}; one device (CPU unless a GPU is present), so in-batch "
         "candidates per query = Batch, where the paper used four GPUs for Address and Specify.",
         "Pairs/s = training pairs per second, evaluation time excluded.",

@@ -89,7 +89,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
                                     sort_keys=True).encode()).hexdigest()[:12]
     out_dir = colbert_model_dir(cfg, params, move)
     done = _read_json(out_dir / FINAL_RESULTS_FILE)
-    if done and done.get("key") == key and (done.get("test") or not params.colbert_evaluate_test):
+    if done and done.get("key") == key and (done.get("test_evaluated") or not params.colbert_evaluate_test):
         return ColbertResult(move.value, str(out_dir), done["train_pairs"], done["loss_history"],
                              done["pairs_per_second"], done.get("test") or {}, False)
 
@@ -117,6 +117,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
             "loss_history": loss_history,
             "pairs_per_second": pairs_per_second,
             "test": test,
+            "test_evaluated": bool(params.colbert_evaluate_test),
         }
         write_text_atomic(staging / "README.md", colbert_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
@@ -150,8 +151,7 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
         warmup_steps=0.1,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         save_strategy="no",
-        logging_steps=params.logging_steps,
-        logging_first_step=True,
+        logging_steps=1,  # few steps: log each one so the loss curve is visible
         seed=seed,
         data_seed=seed,
         report_to="none",
@@ -175,6 +175,14 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
     return losses_seen, round(rate, 3)
 
 
+def _doc_chunk(n_queries: int, query_length: int, document_length: int = 300, budget_bytes: float = 1e9) -> int:
+    """Candidates per MaxSim block so that the token-similarity tensor (queries x candidates x query tokens x
+    candidate tokens, float32) stays within ~1 GB: with all test queries at once a 2,048-candidate block
+    would need tens of GB."""
+    per_candidate = max(1, n_queries) * query_length * document_length * 4
+    return int(max(1, min(2048, budget_bytes // per_candidate)))
+
+
 def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> dict[str, float]:
     """Score a ColBERT checkpoint with the benchmark's own late-interaction retriever and metrics.
 
@@ -184,7 +192,7 @@ def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> 
     from .retrieval import ColBERTRetriever
 
     retriever = ColBERTRetriever(str(model_dir), query_length=params.colbert_query_length, document_length=300,
-                                 device=params.device)
+                                 device=params.device, doc_chunk=_doc_chunk(len(evalset.queries), params.colbert_query_length))
     run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
     return evaluate_run(run, evalset.qrels, EVAL_KS)
 
@@ -221,7 +229,13 @@ def train_colbert(cfg: Config, move: str = "all", params: TrainParams | None = N
     if not params.colbert:
         return []
     bench = load_benchmark(cfg.paths.benchmark)
-    return [train_colbert_move(cfg, m, params, bench) for m in params.selected_moves(move)]
+    return [train_colbert_move(cfg, m, params, bench) for m in colbert_moves(params, move)]
+
+
+def colbert_moves(params: TrainParams, move: str = "all") -> list[Move]:
+    """The moves that get a ColBERT: those selected for this call, restricted to `colbert_moves`."""
+    wanted = None if params.colbert_moves is None else {Move.parse(m) for m in params.colbert_moves}
+    return [m for m in params.selected_moves(move) if wanted is None or m in wanted]
 
 
 def colbert_summary(results: list[ColbertResult]) -> pd.DataFrame:
@@ -239,7 +253,7 @@ def collect_colbert_rows(cfg: Config, params: TrainParams | None = None) -> pd.D
     """The tuned late-interaction row per move, from the results on disk (all moves)."""
     params = params or load_train_params(cfg)
     rows = []
-    for move in params.selected_moves("all"):
+    for move in colbert_moves(params, "all"):
         done = _read_json(colbert_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
         if not done:
             continue
@@ -274,6 +288,10 @@ def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.Da
             f"{s['colbert_query_length']} (paper: 128) and training document length {s['colbert_document_length']} "
             "(paper: 300 at scoring, kept here at scoring). Exhaustive MaxSim scoring (ColBERTRetriever).",
             "Silver-set rows need the LLM judge (notebook 07) and are not produced here.",
+            *([] if params.colbert_moves is None else [
+                f"Trained and scored for {', '.join(m.capitalize() for m in params.colbert_moves)} only (train.colbert_moves): "
+                "MaxSim scoring encodes the whole test pool at about 89 candidates/s on two CPU cores; "
+                "set train.colbert_moves: null for every move."]),
         ],
         inputs=[cfg.paths.benchmark],
     )

@@ -161,7 +161,7 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     from ratio_utils import train_colbert
 
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5)])
-    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_max_train_pairs=3,
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_moves=None, colbert_max_train_pairs=3,
                colbert_epochs=3, colbert_batch_size=3, colbert_learning_rate=2e-5, colbert_evaluate_test=True)
     (result,) = train_colbert.train_colbert(cfg, "address")
     losses = [entry["loss"] for entry in result.loss_history]
