@@ -175,14 +175,6 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
     return losses_seen, round(rate, 3)
 
 
-def _doc_chunk(n_queries: int, query_length: int, document_length: int = 300, budget_bytes: float = 1e9) -> int:
-    """Candidates per MaxSim block so that the token-similarity tensor (queries x candidates x query tokens x
-    candidate tokens, float32) stays within ~1 GB: with all test queries at once a 2,048-candidate block
-    would need tens of GB."""
-    per_candidate = max(1, n_queries) * query_length * document_length * 4
-    return int(max(1, min(2048, budget_bytes // per_candidate)))
-
-
 def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> dict[str, float]:
     """Score a ColBERT checkpoint with the benchmark's own late-interaction retriever and metrics.
 
@@ -192,7 +184,7 @@ def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> 
     from .retrieval import ColBERTRetriever
 
     retriever = ColBERTRetriever(str(model_dir), query_length=params.colbert_query_length, document_length=300,
-                                 device=params.device, doc_chunk=_doc_chunk(len(evalset.queries), params.colbert_query_length))
+                                 device=params.device)
     run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
     return evaluate_run(run, evalset.qrels, EVAL_KS)
 

@@ -50,6 +50,7 @@ class ColBERTRetriever(Retriever):
         *,
         batch_size: int = 32,
         doc_chunk: int = 2048,
+        max_block_bytes: int = 512 * 2**20,
         name: str | None = None,
         device: str | None = None,
     ):
@@ -57,6 +58,7 @@ class ColBERTRetriever(Retriever):
         self.document_length = document_length
         self.batch_size = batch_size
         self.doc_chunk = doc_chunk
+        self.max_block_bytes = max_block_bytes
         if isinstance(checkpoint_path, (str, os.PathLike)):
             self._checkpoint = str(checkpoint_path)
             self._model = None
@@ -108,9 +110,14 @@ class ColBERTRetriever(Retriever):
         width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
         best_scores = torch.full((len(queries), 0), float("-inf"))
         best_index = torch.zeros((len(queries), 0), dtype=torch.long)
-        starts = range(0, len(pool), self.doc_chunk)
+        # colbert_scores materialises queries x docs x query tokens x doc tokens similarities: size the
+        # document chunk so that block stays under max_block_bytes, whatever the number of queries.
+        doc_tokens = max(len(d) for d in doc_embeddings)
+        per_doc_bytes = 4 * queries_tensor.shape[0] * queries_tensor.shape[1] * doc_tokens
+        doc_chunk = max(1, min(self.doc_chunk, self.max_block_bytes // per_doc_bytes))
+        starts = range(0, len(pool), doc_chunk)
         for start in tqdm(starts, desc=f"{self.name}: MaxSim", disable=len(starts) < 2):
-            chunk = doc_embeddings[start : start + self.doc_chunk]
+            chunk = doc_embeddings[start : start + doc_chunk]
             docs = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(d, dtype=torch.float32) for d in chunk], batch_first=True)
             # The mask keeps padding (zero vectors, similarity 0) from beating real tokens with negative similarity.
             docs_mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(d)) for d in chunk], batch_first=True)
