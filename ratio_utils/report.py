@@ -73,6 +73,8 @@ def write_table(
     for column in shown.columns:
         if pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))
+    # Missing cells print as blanks, not "<NA>"/"nan": the notes say why they are missing.
+    shown = shown.astype(object).where(shown.notna(), "")
     md = []
     if caption:
         md += [f"**{caption}**", ""]
