@@ -94,3 +94,15 @@ def test_load_benchmark_reads_official_layout_without_our_ids(tiny_benchmark):
 def test_load_benchmark_rejects_other_directories(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a Ratio benchmark"):
         load_benchmark(tmp_path)
+
+
+def test_atomic_outputs_get_umask_permissions(tmp_path):
+    import os
+    import stat
+
+    target = tmp_path / "out.txt"
+    with atomic_path(target) as tmp:
+        tmp.write_text("x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
