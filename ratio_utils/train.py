@@ -694,13 +694,21 @@ def finetune(cfg: Config, move: str = "all", params: TrainParams | None = None) 
 
 
 def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
-    """Every finished configuration on disk (all moves), marked with the one each move selected."""
+    """The finished configurations of each move's current selection, marked with the selected one.
+
+    Runs left on disk by earlier settings (another pair budget, benchmark or seed) are not part of the
+    selection that produced the published model, so they are left out; a move without a published
+    model yet lists every finished run.
+    """
     params = params or load_train_params(cfg)
     rows = []
     root = cfg.paths.models / RUNS_DIRNAME
     for result_path in sorted(root.glob(f"{base_name(params.base_model)}__*/*/{RESULT_FILE}")):
         run = RunResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
         final = _read_json(move_model_dir(cfg, params, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
+        considered = {tried["run_key"] for tried in final.get("configs_tried", [])}
+        if considered and run.run_key not in considered:
+            continue
         hp = run.config
         rows.append({
             "Move": run.move.capitalize(),
