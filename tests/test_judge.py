@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub_server import StubOpenAI  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"
-KEY = "sk-judge-test-key-0000-SECRET"
+KEY = "fake-judge-key-0000-SECRET"
 
 
 # -- prompts ----------------------------------------------------------------------------------

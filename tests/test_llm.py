@@ -25,7 +25,7 @@ from ratio_utils.llm import (
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub_server import StubOpenAI  # noqa: E402
 
-KEY = "sk-test-9f8e7d6c5b4a-DO-NOT-LEAK"
+KEY = "fake-llm-key-9f8e7d6c5b4a-DO-NOT-LEAK"
 
 
 def requests_for(n: int, prefix: str = "r") -> list[ChatRequest]:
