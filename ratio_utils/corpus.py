@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import codecs
 import datetime as _dt
-import gzip
 import hashlib
 import html
 import json
@@ -42,7 +41,7 @@ import pandas as pd
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from .config import REPO_ROOT, Config
-from .io import InputError, write_json_atomic, write_parquet_atomic, write_text_atomic
+from .io import InputError, iter_jsonl, write_json_atomic, write_parquet_atomic, write_text_atomic
 from .schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 from .text import CleaningCounts, CleaningRules, SentenceCleaner, SentenceSplitter
 
@@ -148,6 +147,11 @@ class IngestLog:
 
     def quarantine_counts(self, corpus: str) -> dict[str, int]:
         return dict(Counter(rec["reason"] for rec in self.quarantined.get(corpus, [])))
+
+
+def _quarantine_error(log: IngestLog, corpus: str, error: InputError) -> None:
+    """Route a bad line reported by io.iter_jsonl to the quarantine (or, in strict mode, raise)."""
+    log.quarantine(corpus, error.reason, error.path, error.line, detail=error.detail)
 
 
 class CorpusReader(Protocol):
@@ -496,7 +500,6 @@ class JsonlReader:
 
     Bad lines (non-UTF-8 bytes, malformed JSON, not an object, missing or mistyped fields, no
     sentences, no year) are quarantined with file and line, or raise InputError in strict mode.
-    `io.iter_jsonl` is not used because it stops at the first bad line; quarantine must go on.
     """
 
     def __init__(self, path: "str | Path", corpus: str):
@@ -506,33 +509,14 @@ class JsonlReader:
             raise FileNotFoundError(f"JSONL corpus {corpus!r} not found: {self.path}")
 
     def papers(self, log: IngestLog) -> Iterator[Paper]:
-        opener = gzip.open if self.path.suffix == ".gz" else open
-        with opener(self.path, "rb") as handle:
-            for lineno, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                log.count(self.corpus, "lines")
-                paper = self.parse_line(raw, lineno, log)
-                if paper is not None:
-                    yield paper
+        lines = iter_jsonl(self.path, required=("paper_id", "paragraphs"), on_error=lambda e: _quarantine_error(log, self.corpus, e))
+        for lineno, obj in lines:
+            paper = self.parse_record(obj, lineno, log)
+            if paper is not None:
+                yield paper
 
-    def parse_line(self, raw: bytes, lineno: int, log: IngestLog) -> Paper | None:
+    def parse_record(self, obj: dict, lineno: int, log: IngestLog) -> Paper | None:
         corpus, path = self.corpus, self.path
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            log.quarantine(corpus, "non_utf8", path, lineno, detail=f"{exc.reason} at byte {exc.start}")
-            return None
-        except json.JSONDecodeError as exc:
-            log.quarantine(corpus, "malformed_json", path, lineno, detail=f"{exc.msg} (column {exc.colno})")
-            return None
-        if not isinstance(obj, dict):
-            log.quarantine(corpus, "not_an_object", path, lineno, detail=type(obj).__name__)
-            return None
-        missing = [key for key in ("paper_id", "paragraphs") if key not in obj]
-        if missing:
-            log.quarantine(corpus, "missing_field", path, lineno, paper_id=_id_or_none(obj), detail=f"missing {missing}")
-            return None
         paper_id = obj["paper_id"]
         if not isinstance(paper_id, str) or not paper_id.strip():
             log.quarantine(corpus, "wrong_type", path, lineno, detail=f"paper_id must be a non-empty string, got {paper_id!r}")

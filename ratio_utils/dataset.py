@@ -35,7 +35,7 @@ import pandas as pd
 from .benchmark import load_benchmark, write_pairs, write_pool  # noqa: F401  (load_benchmark re-exported)
 from .io import write_json_atomic
 from .mining import counts_to_report
-from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS, Split
+from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS
 
 SPLITS = tuple(s.value for s in POOL_SPLITS)
 

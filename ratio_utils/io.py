@@ -12,17 +12,23 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 
 class InputError(ValueError):
-    """Bad input data; the message names the file and, where known, the line."""
+    """Bad input data; the message names the file and, where known, the line.
 
-    def __init__(self, path: "str | Path", message: str, line: int | None = None):
+    `reason` is a short machine-readable name of the problem (e.g. "malformed_json") that
+    quarantine reports count by; `detail` is the human-readable rest.
+    """
+
+    def __init__(self, path: "str | Path", message: str, line: int | None = None, reason: str = "bad_input"):
         self.path = str(path)
         self.line = line
+        self.reason = reason
+        self.detail = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
 
@@ -75,11 +81,16 @@ def open_text(path: "str | Path"):
     return open(path, encoding="utf-8", errors="strict")
 
 
-def iter_jsonl(path: "str | Path", required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(
+    path: "str | Path",
+    required: tuple[str, ...] = (),
+    on_error: "Callable[[InputError], None] | None" = None,
+) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL(.gz) file.
 
-    Raises InputError naming the file and line for non-UTF-8 bytes, malformed JSON, a line that
-    is not an object, or a missing required field.
+    A bad line (non-UTF-8 bytes, malformed JSON, not an object, a missing required field) raises
+    InputError naming the file and line; with `on_error`, the error is passed to it instead (to be
+    quarantined and counted) and reading goes on.
     """
     path = Path(path)
     # Read bytes so that a decoding error can be tied to its line instead of a buffer offset.
@@ -89,19 +100,28 @@ def iter_jsonl(path: "str | Path", required: tuple[str, ...] = ()) -> Iterator[t
             if not raw.strip():
                 continue
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", lineno) from None
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"malformed JSON: {exc.msg} (column {exc.colno})", lineno) from None
-            if not isinstance(obj, dict):
-                raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", lineno)
-            missing = [key for key in required if key not in obj]
-            if missing:
-                raise InputError(path, f"missing required field(s) {missing}", lineno)
-            yield lineno, obj
+                yield lineno, _parse_json_line(raw, required, path, lineno)
+            except InputError as error:
+                if on_error is None:
+                    raise
+                on_error(error)
+
+
+def _parse_json_line(raw: bytes, required: tuple[str, ...], path: Path, lineno: int) -> dict:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not valid UTF-8 ({exc.reason} at byte {exc.start})", lineno, "non_utf8") from None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"malformed JSON: {exc.msg} (column {exc.colno})", lineno, "malformed_json") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", lineno, "not_an_object")
+    missing = [key for key in required if key not in obj]
+    if missing:
+        raise InputError(path, f"missing required field(s) {missing}", lineno, "missing_field")
+    return obj
 
 
 def sha256_file(path: "str | Path", chunk_size: int = 1 << 20) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,33 +134,17 @@ class PinnedFile:
         return cls(url=data["url"], sha256=data["sha256"], name=data.get("name", RELEASED_LEXICON_NAME))
 
 
-class ChecksumError(ValueError):
-    pass
-
-
-def download_checked(url: str, target: Path, sha256: str, timeout: float = 60.0) -> Path:
-    """Download `url` to `target` atomically; refuse (and keep nothing) if its SHA-256 differs."""
-    with atomic_path(target) as tmp:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-            while chunk := response.read(1 << 16):
-                out.write(chunk)
-        got = sha256_file(tmp)
-        if got != sha256:
-            raise ChecksumError(f"{url}: SHA-256 {got} differs from the pinned {sha256}; file not kept")
-    return target
-
-
 def released_lexicon_path(cfg: Config, params: LexiconParams | None = None, pinned: PinnedFile | None = None) -> Path:
     """The released CSV: from the shared folder when present, else downloaded (once) and checked."""
     params = params or lexicon_params(cfg)
     shared_copy = cfg.paths.shared / params.released_csv
     if shared_copy.exists():
         return shared_copy
+    from .download import Checksums, download_file
+
     pinned = pinned or PinnedFile.load()
-    local = cfg.paths.raw / "lexicon" / pinned.name
-    if local.exists() and sha256_file(local) == pinned.sha256:
-        return local
-    return download_checked(pinned.url, local, pinned.sha256)
+    # download_file reuses a verified local copy and keeps nothing whose SHA-256 differs from the pin.
+    return download_file(pinned.url, cfg.paths.raw / "lexicon" / pinned.name, expected=Checksums(sha256=pinned.sha256)).path
 
 
 # --- reading and validating -------------------------------------------------------------------

@@ -18,7 +18,6 @@ Run: `S2_API_KEY=... python -m ratio_utils.s2orc --params params/paper.yaml` (do
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -32,9 +31,9 @@ import requests
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from .config import Config, load_config
-from .corpus import CorpusParams, IngestLog, Paper, S2orcParams, back_matter_kind
+from .corpus import CorpusParams, IngestLog, Paper, S2orcParams, _quarantine_error, back_matter_kind
 from .download import Checksums, DownloadError, RateLimiter, download_file, redact_url
-from .io import write_json_atomic
+from .io import iter_jsonl, write_json_atomic
 
 API_KEY_ENV = "S2_API_KEY"
 
@@ -191,23 +190,7 @@ def s2orc_paragraphs(obj: dict) -> tuple[list[str], list[str], Counter]:
 
 
 def _iter_shard(path: Path, corpus: str, log: IngestLog) -> Iterator[tuple[int, dict]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                log.quarantine(corpus, "non_utf8", path, lineno, detail=f"{exc.reason} at byte {exc.start}")
-                continue
-            except json.JSONDecodeError as exc:
-                log.quarantine(corpus, "malformed_json", path, lineno, detail=exc.msg)
-                continue
-            if not isinstance(obj, dict) or "corpusid" not in obj:
-                log.quarantine(corpus, "missing_field", path, lineno, detail="corpusid")
-                continue
-            yield lineno, obj
+    return iter_jsonl(path, required=("corpusid",), on_error=lambda e: _quarantine_error(log, corpus, e))
 
 
 class S2orcReader:

@@ -167,15 +167,16 @@ def loopback(tmp_path):
     server.server_close()
 
 
-def test_download_checks_the_pinned_checksum(loopback, tmp_path):
+def test_download_refuses_a_file_that_differs_from_the_pin(loopback, cfg, tmp_path):
+    from ratio_utils.download import ChecksumError
+
     served, base = loopback
-    source = FIXTURES / "good.csv"
-    (served / "lexicon.csv").write_bytes(source.read_bytes())
-    good = lx.download_checked(f"{base}/lexicon.csv", tmp_path / "out" / "ok.csv", sha256_file(source))
-    assert good.read_bytes() == source.read_bytes()
-    with pytest.raises(lx.ChecksumError, match="differs from the pinned"):
-        lx.download_checked(f"{base}/lexicon.csv", tmp_path / "out" / "bad.csv", "0" * 64)
-    assert not (tmp_path / "out" / "bad.csv").exists()
+    (served / "lexicon.csv").write_bytes((FIXTURES / "good.csv").read_bytes())
+    pinned = lx.PinnedFile(url=f"{base}/lexicon.csv", sha256="0" * 64)
+    params = lx.LexiconParams(released_csv="no/such/file.csv")
+    with pytest.raises(ChecksumError, match="sha256"):
+        lx.released_lexicon_path(cfg, params, pinned)
+    assert not list((cfg.paths.raw / "lexicon").glob("*"))
 
 
 def test_released_path_falls_back_to_download_without_shared(loopback, cfg, tmp_path, monkeypatch):
