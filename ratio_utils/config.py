@@ -97,6 +97,25 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- human inspiration study (notebook 12, ratio_utils.human_eval) --
+    @property
+    def human_eval(self) -> Path:
+        return self.root / "data" / "human_eval"
+
+    @property
+    def human_eval_packets(self) -> Path:
+        """What annotators get: study.json, queries.jsonl, assignments.json (no system names)."""
+        return self.human_eval / "packets"
+
+    @property
+    def human_eval_key(self) -> Path:
+        """Which list is which system, per query; kept apart from the packets."""
+        return self.human_eval / "unblinding_key.jsonl"
+
+    @property
+    def human_eval_report(self) -> Path:
+        return self.human_eval / "packets_report.json"
+
 
 @dataclass
 class Config:
