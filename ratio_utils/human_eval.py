@@ -535,7 +535,8 @@ def table2(labels: StudyLabels, moves: list[str], n_permutations: int = 10_000, 
                 "Tie": int((prefs["preference"] == "tie").sum()) if setup == "tuned" else None,
                 **{f"p {m}@{k}": (p_values[m] if setup == "tuned" else None) for m in ("HR", "P", "MRR")},
             })
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    return frame.astype({"Pref.": "Int64", "Tie": "Int64"})
 
 
 def table11(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:

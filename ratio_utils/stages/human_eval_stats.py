@@ -159,10 +159,10 @@ def results(cfg: Config) -> HumanEvalResults:
     }
     inputs = [cfg.paths.human_eval_key, *files]
     for name, frame in tables.items():
-        write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, float_format="{:.3g}" if name == "human_eval_agreement" else "{:.1f}")
+        write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, float_format="{:.3g}" if name in ("table2_human_eval", "human_eval_agreement") else "{:.1f}")
     status = labels.candidates.groupby("annotator")["item"].nunique().rename("complete queries").reset_index()
     status = status.merge(labels.incomplete.groupby("annotator").size().rename("incomplete queries").reset_index(), how="outer")
-    return HumanEvalResults(status.fillna(0), tables)
+    return HumanEvalResults(status.fillna(0).astype({"incomplete queries": int}), tables)
 
 
 def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:
