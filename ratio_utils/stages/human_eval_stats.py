@@ -42,6 +42,11 @@ def ensure_tuned_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) ->
     Notebook 08 reads tuned test scores from results.json instead of re-ranking, so the run file the
     packets need may be missing; this ranks that split once with the saved model.
     """
+    missing = [(move, _split_used(bench, move)) for move in (Move.parse(m) for m in params.moves)
+               if not run_path(cfg.paths.retrieval_runs, params.system("tuned", move), move, _split_used(bench, move)).exists()]
+    if not missing:
+        return []
+    # imported only here: they load torch, which the packets themselves do not need
     from ..retrieval import experiments
     from ..retrieval.scoring import run_and_score
     from ..train import load_train_params
@@ -49,11 +54,8 @@ def ensure_tuned_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) ->
     retrieval = experiments.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
     made = []
-    for move in (Move.parse(m) for m in params.moves):
-        split = _split_used(bench, move)
+    for move, split in missing:
         wanted = params.system("tuned", move)
-        if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
-            continue
         for base in bases:
             folder = experiments.tuned_model_dirs(cfg, base).get(move)
             if folder is None:
