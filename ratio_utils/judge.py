@@ -856,7 +856,8 @@ class SilverFilter:
                 # judged: a usable verdict from every retained prompt
                 row["judged"] = int(part[[f"accept[{p}]" for p in self.retained[move]]].notna().all(axis=1).sum())
                 for p in self.retained[move]:
-                    row[f"accepted by prompt {self.retained[move].index(p) + 1} %"] = 100 * part[f"accept[{p}]"].fillna(False).astype(bool).mean()
+                    # over the pairs this prompt judged (replay misses and errors left out)
+                    row[f"accepted by prompt {self.retained[move].index(p) + 1} %"] = 100 * part[f"accept[{p}]"].astype("boolean").mean()
                 row["no verdict"] = int(part["accepted"].isna().sum())
                 row["replay misses"] = self._replay_misses.get(move.value, 0)
                 row["silver"] = int(part["accepted"].fillna(False).astype(bool).sum())
