@@ -177,6 +177,10 @@ class LLMRerank:
             self.plan()
         planned = self.requests()
         requests = [r for _, _, r in planned]
+        if not requests:
+            self.mode = "nothing to send"
+            self.notes.append("No query to send: no first-stage run, or no gold sentence in any first-stage top "
+                              f"{self.params.top_n}.")
         results = self._ask(requests) if requests else []
         by_job: dict[int, dict[str, ChatResult]] = {}
         for (job, qid, _), result in zip(planned, results):
