@@ -127,18 +127,18 @@ class LLMRerank:
     def _plan_job(self, system: str, move: Move) -> Job:
         split = self._split_for(move)
         job = Job(system, move, split, run_path(self.cfg.paths.retrieval_runs, system, move, split))
-        if not job.run_file.exists():
-            job.why_not_written = "no first-stage run file (run notebook 08/09 first)"
-            self.notes.append(f"{system} / {move.value}: {job.why_not_written}; nothing reranked.")
-            return job
         pairs = self.bench.queries(move, split)
         qids = pd.Series(pairs["query_id"].drop_duplicates().sort_values().to_numpy())
         if self.params.max_queries is not None and len(qids) > self.params.max_queries:
             qids = qids.sample(n=self.params.max_queries, random_state=self.cfg.seed).sort_values()
+        job.counts.queries = len(qids)
+        if not job.run_file.exists():
+            job.why_not_written = "no first-stage run file (run notebook 08/09 first)"
+            self.notes.append(f"{system} / {move.value}: {job.why_not_written}; nothing reranked.")
+            return job
         golds = pairs.groupby("query_id")["gold_id"].agg(set)
         run = read_run(job.run_file).sort_values(["qid", "rank"])
         first_stage = run.groupby("qid", sort=False)["docid"].agg(list).to_dict()
-        job.counts.queries = len(qids)
         for qid in qids:
             order = first_stage.get(qid)
             if order is None:
