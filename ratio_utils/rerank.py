@@ -191,7 +191,7 @@ class QueryCounts:
     answered: int = 0
     missing: int = 0  # no answer: replay miss, dry run, API or batch error
     replay_misses: int = 0
-    repairs: dict[str, int] = field(default_factory=lambda: collections.Counter())
+    repairs: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self) -> dict:
         return {"queries": self.queries, "sent": self.sent, "not_sent_gold_outside_top_n": self.not_sent_gold_outside_top_n,

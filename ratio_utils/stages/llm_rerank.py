@@ -245,7 +245,7 @@ class LLMRerank:
             self._remove_stale(target)
             return
         info = dataclasses.replace(
-            first, setup=first.setup if first.setup.endswith(RERANK_SUFFIX.strip()) else first.setup + RERANK_SUFFIX,
+            first, setup=first.setup + RERANK_SUFFIX,
             family="llm-rerank", stage=STAGE, first_stage=first.system, max_queries=None, qids=sorted(orders),
             source=self.model, retriever={"reranker": self.model, "answered_by": self.answered_by,
                                           "prompt": self.prompts[job.move].label, "prompt_sha256": self.prompts[job.move].sha256,
