@@ -249,3 +249,16 @@ def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monke
     notes = (cfg.paths.tables / "rerank_summary.md").read_text()
     assert "answers replayed from recorded responses, produced by rerank-model" in notes
     assert re.search(r"4 reranking request\(s\) had no answer", notes)
+
+
+def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
+    cfg, _, _ = setup
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with StubOpenAI(KEY, responder=_responder) as stub:
+        cfg.sections["llm"] = {"model": "rerank-model", "base_url": stub.base_url, "mode": "dry_run"}
+        summary = LLMRerank.from_config(cfg).run()
+        assert stub.total_requests == 0
+    assert summary["missing"].sum() == 7 and summary["replay_misses"].sum() == 0
+    report = json.loads(cfg.paths.rerank_report.read_text())
+    assert report["mode"] == "dry_run" and len(list((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))) == 1
+    assert not (cfg.paths.retrieval_runs / "BM25-test_+_rerank").exists()
