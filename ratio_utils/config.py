@@ -97,6 +97,17 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    @property
+    def search_indexes(self) -> Path:
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        return self.root / "data" / "search_index"
+
+    @property
+    def exports(self) -> Path:
+        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        return self.processed / "exports"
+
 
 @dataclass
 class Config:
