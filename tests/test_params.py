@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train
+from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train, unified
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.retrieval import experiments
 
@@ -21,6 +21,7 @@ STAGES = {
     "judge": judge.JudgeParams,
     "retrieval": experiments.RetrievalParams,
     "train": train.TrainParams,
+    "unified": unified.UnifiedParams,
 }
 
 

@@ -94,6 +94,37 @@ def test_sampler_class_yields_the_library_batches(tmp_path):
         unified.MoveMixingBatchSampler(Dataset.from_pandas(frame), batch_size=3, drop_last=False, moves=moves[:4])
 
 
+def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instruction(tiny_benchmark):
+    from fake_encoder import FakeEncoder
+
+    from ratio_utils.benchmark import load_benchmark
+    from ratio_utils.metrics import relevant_ranks
+    from ratio_utils.retrieval import benchmark_queries
+
+    bench = load_benchmark(tiny_benchmark)
+    template = unified.UnifiedParams().instruction_template
+    ranks = unified.sensitivity_ranks(FakeEncoder(), bench, "test", list(Move), template, "document: ")
+    assert len(ranks) == 8 and set(ranks["move"]) == {"address", "broaden", "specify"}
+    pool = bench.pool("test")
+    for own in Move:  # independent path: DenseRetriever.search over the whole pool, metrics.relevant_ranks
+        queries, qrels = benchmark_queries(bench, own, "test")
+        for issued in Move:
+            run = FakeEncoder(query_prefix=unified.query_prefix(issued, template), doc_prefix="document: ").search(queries, pool, k=len(pool))
+            expected = relevant_ranks(run, qrels).set_index("qid")["rank"]
+            got = ranks[ranks.move == own.value].set_index("qid")[f"rank_{issued.value}"]
+            assert got.sort_index().tolist() == expected.sort_index().astype(float).tolist()
+    assert (ranks[[f"overlap_{m.value}" for m in Move]].max(axis=None) <= unified.TOP)
+    own_overlap = [row[f"overlap_{row['move']}"] for _, row in ranks.iterrows()]
+    assert all(o == min(unified.TOP, len(pool) - 1) for o in own_overlap)  # a list overlaps itself fully
+    summary = unified.sensitivity_summary(ranks, list(Move))
+    assert list(summary["Move"]) == ["Address", "Broaden", "Specify", "All"]
+    shares = summary[["Gold higher under own move than under both others (%)", "Tied with the best other (%)",
+                      "Lower under own move than under another (%)"]].sum(axis=1)
+    assert shares.round(6).eq(100).all()
+    pairwise = unified.pairwise_own_vs_other(ranks, list(Move))
+    assert len(pairwise) == 6
+
+
 def test_params_section_is_validated(cfg):
     assert unified.load_unified_params(cfg).base_model == "all-MiniLM-L6-v2"
     cfg.sections["unified"] = {"pairs_per_mov": 3}
