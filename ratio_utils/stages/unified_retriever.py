@@ -156,7 +156,7 @@ def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.Dat
     left.tick_params(axis="x", labelsize=7)
     names = [m.value for m in moves]
     data = [ranks.loc[ranks["move"] == m, [f"overlap_{o}" for o in names if o != m]].to_numpy().ravel() for m in names]
-    right.boxplot(data, labels=names, showmeans=True)
+    right.boxplot(data, tick_labels=names, showmeans=True)
     right.set_ylim(-0.5, 10.5)
     right.set_ylabel(f"shared candidates in the top {unified.TOP}")
     right.set_title("(b) top-10 overlap, own move vs other moves")
