@@ -119,3 +119,25 @@ def test_describe_model_reads_the_unified_query_format(tmp_path):
     assert model.kind == "unified" and model.query_prefix(Move.BROADEN) == unified.query_prefix("broaden")
     plain = search.describe_model(tmp_path)
     assert plain.query_prefix(Move.BROADEN) == "query: " and plain.doc_prefix == "document: "
+
+
+@pytest.mark.models
+def test_cli_builds_an_index_and_answers_with_a_real_model(cfg, tmp_path, corpus_tables, capsys):
+    sentences, papers = corpus_tables
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sentences.to_parquet(corpus / "sentences.parquet")
+    papers.to_parquet(corpus / "papers.parquet")
+    index = tmp_path / "idx"
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus), "--out", str(index)]) == 0
+    assert "indexed 5 sentences" in capsys.readouterr().out
+    args = ["Annotating entities by hand is expensive.", "--move", "address", "--model", "all-MiniLM-L6-v2",
+            "--index", str(index), "--top", "2"]
+    assert search.main(args + ["--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in payload["results"]] == [1, 2]
+    assert payload["results"][0]["paper_id"] == "P2"  # the two NER sentences outrank the parser ones
+    meta = json.loads((index / search.META_FILE).read_text())
+    (index / search.META_FILE).write_text(json.dumps({**meta, "model_fingerprint": "0" * 64}))
+    assert search.main(args) == 2
+    assert "stale index" in capsys.readouterr().err

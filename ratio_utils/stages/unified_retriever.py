@@ -152,7 +152,7 @@ def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.Dat
         bottom += pairwise[column].to_numpy()
     left.set_ylabel("% of query–gold pairs")
     left.set_title("(a) gold rank under its own move")
-    left.legend(fontsize=7, loc="lower right")
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
     left.tick_params(axis="x", labelsize=7)
     names = [m.value for m in moves]
     data = [ranks.loc[ranks["move"] == m, [f"overlap_{o}" for o in names if o != m]].to_numpy().ravel() for m in names]
