@@ -38,7 +38,7 @@ import pandas as pd
 
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import write_json_atomic, write_text_atomic
+from .io import write_json_atomic, write_parquet_atomic, write_text_atomic
 from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, instructed_query_prefix
 from .schema import MOVES, Move, Split
 from .train import (
@@ -312,6 +312,7 @@ class UnifiedResult:
     final: dict[str, Any]  # results.json of the published model
     model_dir: Path
     trained_now: list[int]
+    sensitivity: pd.DataFrame  # sensitivity_ranks of the published model on params.sensitivity_split
 
 
 def plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
@@ -349,17 +350,11 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     moves = [m for m in params.selected_moves() if bench.has(m, Split.VALIDATION) and len(bench.queries(m, Split.VALIDATION))]
     train_params = _train_params(params)
     runs_dir = unified_runs_dir(cfg, params)
-    runs: list[RunResult] = []
-    trained_now: list[int] = []
-    for hp in load_hyperparams(params.configs_file, None, params.configs):
-        key = unified_run_key(fingerprints, params, hp, cfg.seed)
+    validation = {m: EvalSet.load(bench, m, Split.VALIDATION) for m in moves}
+
+    def train_one(hp: HyperParams, key: str) -> RunResult:
         run_dir = runs_dir / f"{hp.name}-{key}"
-        done = _read_json(run_dir / RESULT_FILE)
-        if done is not None and (run_dir / "model").exists():
-            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(run_dir / "model")))
-            continue
-        evaluator = MoveMixEvaluator({m: EvalSet.load(bench, m, Split.VALIDATION) for m in moves},
-                                     template=params.instruction_template, doc_prefix=params.doc_prefix,
+        evaluator = MoveMixEvaluator(validation, template=params.instruction_template, doc_prefix=params.doc_prefix,
                                      batch_size=params.eval_batch_size, cache_dir=run_dir / "scratch_embeddings")
         sampler = functools.partial(MoveMixingBatchSampler, moves=list(pairs["move"]))
         logger.info("training the unified retriever, %s, on %d pairs", hp.name, len(pairs))
@@ -369,15 +364,39 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         shutil.rmtree(run_dir / "scratch_embeddings", ignore_errors=True)
         result = dataclasses.replace(result, move="all")  # one model for every move
         write_json_atomic(run_dir / RESULT_FILE, result.to_json())  # last: marks the run finished
-        runs.append(result)
-        trained_now.append(hp.id)
+        return result
+
+    runs: list[RunResult] = []
+    trained_now: list[int] = []
+    for hp in load_hyperparams(params.configs_file, None, params.configs):
+        key = unified_run_key(fingerprints, params, hp, cfg.seed)
+        done = _read_json(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
+        if done is not None:
+            # The folder may have moved with the output root: trust the location, not the stored path.
+            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(runs_dir / f"{hp.name}-{key}" / "model")))
+        else:
+            runs.append(train_one(hp, key))
+            trained_now.append(hp.id)
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
     final_dir = unified_model_dir(cfg, params)
+    published = (_read_json(final_dir / RESULTS_FILE) or {}).get("selected_run_key") == selected.run_key
+    if not published and not Path(selected.model_dir).exists():
+        # Its weights were removed when it lost an earlier selection over other configurations: retrain it.
+        fresh = train_one(HyperParams(**selected.config), selected.run_key)
+        runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
+        selected = fresh
+        trained_now.append(fresh.config["id"])
     final = _publish(cfg, params, bench, selected, runs, balance, fingerprints, final_dir)
     for run in runs:
         if run.run_key != selected.run_key:
             shutil.rmtree(run.model_dir, ignore_errors=True)
-    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now)
+    sensitivity = pd.read_parquet(sensitivity_path(cfg, params, selected.run_key))
+    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity)
+
+
+def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
+    """Per-pair ranks of the published model's move-sensitivity analysis (written with its test scores)."""
+    return unified_runs_dir(cfg, params) / f"sensitivity_{Split.parse(params.sensitivity_split).value}-{run_key}.parquet"
 
 
 def query_format(params: UnifiedParams) -> dict[str, Any]:
@@ -389,7 +408,8 @@ def query_format(params: UnifiedParams) -> dict[str, Any]:
 def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, runs, balance, fingerprints,
              final_dir: Path) -> dict[str, Any]:
     existing = _read_json(final_dir / RESULTS_FILE)
-    if existing and existing.get("selected_run_key") == selected.run_key:
+    if (existing and existing.get("selected_run_key") == selected.run_key
+            and sensitivity_path(cfg, params, selected.run_key).exists()):
         return existing  # the test split was already used for this selection
     staging = final_dir.with_name(final_dir.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -405,6 +425,14 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
                                  batch_size=params.eval_batch_size, cache_dir=cache)
             final_scores[split.value] = {m.value: {k.split("/", 1)[1]: v for k, v in scores.items() if k.startswith(m.value + "/")}
                                          for m in evalsets}
+    # Every test query under every move, while the staged folder's fingerprint still keys the cached
+    # test-pool vectors (files written below change it).
+    from .retrieval import DenseRetriever
+
+    sens_moves = [m for m in params.selected_moves() if bench.has(m, params.sensitivity_split)]
+    ranks = sensitivity_ranks(DenseRetriever(str(staging), batch_size=params.eval_batch_size, cache_dir=cache), bench,
+                              params.sensitivity_split, sens_moves, params.instruction_template, params.doc_prefix)
+    write_parquet_atomic(ranks, sensitivity_path(cfg, params, selected.run_key))
     results = {
         "base_model": params.base_model, "moves": params.moves, "benchmark_checksum": fingerprints["benchmark"],
         "base_model_fingerprint": fingerprints["base_model"], "query_format": query_format(params),

@@ -146,3 +146,4 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     assert "MRR@10" in result.selected.validation and "broaden/MRR@10" in result.selected.validation
     again = unified.train_unified(cfg, params)  # resumes: nothing trained, the test score reused
     assert again.trained_now == [] and again.final["test"] == result.final["test"]
+    assert len(result.sensitivity) == 8 and again.sensitivity.equals(result.sensitivity)

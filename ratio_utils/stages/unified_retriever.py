@@ -10,7 +10,6 @@ Writes: models/<base>__unified/ (ratio_utils.unified), tables/unified_vs_per_mov
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 
@@ -109,12 +108,8 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
 
 
 def sensitivity(cfg: Config, params: unified.UnifiedParams, result: unified.UnifiedResult) -> pd.DataFrame:
-    """Every query of the sensitivity split issued under every move: per-pair ranks (also kept for the figure)."""
-    bench = load_benchmark(cfg.paths.benchmark)
-    encoder = DenseRetriever(str(result.model_dir), batch_size=params.eval_batch_size, cache_dir=cfg.paths.cache / "embeddings")
-    moves = [m for m in params.selected_moves() if bench.has(m, params.sensitivity_split)]
-    return unified.sensitivity_ranks(encoder, bench, params.sensitivity_split, moves, params.instruction_template,
-                                     params.doc_prefix)
+    """Every query of the sensitivity split issued under every move: per-pair ranks (computed when the model was published)."""
+    return result.sensitivity
 
 
 def sensitivity_table(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame) -> pd.DataFrame:
