@@ -346,8 +346,6 @@ def main(argv: list[str] | None = None) -> int:
             args = _index_parser().parse_args(argv[1:])
             cfg = load_config(args.params)
             move = parse_move(args.move) if args.move else None
-            if move is None and args.model is None:
-                move = Move.SPECIFY
             qmodel = resolve_query_model(cfg, move, args.model)
             folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size)
             print(f"indexed {meta['size']} sentences with {meta['model']} -> {folder}")
