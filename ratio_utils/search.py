@@ -1,7 +1,7 @@
 """Inspiration search: sentences that address, broaden or specify a researcher's own statement.
 
     python -m ratio_utils.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
-    python -m ratio_utils.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR]
+    python -m ratio_utils.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
 
 The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
 or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
@@ -196,15 +196,22 @@ def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, m
 
 
 def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir: Path | None = None,
-                            batch_size: int = 64) -> tuple[Path, dict[str, Any]]:
-    """The CLI's `index` command: a sentence table (folder or file) -> an index folder for `model`."""
+                            batch_size: int = 64, paper_ids: list[str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The CLI's `index` command: a sentence table (folder or file) -> an index folder for `model`
+    (only the papers `paper_ids` when given)."""
     corpus = Path(corpus) if corpus is not None else cfg.paths.interim
     sentences_path = corpus / "sentences.parquet" if corpus.is_dir() else corpus
     papers_path = sentences_path.parent / "papers.parquet"
     if not sentences_path.exists():
         raise SearchError(f"no sentence table at {sentences_path}: run notebook 00 or pass --corpus DIR|FILE.parquet")
     papers = pd.read_parquet(papers_path) if papers_path.exists() else None
-    rows, counts = sentence_rows(pd.read_parquet(sentences_path), papers)
+    sentences = pd.read_parquet(sentences_path)
+    if paper_ids:
+        unknown = sorted(set(paper_ids) - set(sentences["paper_id"]))
+        if unknown:
+            raise SearchError(f"--papers names paper(s) not in {sentences_path.name}: {unknown}")
+        sentences = sentences[sentences["paper_id"].isin(set(paper_ids))]
+    rows, counts = sentence_rows(sentences, papers)
     sources = {sentences_path.name: sha256_file(sentences_path)}
     if papers is not None:
         sources[papers_path.name] = sha256_file(papers_path)
@@ -333,6 +340,7 @@ def _index_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default=None, help="index for this model folder, or 'unified'")
     parser.add_argument("--out", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
     parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
+    parser.add_argument("--papers", default=None, help="comma-separated paper ids: index only these papers")
     parser.add_argument("--batch-size", type=int, default=64)
     return parser
 
@@ -347,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(args.params)
             move = parse_move(args.move) if args.move else None
             qmodel = resolve_query_model(cfg, move, args.model)
-            folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size)
+            paper_ids = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
+            folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size, paper_ids)
             print(f"indexed {meta['size']} sentences with {meta['model']} -> {folder}")
             for reason, count in meta["counts"].items():
                 print(f"  {reason}: {count}")

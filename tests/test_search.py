@@ -131,6 +131,11 @@ def test_cli_builds_an_index_and_answers_with_a_real_model(cfg, tmp_path, corpus
     index = tmp_path / "idx"
     assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus), "--out", str(index)]) == 0
     assert "indexed 5 sentences" in capsys.readouterr().out
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus), "--out", str(tmp_path / "p2"),
+                        "--papers", "P2"]) == 0
+    assert "indexed 2 sentences" in capsys.readouterr().out
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus), "--papers", "P9"]) == 2
+    assert "not in sentences.parquet: ['P9']" in capsys.readouterr().err
     args = ["Annotating entities by hand is expensive.", "--move", "address", "--model", "all-MiniLM-L6-v2",
             "--index", str(index), "--top", "2"]
     assert search.main(args + ["--json"]) == 0
