@@ -107,6 +107,16 @@ class Paths:
     def rerank_report(self) -> Path:
         """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
         return self.rerank / "report.json"
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    @property
+    def search_indexes(self) -> Path:
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        return self.root / "data" / "search_index"
+
+    @property
+    def exports(self) -> Path:
+        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        return self.processed / "exports"
 
 
 @dataclass

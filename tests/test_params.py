@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, rerank, train
+from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, rerank, train, unified
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.retrieval import experiments
 
@@ -22,6 +22,7 @@ STAGES = {
     "retrieval": experiments.RetrievalParams,
     "train": train.TrainParams,
     "rerank": rerank.RerankParams,
+    "unified": unified.UnifiedParams,
 }
 
 
