@@ -97,6 +97,27 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- 10_llm_rerank (ratio_utils.stages.llm_rerank) --
+    @property
+    def rerank(self) -> Path:
+        """Notebook 10's own outputs (the report); its run files go under retrieval_runs."""
+        return self.interim / "rerank"
+
+    @property
+    def rerank_report(self) -> Path:
+        """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
+        return self.rerank / "report.json"
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    @property
+    def search_indexes(self) -> Path:
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        return self.root / "data" / "search_index"
+
+    @property
+    def exports(self) -> Path:
+        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        return self.processed / "exports"
+
     # -- human inspiration study (notebook 12, ratio_utils.human_eval) --
     @property
     def human_eval(self) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_utils import corpus, dataset, human_eval, judge, lexicon, llm, mining, train
+from ratio_utils import corpus, dataset, human_eval, judge, lexicon, llm, mining, rerank, train, unified
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.retrieval import experiments
 
@@ -21,6 +21,8 @@ STAGES = {
     "judge": judge.JudgeParams,
     "retrieval": experiments.RetrievalParams,
     "train": train.TrainParams,
+    "rerank": rerank.RerankParams,
+    "unified": unified.UnifiedParams,
     "human_eval": human_eval.HumanEvalParams,
 }
 
