@@ -62,8 +62,8 @@ def _default_annotators() -> dict[str, list[str] | None]:
 class HumanEvalParams:
     """The `human_eval:` section of the params files (notebook 12)."""
 
-    baseline_system: str = "all-MiniLM-L6-v2-generic"  # a folder of data/retrieval_runs/
-    tuned_system: str = "all-MiniLM-L6-v2-generic-tuned-{move}"  # {move} is replaced by the move
+    baseline_system: str = "all-MiniLM-L6-v2"  # a system of data/retrieval_runs/ (runs.system_name)
+    tuned_system: str = "all-MiniLM-L6-v2 (tuned)"  # "{move}" in a name is replaced by the move
     moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
     pool_per_move: int = 400  # paper: a pool of 400 silver queries per move, by marker with equal allocation
     labelled_per_move: int = 42  # paper: 125 labelled in all (39 Specify, 40 Address, 46 Broaden)

@@ -19,9 +19,9 @@ import pandas as pd
 from .. import human_eval
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
-from ..human_eval import HumanEvalParams
+from ..human_eval import SETUPS, HumanEvalParams
 from ..report import write_table
-from ..retrieval.runs import run_path
+from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ..schema import Move, Split
 from ..stats import INDICATIVE_BELOW
 
@@ -36,38 +36,51 @@ def _split_used(bench: Benchmark, move: Move) -> Split:
     return Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
 
 
-def ensure_tuned_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
-    """Write the tuned system's run file where notebook 09 made the model but no run of the needed split.
+def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
+    """Rank the split the packets need with a system whose run file is missing, where this stage can.
 
-    Notebook 08 reads tuned test scores from results.json instead of re-ranking, so the run file the
-    packets need may be missing; this ranks that split once with the saved model.
+    Notebook 08 reads the tuned test scores from results.json instead of ranking again, and names its
+    runs in its own way, so the runs the packets need may be missing. A system named as
+    `runs.system_name` names it (e.g. 'all-MiniLM-L6-v2', 'all-MiniLM-L6-v2 (tuned)') for a dense model
+    of the retrieval or train params is ranked here once, from the embedding cache where it can, and
+    written with its sidecar; any other missing system is an error of `build_packets`.
     """
-    missing = [(move, _split_used(bench, move)) for move in (Move.parse(m) for m in params.moves)
-               if not run_path(cfg.paths.retrieval_runs, params.system("tuned", move), move, _split_used(bench, move)).exists()]
+    missing = [(setup, move, _split_used(bench, move)) for move in (Move.parse(m) for m in params.moves) for setup in SETUPS
+               if not run_path(cfg.paths.retrieval_runs, params.system(setup, move), move, _split_used(bench, move)).exists()]
     if not missing:
         return []
     # imported only here: they load torch, which the packets themselves do not need
     from ..retrieval import experiments
-    from ..retrieval.scoring import run_and_score
+    from ..retrieval.scoring import benchmark_queries
     from ..train import load_train_params
 
     retrieval = experiments.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
     made = []
-    for move, split in missing:
-        wanted = params.system("tuned", move)
+    for setup, move, split in missing:
+        wanted = params.system(setup, move)
         for base in bases:
-            folder = experiments.tuned_model_dirs(cfg, base).get(move)
-            if folder is None:
+            model = experiments._display_name(base)
+            if system_name(model, "generic", setup.capitalize()) != wanted:
                 continue
-            system = experiments.System(experiments._display_name(base), "generic", "Tuned", "dense", str(folder))
-            results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-            # experiments._tuned_retriever names and configures a tuned model exactly as notebook 08 does.
-            retriever = experiments._tuned_retriever(system, folder, results, retrieval, cfg)
-            if retriever.name == wanted:
-                run_and_score(retriever, bench, move, split, k=retrieval.k, out_dir=cfg.paths.retrieval_runs)
-                made.append(f"{wanted} on {move.value}/{split.value}")
-                break
+            system = experiments.System(model, "generic", setup.capitalize(), "dense", base)
+            if setup == "baseline":
+                retriever = experiments.make_retriever(system, move, retrieval, cfg)
+            else:
+                folder = experiments.tuned_model_dirs(cfg, base).get(move)
+                if folder is None:
+                    continue
+                results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+                # experiments._tuned_retriever configures a tuned model exactly as notebook 08 does
+                retriever = experiments._tuned_retriever(system, folder, results, retrieval, cfg)
+            queries, _ = benchmark_queries(bench, move, split)
+            run = retriever.search(queries, bench.pool(split), k=retrieval.k)
+            info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,
+                           split=split.value, benchmark_checksum=bench.checksum(), stage="12_human_eval_stats",
+                           k=retrieval.k, source=str(base), retriever=retriever.describe())
+            write_system_run(run, cfg.paths.retrieval_runs, info)
+            made.append(f"{wanted} on {move.value}/{split.value}")
+            break
     return made
 
 
@@ -75,7 +88,7 @@ def write_packets(cfg: Config) -> pd.DataFrame:
     """Sample the queries, build the blind packets and the key; one summary row per move."""
     params = load_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
-    made = ensure_tuned_runs(cfg, params, bench)
+    made = ensure_runs(cfg, params, bench)
     packets = human_eval.build_packets(
         bench, cfg.paths.retrieval_runs, params, params.seed if params.seed is not None else cfg.seed,
         distractors_path=cfg.paths.distractors, papers_path=cfg.paths.papers,
