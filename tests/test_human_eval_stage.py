@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
 from ratio_utils import annotate
 from ratio_utils.config import load_config
+from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
 
 SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 3, "labelled_per_move": 2,
@@ -59,3 +62,14 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, mo
         assert (labelled.paths.tables / f"{name}.md").exists()
     notes = (labelled.paths.tables / "table2_human_eval.md").read_text()
     assert "no silver set" in notes and "1 incomplete annotation" in notes and str(labelled.paths.root) not in notes
+
+
+@pytest.mark.models
+def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
+    config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2", "moves": ["broaden"]}})
+    human_eval_stats.write_packets(config)
+    run_file = run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
+    assert read_run_info(run_file).system == "all-MiniLM-L6-v2" and len(read_run(run_file)) > 0
+    assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in human_eval_stats.packet_notes(config)
