@@ -26,7 +26,7 @@ from .benchmark import Benchmark
 from .io import InputError, iter_jsonl, write_json_atomic, write_text_atomic
 from .retrieval.runs import read_run, run_path
 from .schema import MOVES, Move, Split
-from .stats import paired_permutation_test  # noqa: F401 - re-exported for the tests
+from .stats import paired_permutation_test
 
 PACKET_FORMAT = "ratio-human-eval-packet/1"
 LISTS = ("A", "B")
@@ -161,7 +161,7 @@ def _subfield(pairs: pd.DataFrame, column: str | None, papers_path: Path | None)
     papers = pd.read_parquet(papers_path)
     if column not in papers.columns:
         raise ValueError(f"human_eval.subfield_column {column!r} is neither a pair column nor a papers.parquet column")
-    lookup = papers.drop_duplicates("paper_id").set_index(papers["paper_id"].astype(str))[column]
+    lookup = papers.assign(paper_id=papers["paper_id"].astype(str)).drop_duplicates("paper_id").set_index("paper_id")[column]
     return pairs["corpusid"].astype(str).map(lookup).astype(object)
 
 
@@ -180,7 +180,7 @@ def assign(items: list[dict], annotators: dict[str, list[str] | None], double_pe
     doubled_per_move: dict[str, int] = {}
 
     def eligible(item: dict, exclude: str | None = None) -> list[str]:
-        names = [n for n, fields in annotators.items() if fields is None or item["subfield"] in fields]
+        names = [n for n, fields in annotators.items() if fields is None or str(item["subfield"]) in {str(f) for f in fields}]
         return sorted((n for n in names if n != exclude), key=lambda n: (len(assignments[n]), tie_order[n]))
 
     for item in items:
@@ -593,6 +593,7 @@ def agreement(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
     c = labels.candidates
     raters = c.groupby("item")["annotator"].unique()
     doubled = raters[raters.map(len) >= 2]
+    preference = labels.preferences.set_index(["item", "annotator"])["preference"]
     rows = []
     for move in [*moves, "all"]:
         items = [i for i in doubled.index if move == "all" or i.startswith(f"{move}/")]
@@ -605,9 +606,8 @@ def agreement(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
             two = c[(c["item"] == item) & (c["annotator"] == b)].sort_values(["list", "rank"])["useful"].to_numpy()
             first += one.tolist()
             second += two.tolist()
-            p = labels.preferences.set_index(["item", "annotator"])["preference"]
-            pref1.append(str(p[(item, a)]))
-            pref2.append(str(p[(item, b)]))
+            pref1.append(str(preference[(item, a)]))
+            pref2.append(str(preference[(item, b)]))
         for what, x, y in (("candidate useful", first, second), ("list preference", pref1, pref2)):
             agree = float(np.mean(np.asarray(x) == np.asarray(y)))
             kappa = cohen_kappa_score(x, y) if len(set(x) | set(y)) > 1 else np.nan
