@@ -248,3 +248,18 @@ def test_label_rows_that_do_not_match_the_key_are_errors_naming_the_line(tmp_pat
     (labels_dir / "ann1.jsonl").write_text(json.dumps({**good, "label": "maybe"}) + "\n")
     with pytest.raises(InputError, match="label must be one of"):
         human_eval.load_labels(labels_dir, KEY, k=3)
+
+
+def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
+    from human_eval_helpers import toy_params, write_toy_runs
+
+    write_toy_runs(tiny_benchmark, tmp_path / "runs")
+    bench = load_benchmark(tiny_benchmark)
+    paper_ids = [p for m in Move for p in bench.queries(m, Split.TEST)["corpusid"]]
+    papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1], "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
+    papers.to_parquet(tmp_path / "papers.parquet")
+    packets = human_eval.build_packets(bench, tmp_path / "runs", toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]}),
+                                       seed=1, papers_path=tmp_path / "papers.parquet")
+    by_item = {i["item"]: i["subfield"] for i in packets.items}
+    assert set(by_item.values()) == {"ACL", "EMNLP"}
+    assert all(by_item[i] == "ACL" for i in packets.assignments["acl"]) and all(by_item[i] == "EMNLP" for i in packets.assignments["emnlp"])
