@@ -335,7 +335,7 @@ class LLMClient:
             return path if path.is_absolute() else root / path
 
         replay_dirs = [resolve(p) for p in settings.replay_dirs]
-        shared_cache = cfg.paths.shared / "llm_cache"
+        shared_cache = cfg.paths.llm_cache
         if shared_cache.is_dir():
             replay_dirs.append(shared_cache)
         return cls(settings, resolve(settings.cache_dir), replay_dirs=replay_dirs,

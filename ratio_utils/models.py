@@ -62,16 +62,15 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     ),
 }
 
-# Hub namespaces that users commonly put in front of a model name.
-_NAMESPACES = ("sentence-transformers/",)
+def model_name(name_or_path: Any) -> str:
+    """The one normal form of a model name: the last path component, as spelled
+    ('sentence-transformers/all-MiniLM-L6-v2', '/x/all-MiniLM-L6-v2/' -> 'all-MiniLM-L6-v2').
+    Folder names (models/<name>__<move>), table rows and registry look-ups (lower-cased) use it."""
+    return Path(str(name_or_path).strip().rstrip("/")).name
 
 
 def _model_key(name: str) -> str:
-    key = name.strip()
-    for namespace in _NAMESPACES:
-        if key.lower().startswith(namespace):
-            key = key[len(namespace):]
-    return key.lower()
+    return model_name(name).lower()
 
 
 def model_cache_dir() -> Path:

@@ -218,7 +218,7 @@ def expand_all(templates: TemplateSet) -> pd.DataFrame:
 def compare_with_released(expanded: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
     """How many released rows of each (query_type, group) the expansion regenerates.
 
-    `released` is `lexicon.released_rows_frame(...)` (one row per file row, with marker, group,
+    `released` is `lexicon.read_released_csv_rows(...)` (one row per file row, with marker, group,
     source). Rows compared: the pattern rows (query_type=combo) and, because the file files the
     Address pattern markers under LLMgenerated (see notebook 03), the Address LLM rows.
     """

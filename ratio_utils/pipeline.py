@@ -14,13 +14,20 @@ import datetime as _dt
 import itertools
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import REPO_ROOT, load_config
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
+
+
+@dataclass
+class PipelineParams:
+    """`pipeline:` in a params file: fan-out values per notebook, e.g. {09_finetune: {move: [address, broaden]}}."""
+
+    fanout: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config(args.params)
     params_file = cfg.source
-    fanout = cfg.section("pipeline").get("fanout", {})
+    fanout = cfg.section("pipeline", PipelineParams).fanout
     only = {n.zfill(2) for n in args.only} if args.only else None
     jobs = plan_jobs(
         params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks,
