@@ -268,6 +268,18 @@ def grammar_requests(phrases: list[str], model: str, batch_size: int, prompt: st
     return requests
 
 
+def grammar_filter(client: Any, expanded: pd.DataFrame, model: str, batch_size: int) -> tuple[pd.DataFrame, dict[str, bool]]:
+    """Ask the LLM which expanded markers are grammatical: (the rows judged grammatical, every verdict)."""
+    prompt = GRAMMAR_PROMPT.read_text(encoding="utf-8")
+    phrases = expanded["marker"].tolist()
+    requests = grammar_requests(phrases, model, batch_size, prompt)
+    asked = [phrases[start : start + batch_size] for start in range(0, len(phrases), batch_size)]
+    verdicts: dict[str, bool] = {}
+    for batch, result in zip(asked, client.run(requests, desc="grammar filter")):
+        verdicts.update(parse_grammar_answer(result.parsed, batch))
+    return expanded[expanded["marker"].map(verdicts.get).eq(True)], verdicts
+
+
 def parse_grammar_answer(parsed: dict | None, asked: list[str]) -> dict[str, bool]:
     """{phrase: grammatical} for the asked phrases; a phrase the answer omits is not judged (absent)."""
     verdicts: dict[str, bool] = {}
