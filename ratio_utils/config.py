@@ -289,7 +289,9 @@ def _load_yaml(path: Path) -> dict:
 
 
 def _repo_relative(path: Path) -> str:
-    return os.path.relpath(path, REPO_ROOT)
+    """Relative to the repository (`.`, `outputs/smoke`, `../shared`); a folder elsewhere by its name only."""
+    relative = os.path.relpath(path, REPO_ROOT)
+    return Path(path).name if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
 
 
 def _dataclass_fields(spec: str) -> set[str]:
