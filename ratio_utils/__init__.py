@@ -6,3 +6,13 @@ One module per pipeline stage (see docs/architecture.md); shared concepts live i
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`: the evaluate module is callable.
+    # Imported on first use, so `python -m ratio_utils.evaluate` does not find it imported twice.
+    if name == "evaluate":
+        import importlib
+
+        return importlib.import_module(".evaluate", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
