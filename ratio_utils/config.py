@@ -202,8 +202,9 @@ class Paths:
 
     @property
     def executed_notebooks(self) -> Path:
-        """The executed notebooks kept in the repository (default run only)."""
-        return REPO_ROOT / "notebooks" / "executed"
+        """Executed notebooks without machine paths; for params/default.yaml (root: the repository) the
+        notebooks/executed/ kept in git, for any other params file under its own output root."""
+        return self.root / "notebooks" / "executed"
 
     def relative(self, path: "str | os.PathLike") -> str:
         """A path as committed outputs record it: relative to the output root, else to the repository,
@@ -345,8 +346,10 @@ def _resolve(path_value: str | os.PathLike, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def load_config(params_file: str | os.PathLike | None = None, overrides: dict | None = None) -> Config:
+def load_config(params_file: str | os.PathLike | None = None, overrides: dict | str | None = None) -> Config:
     """Load a params file (default params/default.yaml) and apply overrides.
+
+    `overrides` is a dict of sections, or its JSON/YAML text (what `papermill -p overrides '{...}'` passes).
 
     Relative paths in the file are relative to the repository root. Without `output_root`, outputs
     go to outputs/<name>/. `RATIO_OUTPUT_ROOT` and `RATIO_SHARED` in the environment take precedence
@@ -354,6 +357,10 @@ def load_config(params_file: str | os.PathLike | None = None, overrides: dict | 
     of shared/). Every section is validated here (`validate_sections`).
     """
     source = _resolve(params_file, REPO_ROOT) if params_file else DEFAULT_PARAMS
+    if isinstance(overrides, str):
+        overrides = yaml.safe_load(overrides)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError(f"overrides must be a mapping of params sections, got {overrides!r}")
     data = deep_merge(_load_yaml(source), overrides or {})
     name = str(data.pop("name", source.stem))
     seed = int(data.pop("seed", 13))
