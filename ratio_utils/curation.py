@@ -5,7 +5,7 @@ the span before its first comma (paper §4.1: at most seven words), counts the s
 consecutive pairs whose second sentence opens with each top span (the reviewers' sheets), and,
 for each extendable connective, every extension of at most five words ending at a comma.
 Writes the review sheet (HTML + CSV with one decision column per reviewer) under
-`cfg.paths.interim / "lexicon_review"`.
+`cfg.paths.lexicon_review`.
 """
 
 from __future__ import annotations

@@ -460,9 +460,7 @@ def apply_review_rule(sheet: pd.DataFrame, reviewers: tuple[str, ...] | list[str
     (or None), whether the review is complete, and how many pairs were reviewed.
     """
     columns = [f"decision_{r}" for r in reviewers]
-    missing = [c for c in columns if c not in sheet.columns]
-    if missing:
-        raise ValueError(f"review sheet lacks decision column(s) {missing}")
+    require_columns(sheet, columns, "review sheet")
     out = []
     for span, rows in sheet.groupby("span", sort=False):
         values = [_parse_decision(v) for column in columns for v in rows[column].tolist()]
@@ -496,9 +494,7 @@ def read_review_decisions(directory: "str | Path", reviewers: tuple[str, ...] | 
     for path in files:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         needed = ["span"] + [f"decision_{r}" for r in reviewers]
-        missing = [c for c in needed if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"review decisions lack column(s) {missing}", 1)
+        require_columns(frame, needed, path)
         for i, row in enumerate(frame.itertuples(index=False), start=2):
             for column in needed[1:]:
                 try:

@@ -231,8 +231,8 @@ class ResponseStore:
         return self.responses_dir / rhash[:2] / f"{rhash}.json"
 
     def describe_sources(self) -> str:
-        parts = [str(self.responses_dir)] + [str(p) for p in self.replay_dirs] + [str(p) for p in self.replay_files]
-        return ", ".join(parts)
+        parts = [self.responses_dir, *self.replay_dirs, *self.replay_files]
+        return ", ".join(os.path.relpath(p) for p in parts)  # relative: shown in notebooks and table notes
 
     def has_replay_source(self) -> bool:
         """True if any recorded response exists anywhere this store looks."""
