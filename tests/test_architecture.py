@@ -111,3 +111,18 @@ def test_provenance_records_relative_paths(cfg):
     assert set(record["inputs"]) == {"data/interim/pairs.parquet", "shared:lexicon/x.csv"}
     assert record["notes"] == ["read data/interim/pairs.parquet"]
     assert not MACHINE_PATH.search(str(record["params"]))
+
+
+def test_model_folder_model_name_and_column_checks_are_spelled_in_one_place():
+    """models/<base>__<move>/ is built by Paths.tuned_model_dir only, model names normalised by models.model_name only,
+    required columns checked by io.require_columns only."""
+    folder = re.compile(r"f\"\{[^}]*\}(-colbert)?__\{(move|m)\b")
+    normalise = re.compile(r"\.split\(\"/\"\)\[-1\]|rstrip\(\"/\"\)\)?\.name|rstrip\(\"/\"\)\.split")
+    column_check = re.compile(r"\[\w+ for \w+ in [^\]]+ if \w+ not in \w+\.columns\]")
+    for path in sorted((REPO_ROOT / "ratio_utils").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name != "config.py":
+            assert not folder.search(text), f"{path}: build the folder with cfg.paths.tuned_model_dir"
+        if path.name != "models.py":
+            assert not normalise.search(text), f"{path}: normalise model names with ratio_utils.models.model_name"
+        assert not column_check.search(text), f"{path}: check columns with ratio_utils.io.require_columns"
