@@ -41,7 +41,7 @@ import pandas as pd
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from .config import REPO_ROOT, Config
-from .io import InputError, iter_jsonl, write_json_atomic, write_parquet_atomic, write_text_atomic
+from .io import InputError, iter_jsonl, write_json_atomic, write_parquet_atomic, write_text_atomic, require_columns
 from .schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 from .text import CleaningCounts, CleaningRules, SentenceCleaner, SentenceSplitter
 
@@ -388,9 +388,7 @@ def _manifest_repo_paths(path: "str | Path") -> dict[str, str]:
 def read_manifest(path: "str | Path") -> pd.DataFrame:
     """The pinned file list of the ACL corpus: local_file, repo_path, git_blob (MANIFEST.tsv)."""
     frame = pd.read_csv(path, sep="\t", dtype=str)
-    missing = {"local_file", "repo_path", "git_blob"} - set(frame.columns)
-    if missing:
-        raise InputError(path, f"manifest lacks column(s) {sorted(missing)}")
+    require_columns(frame, ("local_file", "repo_path", "git_blob"), path)
     return frame
 
 
@@ -601,12 +599,12 @@ def make_readers(cfg: Config, params: CorpusParams) -> list[CorpusReader]:
         if source == "acl_scisumm":
             root = resolve_path(params.acl_scisumm_dir, cfg) if params.acl_scisumm_dir else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw"
             if not (root / "xml").is_dir():
-                root = fetch_acl_scisumm(cfg.paths.raw / "downloads" / "acl_scisumm", base_url=params.download_base_url)
+                root = fetch_acl_scisumm(cfg.paths.downloads / "acl_scisumm", base_url=params.download_base_url)
             readers.append(AclScisummReader(root, manifest=root / "MANIFEST.tsv" if (root / "MANIFEST.tsv").exists() else PINNED_MANIFEST))
         elif source == "aclsum":
             root = resolve_path(params.aclsum_dir, cfg) if params.aclsum_dir else cfg.paths.shared / "corpora" / "aclsum" / "raw"
             if not (root / "paper_jsons").is_dir():
-                root = fetch_aclsum(cfg.paths.raw / "downloads" / "aclsum")
+                root = fetch_aclsum(cfg.paths.downloads / "aclsum")
             readers.append(AclsumReader(root))
         elif source == "s2orc":
             from .s2orc import S2orcReader
@@ -839,7 +837,7 @@ def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = 
     if write:
         write_parquet_atomic(paper_table, cfg.paths.papers)
         write_parquet_atomic(sentences, cfg.paths.sentences)
-        quarantine_dir = cfg.paths.interim / "quarantine"
+        quarantine_dir = cfg.paths.quarantine
         for reader in readers:
             records = log.quarantined.get(reader.corpus, [])
             write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl", "".join(json.dumps(r) + "\n" for r in records))

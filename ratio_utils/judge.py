@@ -31,7 +31,7 @@ import yaml
 
 from .benchmark import load_benchmark, pairs_path, write_pairs
 from .config import REPO_ROOT, Config
-from .io import InputError, sha256_file, write_parquet_atomic, write_text_atomic
+from .io import InputError, sha256_file, write_parquet_atomic, write_text_atomic, require_columns
 from .llm import ChatRequest, ChatResult, LLMClient
 from .report import write_table
 from .schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
@@ -305,9 +305,7 @@ def load_label_files(labels_dir: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     frames = []
     for path in sorted(Path(labels_dir).rglob("*.csv")) if Path(labels_dir).is_dir() else []:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"label file lacks column(s) {missing}; found {list(frame.columns)}", line=1)
+        require_columns(frame, columns, path)
         counts["files"] += 1
         rows = []
         for offset, row in enumerate(frame[columns].itertuples(index=False)):

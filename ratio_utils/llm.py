@@ -246,8 +246,8 @@ class ResponseStore:
         return self.responses_dir / rhash[:2] / f"{rhash}.json"
 
     def describe_sources(self) -> str:
-        parts = [str(self.responses_dir)] + [str(p) for p in self.replay_dirs] + [str(p) for p in self.replay_files]
-        return ", ".join(parts)
+        parts = [self.responses_dir, *self.replay_dirs, *self.replay_files]
+        return ", ".join(os.path.relpath(p) for p in parts)  # relative: shown in notebooks and table notes
 
     def has_replay_source(self) -> bool:
         """True if any recorded response exists anywhere this store looks."""
@@ -350,7 +350,7 @@ class LLMClient:
             return path if path.is_absolute() else root / path
 
         replay_dirs = [resolve(p) for p in settings.replay_dirs]
-        shared_cache = cfg.paths.shared / "llm_cache"
+        shared_cache = cfg.paths.llm_cache
         if shared_cache.is_dir():
             replay_dirs.append(shared_cache)
         return cls(settings, resolve(settings.cache_dir), replay_dirs=replay_dirs,

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from .io import require_columns
 from .schema import QREL_COLUMNS, RUN_COLUMNS
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 100)
@@ -37,9 +38,7 @@ PRIMARY_METRIC = "MRR@10"
 
 
 def _check_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; found {list(frame.columns)}")
+    require_columns(frame, columns, what)
 
 
 def order_run(run: pd.DataFrame) -> pd.DataFrame:

@@ -86,7 +86,7 @@ def shard_name(url: str) -> str:
 def default_download_dir(params: S2orcParams, cfg: Config) -> Path:
     if params.download_dir:
         return Path(params.download_dir).expanduser()
-    return cfg.paths.raw / "downloads" / "s2orc" / params.release
+    return cfg.paths.downloads / "s2orc" / params.release
 
 
 def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str | Path", progress: bool = True) -> dict:

@@ -25,7 +25,7 @@ from ..benchmark import Benchmark
 from ..config import Config
 from ..io import write_parquet_atomic
 from ..metrics import DEFAULT_KS
-from ..models import ModelNotAvailableError, resolve_model_path
+from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..schema import MOVES, Move, Split
 from .bm25 import BM25Retriever
 from .dense import GENERIC_PREFIXES, DenseRetriever, instructed_query_prefix, recommended_prefixes
@@ -105,7 +105,7 @@ def load_retrieval_params(cfg: Config) -> RetrievalParams:
 
 
 def _display_name(model: str) -> str:
-    return str(model).rstrip("/").split("/")[-1]
+    return model_name(model)
 
 
 def plan_systems(params: RetrievalParams) -> list[System]:
@@ -128,7 +128,7 @@ def plan_systems(params: RetrievalParams) -> list[System]:
 
 def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config):
     """The retriever of one row for one move (instructions and tuned models depend on the move)."""
-    cache = cfg.paths.cache / "embeddings"
+    cache = cfg.paths.embedding_cache
     if system.kind == "bm25":
         return BM25Retriever(int(system.source), name=system.name)
     if system.kind == "colbert":
@@ -163,10 +163,9 @@ def tuned_model_dirs(cfg: Config, base: str, kind: str = "dense") -> dict[Move, 
     colbert: models/<base>-colbert__<move>/  (ratio_utils.train_colbert)
     Only folders whose results.json exists count: it is written last, when a model is complete.
     """
-    suffix = "-colbert" if kind == "colbert" else ""
     found = {}
     for move in MOVES:
-        folder = cfg.paths.models / f"{_display_name(base)}{suffix}__{move.value}"
+        folder = cfg.paths.tuned_model_dir(base, move, kind)
         if (folder / "results.json").exists():
             found[move] = folder
     return found
@@ -264,12 +263,12 @@ def _tuned_retriever(system: System, folder: Path, results: dict, params: Retrie
     prefixes = results.get("prefixes") or {}
     return DenseRetriever(
         str(folder), prefixes.get("query", GENERIC_PREFIXES[0]), prefixes.get("document", GENERIC_PREFIXES[1]),
-        batch_size=params.batch_size, cache_dir=cfg.paths.cache / "embeddings", fp16_storage=params.fp16_storage, name=name,
+        batch_size=params.batch_size, cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=name,
     )
 
 
 def results_path(cfg: Config) -> Path:
-    return cfg.paths.retrieval_runs / "results.parquet"
+    return cfg.paths.retrieval_results
 
 
 def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> BaselineResults:
@@ -422,7 +421,7 @@ def write_tables(cfg: Config, results: BaselineResults, params: RetrievalParams 
     from ..report import write_table
 
     params = params or load_retrieval_params(cfg)
-    inputs = [cfg.paths.retrieval_runs / "results.parquet", cfg.paths.benchmark]
+    inputs = [cfg.paths.retrieval_results, cfg.paths.benchmark]
     common = list(results.notes)
     if not params.dense_models:
         common.append("No dense model in this run (retrieval.dense_models is empty).")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import InputError, atomic_path, write_json_atomic, write_parquet_atomic
+from ..io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
 from ..schema import RUN_COLUMNS, Move, Split
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -35,9 +35,7 @@ def run_path(runs_dir: Path, system: str, move: Move | str, split: Split | str) 
 def write_run(run: pd.DataFrame, path: Path, system: str) -> dict[str, Path]:
     """Write <path>.parquet and <path>.trec atomically."""
     path = Path(path).with_suffix(".parquet")
-    missing = [c for c in RUN_COLUMNS if c not in run.columns]
-    if missing:
-        raise ValueError(f"run lacks column(s) {missing}")
+    require_columns(run, RUN_COLUMNS, "run")
     frame = run.loc[:, list(RUN_COLUMNS)]
     write_parquet_atomic(frame, path)
     trec = path.with_suffix(".trec")
@@ -54,9 +52,7 @@ def read_run(path: Path) -> pd.DataFrame:
     path = Path(path)
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
-        missing = [c for c in RUN_COLUMNS if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"missing run column(s) {missing}")
+        require_columns(frame, RUN_COLUMNS, path)
         return frame[list(RUN_COLUMNS)]
     rows = []
     with open(path, encoding="utf-8") as handle:
