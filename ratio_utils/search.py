@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .io import atomic_path, sha256_file, write_json_atomic, write_parquet_atomic
+from .io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
 from .retrieval.dense import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever, build_inner_product_index
 from .schema import Move, sentence_id
 
@@ -131,9 +131,7 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
     (the corpus's own text). Sentences whose normalised text repeats are indexed once (ids are text
     hashes); the counts say how many were dropped for which reason.
     """
-    missing = [c for c in ("paper_id", "text") if c not in sentences.columns]
-    if missing:
-        raise SearchError(f"the sentence table lacks column(s) {missing}; found {list(sentences.columns)}")
+    require_columns(sentences, ("paper_id", "text"), "the sentence table")
     frame = sentences.copy()
     order = [c for c in ("paper_id", "para", "sent") if c in frame.columns]
     frame = frame.sort_values(order, kind="mergesort").reset_index(drop=True)
@@ -364,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _query_parser().parse_args(argv)
         cfg = load_config(args.params)
         results = inspire(args.statement, args.move, cfg=cfg, model=args.model, index_dir=args.index, top=args.top)
-    except SearchError as exc:
+    except (SearchError, InputError) as exc:
         print(f"ratio-search: error: {exc}", file=sys.stderr)
         return 2
     print(results_json(args.statement, args.move, results) if args.json else format_results(args.statement, args.move, results))
