@@ -45,7 +45,6 @@ from .train import (
     EVAL_KS,
     PRIMARY,
     RESULT_FILE,
-    RUNS_DIRNAME,
     EvalSet,
     HyperParams,
     PoolRetrievalEvaluator,
@@ -280,11 +279,11 @@ class MoveMixEvaluator(PoolRetrievalEvaluator):
 
 
 def unified_model_dir(cfg: Config, params: UnifiedParams) -> Path:
-    return cfg.paths.models / f"{base_name(params.base_model)}__{UNIFIED_SUFFIX}"
+    return cfg.paths.tuned_model_dir(params.base_model, UNIFIED_SUFFIX)
 
 
 def unified_runs_dir(cfg: Config, params: UnifiedParams) -> Path:
-    return cfg.paths.models / RUNS_DIRNAME / f"{base_name(params.base_model)}__{UNIFIED_SUFFIX}"
+    return cfg.paths.tuned_runs_dir(params.base_model, UNIFIED_SUFFIX)
 
 
 def _train_params(params: UnifiedParams) -> TrainParams:

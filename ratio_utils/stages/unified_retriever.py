@@ -66,7 +66,7 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
     for move in params.selected_moves():
         per_move, why = _per_move_results(cfg, params, move)
         if per_move is not None and per_move.get("benchmark_checksum") != checksum:
-            per_move, why = None, f"{base_name(params.base_model)}__{move.value} was trained on another benchmark"
+            per_move, why = None, f"{cfg.paths.tuned_model_dir(params.base_model, move).name} was trained on another benchmark"
         if why:
             missing.append(why)
         for split in FINAL_SPLITS:
