@@ -9,7 +9,7 @@ import pytest
 
 from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.retrieval import experiments
+from ratio_utils.stages import retrieval_baselines
 
 PARAMS_FILES = sorted((REPO_ROOT / "params").glob("*.yaml"))
 STAGES = {
@@ -19,7 +19,7 @@ STAGES = {
     "dataset": dataset.DatasetParams,
     "llm": llm.LLMSettings,
     "judge": judge.JudgeParams,
-    "retrieval": experiments.RetrievalParams,
+    "retrieval": retrieval_baselines.RetrievalParams,
     "train": train.TrainParams,
 }
 
