@@ -97,6 +97,12 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- stage 11 (ratio_utils.stages.analyses) --
+    @property
+    def analysis_runs(self) -> Path:
+        """Runs of the Appendix F analyses: analysis_runs/<pool>/<system>/<move>/<split>.parquet (+ sidecar)."""
+        return self.root / "data" / "analysis_runs"
+
 
 @dataclass
 class Config:

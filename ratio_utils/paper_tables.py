@@ -304,12 +304,13 @@ class Cell:
     def indicative(self) -> bool:
         return stats.is_indicative(self.n)
 
-    def text(self) -> str:
-        return stats.format_ci(self.value, self.low, self.high) + (DAGGER if self.indicative else "")
+    def text(self, scale: float = 100, digits: int = 1) -> str:
+        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + (DAGGER if self.indicative else "")
 
 
-def cell(values: pd.Series, cache: IntervalCache) -> Cell:
-    array = values.to_numpy(dtype=float)
+def cell(values, cache: IntervalCache) -> Cell:
+    """Mean of per-query values with its bootstrap interval and the number of queries."""
+    array = np.asarray(values, dtype=float)
     low, high = cache.interval(array)
     return Cell(float(array.mean()), low, high, int(array.size))
 

@@ -9,7 +9,7 @@ import pytest
 
 from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.stages import retrieval_baselines
+from ratio_utils.stages import analyses, retrieval_baselines
 
 PARAMS_FILES = sorted((REPO_ROOT / "params").glob("*.yaml"))
 STAGES = {
@@ -20,6 +20,7 @@ STAGES = {
     "llm": llm.LLMSettings,
     "judge": judge.JudgeParams,
     "retrieval": retrieval_baselines.RetrievalParams,
+    "analysis": analyses.AnalysisParams,
     "train": train.TrainParams,
 }
 
