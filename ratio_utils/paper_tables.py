@@ -96,11 +96,11 @@ FULL_COLUMNS = ("R@1", "R@3", "R@5", "R@10", "R@100", "M@10", "M@100")
 TABLE_SPECS: dict[str, TableSpec] = {
     "table1_silver_main": TableSpec(
         "silver", TABLE1_COLUMNS, False, True,
-        "Table 1: results on the {query_set} (%), every query ranked against the full test pool."),
+        "Table 1: results (%) on the {query_set}, every query ranked against the full test pool."),
     "table7_test_full": TableSpec(
-        "test", FULL_COLUMNS, False, False, "Table 7: results on the {query_set} (%), per move."),
+        "test", FULL_COLUMNS, False, False, "Table 7: results (%) on the {query_set}, per move."),
     "table8_silver_full": TableSpec(
-        "silver", FULL_COLUMNS, True, True, "Table 8: full results on the {query_set} (%), per move."),
+        "silver", FULL_COLUMNS, True, True, "Table 8: full results (%) on the {query_set}, per move."),
 }
 RERANK_TABLE = "rerank_vs_first_stage"
 RERANK_METRICS = ("M@10", "R@10")

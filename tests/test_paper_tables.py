@@ -195,3 +195,20 @@ def test_tuned_run_files_score_their_own_move(cfg, bench):
     # same weights and prefixes as the baseline: the address cell must equal the baseline's
     assert rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Address M@10"] == pytest.approx(rows.loc[("all-MiniLM-L6-v2", "Baseline"), "Address M@10"])
     assert pd.isna(rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Specify M@10"])
+
+
+def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200, write=False)
+    summary = paper_tables.primary_metric_summary(result)
+    assert list(summary["System"]) == ["BM25-unigram", "BM25-bigram"]
+    assert list(summary.columns) == ["System", "Prefix", "Setup", "Address M@10", "Broaden M@10", "Specify M@10"]
+    assert not (cfg.paths.tables / "table1_silver_main.md").exists()  # write=False writes nothing
+
+
+def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
+    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+
+    cfg.sections["train"] = {"moves": ["address"]}
+    assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
+    assert "no fine-tuned model" in record_tuned_runs(cfg, "address", bench).iloc[0]["status"]

@@ -297,23 +297,28 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
     set_figure_style()
     moves = [m.value for m in MOVES]
     fig, axes = plt.subplots(1, len(moves), figsize=(4 * len(moves), 3.2), sharey=True)
+    colors = {"baseline": "C0", "tuned": "C1"}
     for ax, move in zip(axes, moves):
         split = query_split(bench, move)
         data = per_k[(per_k["query_set"] == split) & (per_k["move"] == move)]
-        for system, style in (("baseline", "-o"), ("tuned", "-s")):
+        for system, marker in (("baseline", "o"), ("tuned", "s")):
             line = data[data["system"] == system].sort_values("k")
             if line.empty:
                 continue
-            ax.plot(line["k"], line["value"], style, label=system, markersize=4)
-            ax.fill_between(line["k"], line["low"], line["high"], alpha=0.2)
+            ax.plot(line["k"], line["value"], marker=marker, color=colors[system], label=system, markersize=4)
+            ax.fill_between(line["k"], line["low"], line["high"], color=colors[system], alpha=0.2, linewidth=0)
         gold = data[data["system"] == "gold"]
         if not gold.empty:
             ax.axhline(gold["value"].iloc[0], color="black", linestyle="--", linewidth=1, label="query–gold")
         ax.set_xscale("log")
-        ax.set_title(f"{move.capitalize()} ({query_set_name(split)})", fontsize=9)
+        ticks = sorted(data["k"].unique())
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.minorticks_off()
+        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}", fontsize=9)
         ax.set_xlabel("k")
     axes[0].set_ylabel("mean Jaccard, query vs top-k")
-    axes[-1].legend(fontsize=8)
+    handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
     fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals)", fontsize=10)
     fig.tight_layout()
     save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes)

@@ -178,6 +178,8 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     rows = []
     if not params.tuned_models:
         return pd.DataFrame([{"status": "retrieval.tuned_models is false: no tuned run files"}])
+    if not train.selected_moves(move):
+        return pd.DataFrame([{"move": move, "status": "not fine-tuned in this run (train.moves leaves it out)"}])
     checksum = bench.checksum()
     splits = [Split.parse(s) for s in params.splits]
     for target in train.selected_moves(move):
