@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from .benchmark import Benchmark, load_benchmark
 from .config import Config
 from .io import InputError, write_json_atomic
 from .metrics import per_query_metrics
-from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info, system_name
+from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
 from .retrieval.scoring import run_queries
 from .schema import MOVES, Move, Split
 

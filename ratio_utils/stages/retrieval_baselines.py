@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
