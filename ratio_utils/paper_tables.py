@@ -208,9 +208,40 @@ class ScoredRun:
         return (self.info.model, self.info.prefix, self.info.setup)
 
 
+STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
+
+
 def run_files(runs_dir: Path) -> list[Path]:
     """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
-    return sorted(Path(runs_dir).glob("*/*/*.parquet"))
+    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
+
+
+def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
+    """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
+
+    Notebook 08 starts the retrieval stages on a benchmark: a new benchmark makes every earlier run
+    stale, including those of notebooks 09 and 10, which write theirs again when they run. Returns
+    what was moved, so the notebook shows it.
+    """
+    import shutil
+
+    runs_dir = Path(runs_dir)
+    moved = []
+    for path in run_files(runs_dir):
+        try:
+            old = read_run_info(path).benchmark_checksum
+        except InputError:
+            old = "no-sidecar"
+        if old == checksum:
+            continue
+        rel = path.relative_to(runs_dir)
+        target = runs_dir / STALE_DIR / str(old)[:12] / rel.parent
+        target.mkdir(parents=True, exist_ok=True)
+        stem = path.with_suffix("").name
+        for sibling in path.parent.glob(f"{stem}.*"):
+            shutil.move(str(sibling), str(target / sibling.name))
+        moved.append(f"{rel} (benchmark {str(old)[:12]})")
+    return moved
 
 
 def check_runs(files: list[Path], checksum: str, runs_dir: Path) -> list[RunInfo]:
@@ -466,7 +497,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     scored: dict[tuple, ScoredRun] = {}
     for info, path in zip(infos, files):
         run = score_run(bench, info, path, metrics)
-        scored[(info.model, info.prefix, info.setup, info.move, info.split)] = run
+        scored[(*run.key, info.move, info.split)] = run
     silver_moves = [m.value for m in MOVES if bench.has(m, Split.SILVER) and len(bench.queries(m, Split.SILVER)) > 0]
     cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, n_resamples)
     planned = _planned(expected)

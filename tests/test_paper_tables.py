@@ -212,3 +212,19 @@ def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
     cfg.sections["train"] = {"moves": ["address"]}
     assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
     assert "no fine-tuned model" in record_tuned_runs(cfg, "address", bench).iloc[0]["status"]
+
+
+def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
+    _baselines(cfg, bench)
+    _fake_tuned(cfg, bench)
+    tuned = run_path(cfg.paths.retrieval_runs, "all-MiniLM-L6-v2 (tuned)", "address", "test")
+    sidecar = json.loads(info_path(tuned).read_text())
+    sidecar["benchmark_checksum"] = "f" * 64  # 09's run of an earlier benchmark
+    info_path(tuned).write_text(json.dumps(sidecar))
+    with pytest.raises(ForeignRunError):
+        assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    _baselines(cfg, bench)  # notebook 08 on the current benchmark
+    assert not tuned.exists()
+    assert (cfg.paths.retrieval_runs / "_stale" / ("f" * 12) / tuned.relative_to(cfg.paths.retrieval_runs)).exists()
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    assert set(result.runs["stage"]) == {"08_retrieval_baselines"}

@@ -130,7 +130,10 @@ def _runnable(bench: Benchmark, splits: list[Split]) -> list[tuple[Move, Split]]
 
 
 def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> pd.DataFrame:
-    """Run every available system on every move and split; write run files. Returns what was written."""
+    """Run every available system on every move and split; write run files. Returns what was written.
+
+    Run files of another benchmark (any stage's) are set aside first (paper_tables.retire_foreign_runs):
+    this notebook starts the retrieval stages, so a new benchmark makes them stale."""
     params = params or load_retrieval_params(cfg)
     splits = [Split.parse(s) for s in params.splits]
     systems = plan_systems(params)
@@ -142,6 +145,10 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
             systems = [s for s in systems if s.source != model]
             skipped.append({"system": display_name(model), "status": f"not run ({exc})"})
     checksum = bench.checksum()
+    from ..paper_tables import retire_foreign_runs
+
+    retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
+               for path in retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
     jobs = [(system, move, split) for system in systems for move, split in _runnable(bench, splits)]
     retrievers: dict[tuple, object] = {}
     done = []
@@ -155,7 +162,7 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
         run = record_run(retrievers[key], bench, info, cfg.paths.retrieval_runs)
         done.append({"system": info.system, "move": move.value, "split": split.value, "status": "written",
                      "queries": int(run["qid"].nunique())})
-    return pd.DataFrame(done + skipped)
+    return pd.DataFrame(done + skipped + retired)
 
 
 def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = None,
