@@ -97,6 +97,17 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- 10_llm_rerank (ratio_utils.stages.llm_rerank) --
+    @property
+    def rerank(self) -> Path:
+        """Notebook 10's own outputs (the report); its run files go under retrieval_runs."""
+        return self.interim / "rerank"
+
+    @property
+    def rerank_report(self) -> Path:
+        """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
+        return self.rerank / "report.json"
+
     # -- stage 11 (ratio_utils.stages.analyses) --
     @property
     def analysis_runs(self) -> Path:

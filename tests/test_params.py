@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train
+from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, rerank, train
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.stages import analyses, retrieval_baselines
 
@@ -22,6 +22,7 @@ STAGES = {
     "retrieval": retrieval_baselines.RetrievalParams,
     "analysis": analyses.AnalysisParams,
     "train": train.TrainParams,
+    "rerank": rerank.RerankParams,
 }
 
 
