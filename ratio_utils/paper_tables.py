@@ -359,8 +359,19 @@ class PaperTables:
     captions: dict[str, str]
     runs: pd.DataFrame  # one row per run file used: system, move, split, stage, queries
 
-    def _repr_html_(self) -> str:  # a notebook shows the tables, not the dataclass
-        return "".join(f"<h4>{self.captions.get(n, n)}</h4>{t.to_html(index=False)}" for n, t in self.tables.items())
+    def show(self, name: str):
+        """One table as a notebook shows it: caption above, notes (missing rows, query set, intervals) below."""
+        import html
+
+        from IPython.display import HTML
+
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes.get(name, []))
+        page = (self.tables[name].style.hide(axis="index")
+                .set_caption(f"<b>{html.escape(self.captions.get(name, name))}</b>")
+                .set_table_attributes('style="font-size: 0.85em"')
+                .set_sticky(axis="columns")
+                .to_html() + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else ""))
+        return HTML(page)
 
 
 def query_set_label(silver_moves: list[str], split: str) -> str:
@@ -424,6 +435,8 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
     """Each reranked run against its first stage on the same queries: paired interval and p-value."""
     by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
     shown_rows, numeric_rows = [], []
+    columns = ["Reranked system", "First stage", "Move", "Query set", "Metric", "Queries", "First stage value",
+               "Reranked value", "Difference", "p (permutation)", "Note"]
     for run in sorted(scored.values(), key=lambda r: (r.info.system, r.info.move, r.info.split)):
         if not run.info.setup.endswith("rerank"):
             continue
@@ -450,7 +463,8 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
                                  "Difference": 100 * diff.value, "Difference low": 100 * low, "Difference high": 100 * high,
                                  "p (permutation)": p})
-    return pd.DataFrame(shown_rows), pd.DataFrame(numeric_rows)
+    numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
+    return pd.DataFrame(shown_rows, columns=columns), numeric
 
 
 def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
