@@ -1,8 +1,10 @@
 """Rank one (move, split) of a benchmark with a retriever, write the run, return its metrics.
 
-Serves notebooks 08–09 and the evaluate command. Writes, when `out_dir` is given:
-`<out_dir>/<system>/<move>/<split>.parquet` and `.trec` (the run) and `.metrics.json` (scores,
-number of queries, retriever settings, benchmark checksum-free so it stays cheap to write).
+Serves notebooks 08–11 and the evaluate command. `record_run` writes a run with its sidecar
+(`runs.RunInfo`, benchmark checksum included), the form Tables 1, 7, 8 are assembled from
+(ratio_utils.paper_tables). `run_and_score` (the evaluate command) writes, when `out_dir` is given,
+`<out_dir>/<system>/<move>/<split>.parquet` and `.trec` and `.metrics.json` (scores, number of
+queries, retriever settings).
 """
 
 from __future__ import annotations
@@ -52,11 +54,10 @@ def run_queries(bench: Benchmark, info: RunInfo) -> tuple[pd.DataFrame, pd.DataF
     return benchmark_queries(bench, info.move, info.split, max_queries=info.max_queries, qids=info.qids)
 
 
-def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: Path, pool: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Search the queries the sidecar names against the split's pool (or `pool`); write run + sidecar."""
+def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: Path) -> pd.DataFrame:
+    """Search the queries the sidecar names against the split's pool; write the run and its sidecar."""
     queries, _ = run_queries(bench, info)
-    pool = bench.pool(info.split) if pool is None else pool
-    run = retriever.search(queries, pool, k=info.k)
+    run = retriever.search(queries, bench.pool(info.split), k=info.k)
     write_system_run(run, runs_dir, dataclasses.replace(info, retriever=retriever.describe()))
     return run
 
