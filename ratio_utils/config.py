@@ -107,6 +107,35 @@ class Paths:
     def rerank_report(self) -> Path:
         """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
         return self.rerank / "report.json"
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    @property
+    def search_indexes(self) -> Path:
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        return self.root / "data" / "search_index"
+
+    @property
+    def exports(self) -> Path:
+        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        return self.processed / "exports"
+
+    # -- human inspiration study (notebook 12, ratio_utils.human_eval) --
+    @property
+    def human_eval(self) -> Path:
+        return self.root / "data" / "human_eval"
+
+    @property
+    def human_eval_packets(self) -> Path:
+        """What annotators get: study.json, queries.jsonl, assignments.json (no system names)."""
+        return self.human_eval / "packets"
+
+    @property
+    def human_eval_key(self) -> Path:
+        """Which list is which system, per query; kept apart from the packets."""
+        return self.human_eval / "unblinding_key.jsonl"
+
+    @property
+    def human_eval_report(self) -> Path:
+        return self.human_eval / "packets_report.json"
 
     # -- stage 11 (ratio_utils.stages.analyses) --
     @property

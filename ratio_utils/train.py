@@ -317,8 +317,13 @@ def train_configuration(
     move: Move,
     run_key: str,
     seed: int,
+    batch_sampler: Any = None,
 ) -> tuple[RunResult, "SentenceTransformer"]:
-    """Train one configuration, restore its best epoch, save it to run_dir/model; return the result."""
+    """Train one configuration, restore its best epoch, save it to run_dir/model; return the result.
+
+    `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
+    the unified retriever's move-mixing sampler, ratio_utils.unified).
+    """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.losses import MultipleNegativesRankingLoss
@@ -343,7 +348,7 @@ def train_configuration(
         warmup_steps=hp.warmup_ratio,  # a float < 1 is a ratio of the training steps (transformers ≥ 5)
         max_grad_norm=hp.max_grad_norm,
         # A query whose gold sentence appears twice in a batch would be pushed away from its own gold.
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        batch_sampler=batch_sampler or BatchSamplers.NO_DUPLICATES,
         prompts={"anchor": params.query_prefix, "positive": params.doc_prefix},
         eval_strategy="epoch",
         save_strategy="epoch" if restore_best else "no",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, rerank, train
+from ratio_utils import corpus, dataset, human_eval, judge, lexicon, llm, mining, rerank, train, unified
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.stages import analyses, retrieval_baselines
 
@@ -23,6 +23,8 @@ STAGES = {
     "analysis": analyses.AnalysisParams,
     "train": train.TrainParams,
     "rerank": rerank.RerankParams,
+    "unified": unified.UnifiedParams,
+    "human_eval": human_eval.HumanEvalParams,
 }
 
 
