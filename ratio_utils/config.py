@@ -45,8 +45,9 @@ PARAMS_SECTIONS: dict[str, str] = {
     "dataset": "ratio_utils.dataset:DatasetParams",
     "llm": "ratio_utils.llm:LLMSettings",
     "judge": "ratio_utils.judge:JudgeParams",
-    "retrieval": "ratio_utils.retrieval.experiments:RetrievalParams",
+    "retrieval": "ratio_utils.stages.retrieval_baselines:RetrievalParams",
     "train": "ratio_utils.train:TrainParams",
+    "analysis": "ratio_utils.stages.analyses:AnalysisParams",
     "rerank": "ratio_utils.rerank:RerankParams",
     "human_eval": "ratio_utils.human_eval:HumanEvalParams",
     "unified": "ratio_utils.unified:UnifiedParams",
@@ -260,6 +261,12 @@ class Paths:
             except ValueError:
                 continue
         return path.name  # outside every known root: the name only
+
+    # -- stage 11 (ratio_utils.stages.analyses) --
+    @property
+    def analysis_runs(self) -> Path:
+        """Runs of the Appendix F analyses: analysis_runs/<pool>/<system>/<move>/<split>.parquet (+ sidecar)."""
+        return self.root / "data" / "analysis_runs"
 
 
 @dataclass

@@ -209,8 +209,8 @@ def _folder_fingerprint(path: str, stamp: tuple) -> str:
     root = Path(path)
     for child in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = child.relative_to(root)
-        if rel.parts[0].startswith(".") or rel.name == "README.md":
-            continue  # git metadata and prose do not change the embeddings
+        if rel.parts[0].startswith(".") or rel.name in ("README.md", "results.json"):
+            continue  # git metadata, prose and notebook 09's scores do not change the embeddings
         digest.update(str(rel).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()

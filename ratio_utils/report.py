@@ -73,8 +73,12 @@ def write_table(
     inputs: Iterable[str | Path] = (),
     latex: bool = True,
     float_format: str = "{:.1f}",
+    shown: pd.DataFrame | None = None,
 ) -> dict[str, Path]:
-    """Write tables/<name>.csv, .md (caption, table, notes), optionally .tex, and the provenance."""
+    """Write tables/<name>.csv, .md (caption, table, notes), optionally .tex, and the provenance.
+
+    `shown` is the Markdown/LaTeX form when it differs from the CSV (e.g. cells "23.3 [21.4, 25.2]"
+    whose value and interval bounds are separate CSV columns)."""
     notes = [relative_text(note, cfg) for note in notes]
     out_dir = cfg.paths.tables
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,7 +87,7 @@ def write_table(
         frame.to_csv(tmp, index=False)
     written["csv"] = out_dir / f"{name}.csv"
 
-    shown = frame.copy()
+    shown = (frame if shown is None else shown).copy()
     for column in shown.columns:
         if pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))

@@ -214,7 +214,7 @@ def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir
     if papers is not None:
         sources[papers_path.name] = sha256_file(papers_path)
     encoder = DenseRetriever(str(model.path), doc_prefix=model.doc_prefix, batch_size=batch_size,
-                             cache_dir=cfg.paths.cache / "embeddings")
+                             cache_dir=cfg.paths.embedding_cache)
     out_dir = Path(out_dir) if out_dir is not None else default_index_dir(cfg, model)
     return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts)
 

@@ -39,8 +39,8 @@ def _split_used(bench: Benchmark, move: Move) -> Split:
 def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
     """Rank the split the packets need with a system whose run file is missing, where this stage can.
 
-    Notebook 08 reads the tuned test scores from results.json instead of ranking again, and names its
-    runs in its own way, so the runs the packets need may be missing. A system named as
+    Notebook 08 ranks only the dense models of retrieval.dense_models and notebook 09 only its own moves,
+    so the runs the packets need may be missing. A system named as
     `runs.system_name` names it (e.g. 'all-MiniLM-L6-v2', 'all-MiniLM-L6-v2 (tuned)') for a dense model
     of the retrieval or train params is ranked here once, from the embedding cache where it can, and
     written with its sidecar; any other missing system is an error of `build_packets`.
@@ -50,29 +50,28 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
     if not missing:
         return []
     # imported only here: they load torch, which the packets themselves do not need
-    from ..retrieval import experiments
     from ..retrieval.scoring import benchmark_queries
     from ..train import load_train_params
+    from . import retrieval_baselines
 
-    retrieval = experiments.load_retrieval_params(cfg)
+    retrieval = retrieval_baselines.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
     made = []
     for setup, move, split in missing:
         wanted = params.system(setup, move)
         for base in bases:
-            model = experiments._display_name(base)
+            model = retrieval_baselines.display_name(base)
             if system_name(model, "generic", setup.capitalize()) != wanted:
                 continue
-            system = experiments.System(model, "generic", setup.capitalize(), "dense", base)
-            if setup == "baseline":
-                retriever = experiments.make_retriever(system, move, retrieval, cfg)
-            else:
-                folder = experiments.tuned_model_dirs(cfg, base).get(move)
-                if folder is None:
-                    continue
-                results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-                # experiments._tuned_retriever configures a tuned model exactly as notebook 08 does
-                retriever = experiments._tuned_retriever(system, folder, results, retrieval, cfg)
+            if setup != "baseline":
+                # notebook 09's run files of its tuned model, written as 09 writes them
+                retrieval_baselines.record_tuned_runs(cfg, move.value, bench)
+                if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
+                    made.append(f"{wanted} on {move.value}/{split.value}")
+                    break
+                continue
+            system = retrieval_baselines.System(model, "generic", "dense", base)
+            retriever = retrieval_baselines.make_retriever(system, move, retrieval, cfg)
             queries, _ = benchmark_queries(bench, move, split)
             run = retriever.search(queries, bench.pool(split), k=retrieval.k)
             info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,

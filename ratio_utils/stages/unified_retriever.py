@@ -52,7 +52,7 @@ def _per_move_results(cfg: Config, params: unified.UnifiedParams, move: Move) ->
 def _baseline(cfg: Config, params: unified.UnifiedParams, bench, move: Move, split: Split) -> dict[str, float]:
     # The base model as notebooks 08/09 score it (generic prefixes, shared embedding cache).
     retriever = DenseRetriever(params.base_model, GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX,
-                               batch_size=params.eval_batch_size, cache_dir=cfg.paths.cache / "embeddings")
+                               batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
     evalset = EvalSet.load(bench, move, split)
     return evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS)
 
