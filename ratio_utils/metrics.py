@@ -99,6 +99,20 @@ def per_query_reciprocal_rank(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 1
     return per_query_scores(run, qrels, k)["rr"].rename(f"RR@{k}")
 
 
+_PER_QUERY_COLUMN = {"R": "recall", "MRR": "rr", "HR": "hr"}
+
+
+def per_query_metric(run: pd.DataFrame, qrels: pd.DataFrame, metric: str, k: int) -> pd.Series:
+    """One metric ("R", "MRR" or "HR", or "MRR@10"-style with the same k) per query of the qrels, index qid.
+
+    The values whose mean evaluate_run reports: the input of bootstrap intervals and paired tests.
+    """
+    kind = metric.split("@")[0].upper()
+    if kind not in _PER_QUERY_COLUMN:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(_PER_QUERY_COLUMN)}")
+    return per_query_scores(run, qrels, k)[_PER_QUERY_COLUMN[kind]].rename(f"{kind}@{k}")
+
+
 def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:
     """Mean Recall@k, MRR@k and HR@k over the queries of the qrels; keys 'R@k', 'MRR@k', 'HR@k'."""
     ks = sorted(set(int(k) for k in ks))
