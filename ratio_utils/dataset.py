@@ -412,6 +412,8 @@ def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -
         row("pool", source, {s: int((built.pools[s]["source"] == source).sum()) for s in SPLITS})
     row("pool", "all sources", {s: len(built.pools[s]) for s in SPLITS})
     row("papers", "with a pair", {s: int(pairs.loc[pairs["split"] == s, "paper_id"].nunique()) for s in SPLITS})
+    # notebook 06's report counts these as papers.assigned.<split>: every paper that mined a pair or a distractor
+    row("papers", "with a mined pair or distractor", {s: int((built.papers["split"] == s).sum()) for s in SPLITS})
     if corpus_papers is not None:
         row("papers", "in the corpus", {s: int(corpus_papers.get(s, 0)) for s in SPLITS})
     frame = pd.DataFrame(rows)
@@ -426,6 +428,30 @@ TABLE5_NOTES = [
     "its other Table 5 cells are not in the text available here and are left empty.",
     "Ours: the corpus of this run; the paper mined S2ORC computer-science papers (366.6M consecutive pairs).",
 ]
+
+
+def table5_notes(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -> list[str]:
+    """TABLE5_NOTES plus the notes computed from this build: the three paper counts, pairs vs queries."""
+    notes = list(TABLE5_NOTES)
+    papers = "papers: 'in the corpus' counts every paper of the corpus with a usable date; 'with a mined pair or " \
+             "distractor' (notebook 06's papers.assigned.<split>) only those that mined at least one pair or distractor " \
+             "before de-duplication; 'with a pair' those with a kept pair after it."
+    if corpus_papers is not None:
+        assigned = built.papers["split"].value_counts()
+        gaps = {s: int(corpus_papers.get(s, 0)) - int(assigned.get(s, 0)) for s in SPLITS}
+        papers += " Corpus papers that mined nothing: " + ", ".join(f"{s} {n}" for s, n in gaps.items()) + "."
+    notes.append(papers)
+    pairs = built.pairs
+    for split in SPLITS:
+        for move in MOVES:
+            part = pairs[(pairs["split"] == split) & (pairs["move"] == move.value)]
+            queries = part["query_id"].nunique()
+            if len(part) != queries:
+                golds = part.groupby("query_id").size()
+                notes.append(f"{move.value.capitalize()} {split}: {len(part):,} pairs but {queries:,} queries: "
+                             f"{int((golds > 1).sum())} quer{'y has' if (golds > 1).sum() == 1 else 'ies have'} more than one "
+                             "gold sentence (each gold is a qrel; metrics count each query once, Recall@k over its golds).")
+    return notes
 
 
 def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
@@ -445,4 +471,7 @@ def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
         ax.set_xlabel("pairs (log scale)")
         ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
+    # Closed here, returned for display: a figure left open is shown a second time by the notebook's
+    # inline backend at the end of the cell (notebook 06 showed it twice).
+    plt.close(fig)
     return fig
