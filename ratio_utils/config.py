@@ -97,6 +97,16 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- stage 14 (summary) --
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def summary_report(self) -> Path:
+        """The Markdown export of notebook 14 (ratio_utils.stages.summary)."""
+        return self.reports / "summary.md"
+
 
 @dataclass
 class Config:

@@ -475,3 +475,49 @@ def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
     # inline backend at the end of the cell (notebook 06 showed it twice).
     plt.close(fig)
     return fig
+
+
+def split_boundaries(params: DatasetParams) -> list[float]:
+    """Where one split window ends and the next begins, as a fractional year (2006 | 2007 -> 2006.5 + 0.5 = 2007.0).
+
+    Year windows end after their last year; date windows at their end day. Used to draw the windows on
+    a per-year axis whose bar for year Y spans [Y - 0.5, Y + 0.5]."""
+    edges = []
+    for window in params.windows()[:-1]:
+        end = window.end
+        if isinstance(end, int):
+            edges.append(end + 0.5)
+        else:
+            edges.append(end.year - 0.5 + end.timetuple().tm_yday / (366 if end.year % 4 == 0 else 365))
+    return edges
+
+
+def papers_per_year_figure(papers: pd.DataFrame, params: DatasetParams):
+    """Stacked bars of papers per publication year and corpus, with the split windows drawn and named."""
+    import matplotlib.pyplot as plt
+
+    counts = papers.dropna(subset=["year"]).astype({"year": int}).groupby(["year", "corpus"]).size().unstack(fill_value=0)
+    years = range(int(counts.index.min()), int(counts.index.max()) + 1)
+    counts = counts.reindex(years, fill_value=0)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    bottom = pd.Series(0, index=counts.index)
+    for corpus in counts.columns:
+        ax.bar(counts.index, counts[corpus], bottom=bottom, width=0.85, label=corpus)
+        bottom += counts[corpus]
+    edges = [min(years) - 0.5, *split_boundaries(params), max(years) + 0.5]
+    top = float(bottom.max()) * 1.12 or 1.0
+    for edge in edges[1:-1]:
+        ax.axvline(edge, color="black", linestyle="--", linewidth=0.9)
+    for window, left, right in zip(params.windows(), edges, edges[1:]):
+        left, right = max(left, edges[0]), min(right, edges[-1])
+        if right > left:
+            ax.text((left + right) / 2, top, window.name, ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_xlabel("publication year")
+    ax.set_ylabel("papers")
+    ax.legend(title="corpus", fontsize=7, loc="upper left")
+    ax.set_title("Papers per year; dashed lines: split windows (dataset.splits)", fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)  # returned for display once
+    return fig
+

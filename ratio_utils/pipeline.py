@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import itertools
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from .config import REPO_ROOT, load_config
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
+TIMINGS_FILE = "timings.csv"  # runs/<run-id>/timings.csv, rewritten after every notebook
+RUN_DIR_ENV = "RATIO_RUN_DIR"  # set for the executed notebooks: this run's folder
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"params: {params_file}\noutputs under: {cfg.paths.root}\nexecuted notebooks: {out_dir}")
     timings: list[tuple[str, float]] = []
+    # The summary notebook (14) reads this run's timings so far from here (ratio_utils.stages.summary).
+    os.environ[RUN_DIR_ENV] = str(out_dir)
     try:
         for job in jobs:
             print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name} ...", flush=True)
             timings.append((job.output_name, execute(job, out_dir)))
             print(f"    done in {timings[-1][1]:.1f}s", flush=True)
+            _write_timings(timings, out_dir)
     except Exception as exc:  # papermill's PapermillExecutionError carries the failing cell
         cell = getattr(exc, "exec_count", None)
         print(
@@ -130,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _write_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
+    lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
+    (out_dir / TIMINGS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _report_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
     if not timings:
         return
-    lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
-    (out_dir / "timings.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write_timings(timings, out_dir)
     width = max(len(name) for name, _ in timings)
     print("\nwall time per notebook:")
     for name, seconds in timings:

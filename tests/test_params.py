@@ -10,6 +10,7 @@ import pytest
 from ratio_utils import corpus, dataset, judge, lexicon, llm, mining, train
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.retrieval import experiments
+from ratio_utils.stages import summary
 
 PARAMS_FILES = sorted((REPO_ROOT / "params").glob("*.yaml"))
 STAGES = {
@@ -21,6 +22,7 @@ STAGES = {
     "judge": judge.JudgeParams,
     "retrieval": experiments.RetrievalParams,
     "train": train.TrainParams,
+    "summary": summary.SummaryParams,
 }
 
 
