@@ -222,3 +222,41 @@ def test_evaluate_colbert_branch_matches_maxsim_computed_directly(tiny_benchmark
     assert run == pytest.approx({key: expected[key] for key in run}, rel=1e-4)
     scores = json.loads(out.read_text())["scores"][move.value]
     assert 0.0 <= scores["MRR@10"] <= 1.0 and torch is not None
+
+
+def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
+    from ratio_utils import curation
+
+    summary = pd.DataFrame({"status": ["address", "specify", "not reviewed"], "spans": [2, 1, 5], "sentences": [90, 10, 5]})
+    fig = curation.plot_status(summary, top_n=8)
+    spans, sentences = fig.axes
+    assert [bar.get_height() for bar in spans.patches] == [2, 1, 5]
+    assert [bar.get_height() for bar in sentences.patches] == [90, 10, 5]
+    assert "90 (86%)" in [t.get_text() for t in sentences.texts]
+
+
+def test_tuned_colbert_stays_out_of_table1_and_an_unbeaten_tuned_row_says_so(cfg, tiny_benchmark):
+    """The tuned ColBERT (no baseline, no validation selection) has its own table; a Tuned row whose
+    configurations all lost to the untuned model carries a note instead of passing for an improvement."""
+    import shutil
+
+    from ratio_utils.io import write_parquet_atomic
+    from ratio_utils.retrieval.experiments import RetrievalParams, results_path, update_tables_with_tuned
+
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    bench = load_benchmark(cfg.paths.benchmark)
+    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2"], generic_prefix=False, move_instructions=False,
+                             bm25_ngrams=[1], k=100, splits=["test"])
+    write_parquet_atomic(pd.DataFrame([{"system": "BM25-unigram", "model": "BM25-unigram", "prefix": "-", "setup": "Baseline",
+                                        "move": "address", "split": "test", "split_used": "test", "queries": 3,
+                                        "metric": "MRR@10", "value": 0.5}]), results_path(cfg))
+    stored = {f"{m}@{k}": 0.25 for m in ("R", "MRR", "HR") for k in (1, 3, 5, 10, 100)}
+    for folder, extra in (("all-MiniLM-L6-v2__broaden", {"beats_baseline_on_validation": False}),
+                          ("all-MiniLM-L6-v2-colbert__broaden", {})):
+        (cfg.paths.models / folder).mkdir(parents=True)
+        (cfg.paths.models / folder / "results.json").write_text(json.dumps({"test": stored, **extra}))
+    tables = update_tables_with_tuned(cfg, bench, params)
+    systems = set(tables["table1_silver_main"]["System"])
+    assert "all-MiniLM-L6-v2" in systems and not any("ColBERT (PyLate" in s for s in systems)
+    md = (cfg.paths.tables / "table1_silver_main.md").read_text()
+    assert "all-MiniLM-L6-v2 (Tuned, broaden): no fine-tuning configuration beat the untuned model" in md
