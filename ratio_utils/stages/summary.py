@@ -62,7 +62,7 @@ PAPER_SYSTEM = "ModernBERT-embed-large (recommended prefix)"
 # A table note that says a part of the paper was reduced, replaced or not run contains one of these.
 REDUCTION_MARKERS = re.compile(
     r"not run|not available|reduced|stand-in|instead|absent|needs an llm|no endpoint|cannot|not produced|"
-    r"at most|sample|only|not reachable|left empty|stay empty|smoke run|indicative",
+    r"at most|seeded sample|not reachable|left empty|stay empty|smoke run|indicative|(?:trained|scored|run)\b[^.;]*\bonly\b",
     re.IGNORECASE,
 )
 
@@ -88,7 +88,7 @@ def _interval_columns(columns: list[str], metric_column: str) -> tuple[str | Non
                     return column
         return None
 
-    return find(("low", "lo", "lower", "cilow", "ci_low")), find(("high", "hi", "upper", "cihigh", "ci_high"))
+    return find(("low", "lo", "lower", "cilow")), find(("high", "hi", "upper", "cihigh"))
 
 
 def _number(value: Any) -> float | None:
@@ -337,7 +337,7 @@ class Summary:
 def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
     params = params or load_summary_params(cfg)
     table1_path = Path(cfg.paths.tables) / f"{params.table1}.csv"
-    long = read_results_table(table1_path) if table1_path.exists() else read_results_table_empty()
+    long = read_results_table(table1_path) if table1_path.exists() else _empty_results()
     record_path = table1_path.with_name(f"{params.table1}.provenance.json")
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
     queries = queries_per_split(cfg)
@@ -355,7 +355,7 @@ def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
     )
 
 
-def read_results_table_empty() -> pd.DataFrame:
+def _empty_results() -> pd.DataFrame:
     return pd.DataFrame(columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high"])
 
 
@@ -380,8 +380,10 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
     lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
     if "years" in figure_files:
         lines += ["## Papers per year and the split windows", "", f"![papers per year]({figure_files['years']})", ""]
-    lines += ["## Reduced, replaced by a stand-in, or not run (from the tables' notes)", "", _markdown(summary.reductions), "",
-              "## Provenance", ""]
+    lines += ["## Reduced, replaced by a stand-in, or not run (from the tables' notes)", ""]
+    lines += [f"- {'**' + r['what'] + '**: ' if r['what'] != '-' else ''}{r['why / how']} _({r['tables']})_"
+              for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
+    lines += ["", "## Provenance", ""]
     lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
     lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
               "Wall time per notebook (pipeline timings; the summary notebook itself is not yet timed):", "",
