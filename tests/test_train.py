@@ -28,8 +28,10 @@ def _cfg(tiny_benchmark: Path, tmp_path: Path, monkeypatch, configs_file: Path, 
     """The default config on the tiny benchmark, writing under tmp_path/out."""
     root = tmp_path / "out"
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
+    # min_steps_per_epoch 1: these tests count epochs and steps of the configured schedule (a few seconds each);
+    # test_tiny_move_training_changes_the_weights sets it to exercise the repeated passes.
     train_section = {"configs_file": str(configs_file), "configs": None, "max_train_pairs": None, "logging_steps": 1,
-                     "colbert": False, "device": "cpu", **train_values}
+                     "colbert": False, "device": "cpu", "min_steps_per_epoch": 1, **train_values}
     cfg = load_config(overrides={"train": train_section})
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     return cfg
@@ -113,9 +115,11 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     table6 = train.write_table6(cfg)
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
-    tuned = train.write_tuned_vs_baseline(cfg)
-    assert tuned.loc[0, "Test M@10 tuned"] == pytest.approx(100 * results["test"]["MRR@10"])
-    assert tuned.loc[0, "Silver M@10 tuned"] == pytest.approx(100 * results["silver"]["MRR@10"])
+    train.write_tuned_vs_baseline(cfg)
+    tuned = train.collect_tuned_vs_baseline(cfg).set_index("split")
+    assert tuned.loc["test", "tuned"] == pytest.approx(results["test"]["MRR@10"])
+    assert tuned.loc["silver", "tuned"] == pytest.approx(results["silver"]["MRR@10"])
+    assert tuned.loc["test", "queries"] == 3 and tuned.loc["test", "indicative"]
 
 
 @pytest.mark.models
