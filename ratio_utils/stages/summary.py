@@ -205,7 +205,7 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10"):
     part["label"] = part["system"] + " · " + part["setup"]
     labels = list(dict.fromkeys(part["label"]))
     moves = [m.value for m in MOVES if m.value in set(part["move"])]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(moves) * max(len(labels), 1) / 2), 3.6))
+    fig, ax = plt.subplots(figsize=(9.0, 4.2))
     width = 0.8 / max(len(labels), 1)
     for i, label in enumerate(labels):
         rows = part[part["label"] == label].set_index("move").reindex(moves)
@@ -221,7 +221,7 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10"):
     ax.set_xticks(range(len(moves)), [m.capitalize() for m in moves])
     ax.set_ylabel(f"{metric.replace('M@', 'MRR@')} (%)")
     ax.set_title("MRR@10 per move and system (bars: 95% bootstrap interval over queries, where the table has one)", fontsize=8)
-    ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
     plt.close(fig)  # returned for display once (an open figure would be shown twice by the notebook)
     return fig
