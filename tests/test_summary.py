@@ -108,7 +108,13 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     (run_dir / "timings.csv").write_text("notebook,seconds\n00_corpus.ipynb,60.0\n08_retrieval_baselines.ipynb,120.5\n")
     monkeypatch.setenv(RUN_DIR_ENV, str(run_dir))
 
+    pd.DataFrame([{"move": "broaden", "split": "test", "config": 1, "beats_baseline_on_validation": False, "queries": 13,
+                   "baseline": 0.135, "baseline_low": 0.05, "baseline_high": 0.25, "tuned": 0.135, "tuned_low": 0.05,
+                   "tuned_high": 0.25, "difference": 0.0, "difference_low": 0.0, "difference_high": 0.0, "p_value": 1.0,
+                   "indicative": True}]).to_csv(cfg.paths.tables / "finetune_tuned_vs_baseline.csv", index=False)
     result = summary.write_summary(cfg)
+    paired = result.tuned_vs_baseline.iloc[0]
+    assert paired["Tuned M@10"] == "13.5 [5.0, 25.0] †" and paired["Beats baseline on val"] == "no"
     assert result.timings["seconds"].tolist() == [60.0, 120.5] and set(result.timings["run"]) == {"default-1"}
     queries = result.queries.set_index(["move", "split"])
     assert queries.loc[("specify", "test"), "queries"] == 3

@@ -173,6 +173,19 @@ def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
     return None if part.empty else int(part["queries"].iloc[0])
 
 
+def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
+    """Notebook 09's paired comparison (tables/finetune_tuned_vs_baseline.csv) in its display form; empty before 09."""
+    from ..train import tuned_vs_baseline_display
+
+    path = Path(cfg.paths.tables) / "finetune_tuned_vs_baseline.csv"
+    if not path.exists():
+        return pd.DataFrame()
+    frame = pd.read_csv(path)
+    if "move" not in frame.columns:  # a table written before intervals were kept: show it as it is
+        return frame
+    return tuned_vs_baseline_display(frame.astype(object).where(frame.notna(), None))
+
+
 # --- queries per move and split ----------------------------------------------------------------------------------------
 
 
@@ -324,6 +337,7 @@ def provenance(cfg: Config) -> dict[str, Any]:
 @dataclass
 class Summary:
     headline: pd.DataFrame
+    tuned_vs_baseline: pd.DataFrame
     queries: pd.DataFrame
     reductions: pd.DataFrame
     provenance: dict[str, Any]
@@ -344,6 +358,7 @@ def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
     figure = mrr_figure(long) if not long.empty else None
     return Summary(
         headline=headline_table(long, params.metrics, queries),
+        tuned_vs_baseline=tuned_vs_baseline(cfg),
         queries=queries,
         reductions=reductions(cfg),
         provenance=provenance(cfg),
@@ -377,6 +392,9 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
              "compare query sets with care: this run's Table 1 uses the query set its notes name.", ""]
     if "mrr" in figure_files:
         lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
+    lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
+              "MRR@10 (%); Δ with its paired bootstrap interval, p from a paired sign-flip permutation test "
+              "(tables/finetune_tuned_vs_baseline).", "", _markdown(summary.tuned_vs_baseline), ""]
     lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
     if "years" in figure_files:
         lines += ["## Papers per year and the split windows", "", f"![papers per year]({figure_files['years']})", ""]
