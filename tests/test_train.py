@@ -20,6 +20,8 @@ from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
 from ratio_utils.schema import Move, Split
+from ratio_utils.stages.finetune import write_table6, write_tuned_vs_baseline
+from ratio_utils.stages import finetune as finetune_stage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "train"
 
@@ -112,11 +114,11 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     assert set(results["test"]) >= {"MRR@10", "R@10"} and set(results["baseline"]) == {"validation", "test", "silver"}
     assert set(results["silver"]) == set(results["test"])  # silver: scored on the test pool, like test
 
-    table6 = train.write_table6(cfg)
+    table6 = write_table6(cfg)
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
-    train.write_tuned_vs_baseline(cfg)
-    tuned = train.collect_tuned_vs_baseline(cfg).set_index("split")
+    write_tuned_vs_baseline(cfg)
+    tuned = finetune_stage.collect_tuned_vs_baseline(cfg).set_index("split")
     assert tuned.loc["test", "tuned"] == pytest.approx(results["test"]["MRR@10"])
     assert tuned.loc["silver", "tuned"] == pytest.approx(results["silver"]["MRR@10"])
     assert tuned.loc["test", "queries"] == 3 and tuned.loc["test", "indicative"]
@@ -149,7 +151,7 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     cfg = load_config(overrides={"train": {**cfg.sections["train"], "max_train_pairs": 2}})
     (third,) = train.finetune(cfg, "specify")
     assert sorted(third.trained_now) == [1, 2]
-    table6 = train.write_table6(cfg)
+    table6 = write_table6(cfg)
     assert sorted(table6["#"]) == [1, 2] and (table6["Pairs"] == 2).all()
 
 
@@ -252,7 +254,7 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
     tuned = [min(1.0, b + d) for b, d in zip(base, rng.uniform(0, 0.3, 40).round(3))]
     _write_results(cfg, Move.ADDRESS, tuned, base, beats=True)
     _write_results(cfg, Move.BROADEN, [0.5, 0.25, 0.0], [0.5, 0.25, 0.0], beats=False)
-    table = train.collect_tuned_vs_baseline(cfg)
+    table = finetune_stage.collect_tuned_vs_baseline(cfg)
     address = table[(table.move == "address") & (table.split == "test")].iloc[0]
     diffs = [t - b for t, b in zip(tuned, base)]
     assert address.difference == pytest.approx(sum(diffs) / len(diffs))
@@ -265,7 +267,7 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
     broaden = table[(table.move == "broaden") & (table.split == "test")].iloc[0]
     assert broaden.indicative and broaden.difference == 0 and broaden.p_value == pytest.approx(1.0)
 
-    shown = train.write_tuned_vs_baseline(cfg)
+    shown = write_tuned_vs_baseline(cfg)
     markdown = (cfg.paths.tables / "finetune_tuned_vs_baseline.md").read_text(encoding="utf-8")
     assert "[" in shown.loc[0, "Tuned M@10"] and shown.loc[2, "Tuned M@10"].endswith("†")
     assert "Broaden: no configuration beat the untuned model on validation MRR@10 (25.0 vs 25.0)" in markdown
