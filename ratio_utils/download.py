@@ -1,7 +1,7 @@
 """Resumable, checksummed HTTP downloads for corpus ingestion (stage 00).
 
-Used to fetch S2ORC shards (ratio_utils.s2orc) and, when ../shared is absent, the default ACL
-corpus from its public GitHub snapshot (ratio_utils.corpus). A download goes to `<target>.part`;
+Used to fetch S2ORC shards (ratio_utils.corpus.s2_api) and, when ../shared is absent, the default ACL
+corpus from its public GitHub snapshot (ratio_utils.corpus.acl_scisumm). A download goes to `<target>.part`;
 an interrupted one resumes with an HTTP Range request; the finished file is verified (size,
 SHA-256, git blob SHA-1 or an MD5 ETag, whichever is known) and only then renamed onto `target`,
 so a file at `target` is always complete and verified. A checksum mismatch deletes the partial

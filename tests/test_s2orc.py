@@ -1,4 +1,4 @@
-"""S2ORC (ratio_utils.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
+"""S2ORC (ratio_utils.corpus.s2_api, ratio_utils.corpus.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
 against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags, pre-signed-style
 query strings), and the shard parser on fixture shards written in the S2ORC schema."""
 
