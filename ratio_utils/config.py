@@ -97,6 +97,11 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- stage 00, partitioned build (corpus.papers_per_part): one report per part, the resume record --
+    @property
+    def corpus_parts(self) -> Path:
+        return self.interim / "corpus_parts"
+
 
 @dataclass
 class Config:

@@ -14,7 +14,7 @@ from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import REPO_ROOT
 from ..io import InputError, write_text_atomic
-from .base import IngestLog, Paper, acl_year_venue, back_matter_kind, decode_bytes
+from .base import IngestLog, InputPart, Paper, file_parts, acl_year_venue, back_matter_kind, decode_bytes
 
 SCISUMM_COMMIT = "1dd68e44df5c94cc767cc301cd04e61c52e4bf68"
 PINNED_MANIFEST = REPO_ROOT / "data" / "raw" / "acl_scisumm_manifest.tsv"
@@ -45,6 +45,12 @@ class AclScisummReader:
 
     def files(self) -> list[Path]:
         return sorted(self.xml_dir.glob("*.xml"))
+
+    def parts(self, papers_per_part: int) -> list[InputPart]:
+        return file_parts(self.corpus, self.files(), papers_per_part)
+
+    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
+        return self.papers(log, [Path(f) for f in part.files])
 
     def papers(self, log: IngestLog, files: Sequence[Path] | None = None) -> Iterator[Paper]:
         for path in files if files is not None else self.files():

@@ -48,6 +48,16 @@ class CorpusParams:
     download_base_url: str = "https://raw.githubusercontent.com/WING-NUS/scisumm-corpus"
     s2orc: dict[str, Any] = field(default_factory=dict)  # S2orcParams fields
     progress: bool = True
+    # None: one papers and one sentences file (the default run). A number: a partitioned build, each input
+    # part (this many files or JSONL lines; one S2ORC shard) read, split, cleaned and written as its own
+    # parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
+    papers_per_part: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.papers_per_part is not None and self.papers_per_part < 1:
+            raise ValueError("corpus.papers_per_part must be >= 1 or null")
+        if self.papers_per_part is not None and self.max_papers is not None:
+            raise ValueError("corpus.max_papers samples the whole corpus: it cannot be combined with papers_per_part")
 
     def s2orc_params(self) -> S2orcParams:
         known = set(S2orcParams.__dataclass_fields__)
@@ -124,10 +134,36 @@ def _quarantine_error(log: IngestLog, corpus: str, error: InputError) -> None:
     log.quarantine(corpus, error.reason, error.path, error.line, detail=error.detail)
 
 
+@dataclass(frozen=True)
+class InputPart:
+    """One unit of a partitioned build: input files of one corpus, or a line range of one JSONL file.
+
+    A part never cuts a paper (pairs live inside one paper), so parts can be built and mined apart.
+    """
+
+    corpus: str
+    files: tuple[str, ...]
+    lines: tuple[int, int] | None = None  # first and last line number (1-based, inclusive)
+
+    def describe(self) -> dict:
+        first, last = Path(self.files[0]).name, Path(self.files[-1]).name
+        return {"corpus": self.corpus, "files": len(self.files), "first": first, "last": last, "lines": self.lines}
+
+
 class CorpusReader(Protocol):
     corpus: str
 
     def papers(self, log: IngestLog) -> Iterator[Paper]: ...
+
+    def parts(self, papers_per_part: int) -> list[InputPart]: ...
+
+    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]: ...
+
+
+def file_parts(corpus: str, files: list[Path], per_part: int) -> list[InputPart]:
+    """Consecutive runs of `per_part` files (readers with one paper per file)."""
+    names = [str(f) for f in files]
+    return [InputPart(corpus, tuple(names[i:i + per_part])) for i in range(0, len(names), per_part)]
 
 
 # --- ACL ids, years, venues ------------------------------------------------------------------------------

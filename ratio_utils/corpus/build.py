@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -16,6 +16,7 @@ from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import Config
 from ..io import InputError, write_json_atomic, write_parquet_atomic, write_text_atomic
+from ..parts import reset_table
 from ..schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusParams, CorpusReader, IngestLog, Paper
@@ -26,11 +27,17 @@ from .registry import make_readers
 
 @dataclass
 class CorpusBuild:
-    papers: pd.DataFrame
-    sentences: pd.DataFrame
+    """What a build wrote. A partitioned build leaves `papers` and `sentences` None (they stay in their
+    parts on disk, never in memory at once): use `report` and `statistics`, or read the parts."""
+
+    papers: pd.DataFrame | None
+    sentences: pd.DataFrame | None
     report: dict
     statistics: pd.DataFrame
 
+    @property
+    def n_sentences(self) -> int:
+        return int(self.statistics.loc[self.statistics["corpus"] == "all", "sentences"].sum())
 
 
 def read_papers(readers: Sequence[CorpusReader], log: IngestLog, progress: bool = True) -> tuple[list[Paper], dict]:
@@ -39,21 +46,27 @@ def read_papers(readers: Sequence[CorpusReader], log: IngestLog, progress: bool 
     seen: dict[str, str] = {}
     dedup: dict[str, list[str]] = defaultdict(list)
     for reader in readers:
-        corpus = reader.corpus
-        for paper in tqdm(reader.papers(log), desc=f"reading {corpus}", unit="paper", disable=not progress, mininterval=1.0):
-            if not _valid_paper(paper, log):
-                continue
-            if paper.paper_id in seen:
-                if seen[paper.paper_id] == corpus:
-                    log.quarantine(corpus, "duplicate_id", paper.origin_file or paper.source, paper.origin_line,
-                                   paper_id=paper.paper_id, detail="id seen earlier in the same corpus")
-                else:
-                    dedup[f"{corpus} in {seen[paper.paper_id]}"].append(paper.paper_id)
-                    log.count(corpus, f"duplicates_of_{seen[paper.paper_id]}")
-                continue
-            seen[paper.paper_id] = corpus
-            papers.append(paper)
+        stream = tqdm(reader.papers(log), desc=f"reading {reader.corpus}", unit="paper", disable=not progress, mininterval=1.0)
+        papers.extend(admit_papers(stream, reader.corpus, seen, dedup, log))
     return papers, {key: sorted(ids) for key, ids in dedup.items()}
+
+
+def admit_papers(papers: Iterable[Paper], corpus: str, seen: dict[str, str], dedup: dict[str, list[str]],
+                 log: IngestLog) -> Iterator[Paper]:
+    """The valid papers whose id no earlier paper had; `seen` (id -> corpus) and `dedup` are updated."""
+    for paper in papers:
+        if not _valid_paper(paper, log):
+            continue
+        if paper.paper_id in seen:
+            if seen[paper.paper_id] == corpus:
+                log.quarantine(corpus, "duplicate_id", paper.origin_file or paper.source, paper.origin_line,
+                               paper_id=paper.paper_id, detail="id seen earlier in the same corpus")
+            else:
+                dedup[f"{corpus} in {seen[paper.paper_id]}"].append(paper.paper_id)
+                log.count(corpus, f"duplicates_of_{seen[paper.paper_id]}")
+            continue
+        seen[paper.paper_id] = corpus
+        yield paper
 
 
 def _valid_paper(paper: Paper, log: IngestLog) -> bool:
@@ -215,6 +228,10 @@ def corpus_statistics(papers: pd.DataFrame, sentences: pd.DataFrame) -> pd.DataF
 def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = True) -> CorpusBuild:
     """Read every source, dedupe, sample, split, clean; write papers, sentences, report, quarantine."""
     params = params or cfg.section("corpus", CorpusParams)
+    if params.papers_per_part is not None:
+        from .partitioned import build_corpus_parts
+
+        return build_corpus_parts(cfg, params, write=write)
     started = time.perf_counter()
     log = IngestLog(strict=params.strict)
     readers = make_readers(cfg, params)
@@ -251,6 +268,8 @@ def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = 
         "seconds": round(time.perf_counter() - started, 1),
     }
     if write:
+        for table in (cfg.paths.papers, cfg.paths.sentences):
+            reset_table(table, partitioned=False)
         write_parquet_atomic(paper_table, cfg.paths.papers)
         write_parquet_atomic(sentences, cfg.paths.sentences)
         quarantine_dir = cfg.paths.interim / "quarantine"
@@ -303,7 +322,12 @@ def write_corpus_outputs(build: CorpusBuild, cfg: Config) -> dict[str, dict]:
     import matplotlib.pyplot as plt
 
     set_figure_style()
-    fig = year_histogram(build.papers, plt)
+    if build.papers is not None:
+        fig = year_histogram(build.papers, plt)
+    else:  # a partitioned build: the counts of its report, not the papers table
+        per_year = pd.DataFrame(build.report["papers_per_year"]).fillna(0).astype(int)
+        per_year.index = per_year.index.astype(int)
+        fig = year_bars(per_year.sort_index(), plt)
     written["figure"] = save_figure(fig, "corpus_papers_per_year", cfg, inputs=[cfg.paths.papers], notes=notes[:1])
     plt.close(fig)
     return written
@@ -313,7 +337,13 @@ def year_histogram(papers: pd.DataFrame, plt=None):
     """Stacked bar chart of papers per publication year and corpus."""
     if plt is None:
         import matplotlib.pyplot as plt
-    counts = papers.groupby(["year", "corpus"]).size().unstack(fill_value=0).sort_index()
+    return year_bars(papers.groupby(["year", "corpus"]).size().unstack(fill_value=0).sort_index(), plt)
+
+
+def year_bars(counts: pd.DataFrame, plt=None):
+    """Stacked bars of a year x corpus table of paper counts."""
+    if plt is None:
+        import matplotlib.pyplot as plt
     counts = counts.reindex(range(int(counts.index.min()), int(counts.index.max()) + 1), fill_value=0)
     fig, ax = plt.subplots(figsize=(8, 3))
     counts.plot.bar(stacked=True, ax=ax, width=0.85)

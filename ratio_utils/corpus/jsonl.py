@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..io import iter_jsonl
-from .base import IngestLog, Paper, _quarantine_error
+from .base import IngestLog, InputPart, Paper, _quarantine_error
 
 # --- reader 3: the generic JSONL format (docs/corpus_formats.md) --------------------------------------------------
 
@@ -42,9 +43,21 @@ class JsonlReader:
         if not self.path.exists():
             raise FileNotFoundError(f"JSONL corpus {corpus!r} not found: {self.path}")
 
-    def papers(self, log: IngestLog) -> Iterator[Paper]:
-        lines = iter_jsonl(self.path, required=("paper_id", "paragraphs"), on_error=lambda e: _quarantine_error(log, self.corpus, e))
-        for lineno, obj in lines:
+    def parts(self, papers_per_part: int) -> list[InputPart]:
+        """Line ranges of `papers_per_part` lines (one paper a line; one pass to count them)."""
+        opener = gzip.open if self.path.suffix == ".gz" else open
+        with opener(self.path, "rb") as handle:
+            n_lines = sum(1 for _ in handle)
+        return [InputPart(self.corpus, (str(self.path),), (first, min(first + papers_per_part - 1, n_lines)))
+                for first in range(1, n_lines + 1, papers_per_part)]
+
+    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
+        return self.papers(log, part.lines)
+
+    def papers(self, log: IngestLog, lines: tuple[int, int] | None = None) -> Iterator[Paper]:
+        records = iter_jsonl(self.path, required=("paper_id", "paragraphs"), on_error=lambda e: _quarantine_error(log, self.corpus, e),
+                             lines=lines)
+        for lineno, obj in records:
             paper = self.parse_record(obj, lineno, log)
             if paper is not None:
                 yield paper
