@@ -52,12 +52,16 @@ def scan_table(table: "str | Path"):
     return pl.scan_parquet([str(f) for f in files])
 
 
-def read_table(table: "str | Path", columns: list[str] | None = None) -> pd.DataFrame:
-    """The whole table as pandas: a single file exactly as pd.read_parquet reads it, parts through a polars scan."""
+def read_table(table: "str | Path", columns: list[str] | None = None, parts_order: list[str] | None = None) -> pd.DataFrame:
+    """The whole table as pandas: a single file exactly as pd.read_parquet reads it; parts through a polars
+    scan, sorted by `parts_order` (stable) when given, text columns as Python strings (object)."""
     table = Path(table)
     if not table.is_dir():
         return pd.read_parquet(table, columns=columns)
     frame = scan_table(table)
     if columns is not None:
         frame = frame.select(columns)
-    return frame.collect().to_pandas()
+    if parts_order:
+        frame = frame.sort(parts_order, maintain_order=True)
+    out = frame.collect().to_pandas()
+    return out.astype({c: object for c in out.columns if isinstance(out[c].dtype, pd.StringDtype)})
