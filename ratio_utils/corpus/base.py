@@ -25,10 +25,29 @@ class S2orcParams:
     release: str = "2026-05-05"  # pinned release id; "latest" is refused (not reproducible)
     datasets: list[str] = field(default_factory=lambda: ["s2orc", "papers"])
     fields_of_study: list[str] = field(default_factory=lambda: ["Computer Science"])
+    # Paper §4: papers whose `publicationdate` is on or after `min_date`; papers without one are dropped.
+    # selection "year" keeps papers whose `year` >= min_year instead (papers without a date included).
+    selection: str = "publication_date"
+    min_date: str = "2015-01-01"
     min_year: int = 2015
+    abstract_spans: bool = False  # paper: `paragraph` spans only; true puts the `abstract` spans first
     shard_limit: int | None = None  # download/read at most this many shards per dataset (None = all)
     api_base_url: str = "https://api.semanticscholar.org/datasets/v1"
     download_dir: str | None = None  # default: <output root>/data/raw/downloads/s2orc/<release>
+    max_retries: int = 5  # on HTTP 429/5xx and broken connections, with exponential backoff and jitter
+    backoff_seconds: float = 2.0  # first wait; doubles with each retry (plus up to 100% jitter)
+    url_max_age_seconds: float = 3000.0  # list the dataset again before pre-signed URLs this old expire
+
+    def __post_init__(self) -> None:
+        if self.selection not in ("publication_date", "year"):
+            raise ValueError(f"corpus.s2orc.selection must be 'publication_date' or 'year', got {self.selection!r}")
+        text = [d for d in self.datasets if d != "papers"]
+        if len(text) != 1 or text[0] not in ("s2orc", "s2orc_v2"):
+            raise ValueError(f"corpus.s2orc.datasets must be 'papers' and one of s2orc, s2orc_v2; got {self.datasets}")
+
+    @property
+    def text_dataset(self) -> str:
+        return next(d for d in self.datasets if d != "papers")
 
 
 @dataclass
