@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -675,22 +674,11 @@ def _mine_shard(shard: pd.DataFrame, matcher: MarkerMatcher, params: MiningParam
     return mine_sentences(shard, matcher, params)
 
 
-@contextmanager
 def dask_client(params: MiningParams, client=None):
-    """`client` if given; else a Client of the running scheduler at `params.dask_scheduler`, or of a
-    LocalCluster of `params.dask_workers` single-threaded workers, closed on exit."""
-    if client is not None:
-        yield client
-        return
-    from dask.distributed import Client, LocalCluster
+    """`client` if given; else one for `params.dask_scheduler` or a LocalCluster (ratio_utils.cluster)."""
+    from .cluster import dask_client as make_client
 
-    if params.dask_scheduler:
-        with Client(params.dask_scheduler) as own:
-            yield own
-        return
-    with LocalCluster(n_workers=params.dask_workers, threads_per_worker=1, processes=params.dask_processes,
-                      dashboard_address=None) as cluster, Client(cluster) as own:
-        yield own
+    return make_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client)
 
 
 def _quiet(params: MiningParams) -> MiningParams:

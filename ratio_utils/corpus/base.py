@@ -71,8 +71,18 @@ class CorpusParams:
     # part (this many files or JSONL lines; one S2ORC shard) read, split, cleaned and written as its own
     # parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
     papers_per_part: int | None = None
+    # Where the parts of a partitioned build are built: "local" (one after another, in this process) or
+    # "dask" (one task per part on a LocalCluster of dask_workers processes, or on dask_scheduler).
+    engine: str = "local"
+    dask_scheduler: str | None = None
+    dask_workers: int = 2
+    dask_processes: bool = True
 
     def __post_init__(self) -> None:
+        if self.engine not in ("local", "dask"):
+            raise ValueError(f"corpus.engine must be 'local' or 'dask', got {self.engine!r}")
+        if self.engine == "dask" and self.papers_per_part is None:
+            raise ValueError("corpus.engine: dask builds parts: set corpus.papers_per_part")
         if self.papers_per_part is not None and self.papers_per_part < 1:
             raise ValueError("corpus.papers_per_part must be >= 1 or null")
         if self.papers_per_part is not None and self.max_papers is not None:
