@@ -1,0 +1,94 @@
+"""Uncertainty of per-query metrics: bootstrap intervals and paired tests.
+
+Serves every stage that reports a metric over queries (tables of notebooks 08–14, the human study).
+Reads and writes nothing: it takes arrays of per-query values (one value per query, e.g. reciprocal
+ranks) and returns intervals and p-values. The resampling is vectorised numpy rather than
+`scipy.stats.bootstrap` / `scipy.stats.permutation_test`, because the tables call it for hundreds of
+cells and scipy's generic path is ~10x slower there; the tests check both against scipy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Cells computed on fewer queries than this are marked as indicative in the tables.
+INDICATIVE_BELOW = 30
+
+_CHUNK = 1_000  # resamples drawn at a time, so memory stays n_queries x 1,000 floats
+
+
+def _as_values(values) -> np.ndarray:
+    array = np.asarray(values, dtype=float).ravel()
+    if array.size == 0:
+        raise ValueError("no per-query values: an interval needs at least one query")
+    if not np.isfinite(array).all():
+        raise ValueError("per-query values contain NaN or infinity")
+    return array
+
+
+def _paired(a, b) -> np.ndarray:
+    first, second = _as_values(a), _as_values(b)
+    if first.shape != second.shape:
+        raise ValueError(f"paired values need the same queries: {first.size} vs {second.size} values")
+    return first - second
+
+
+def _bootstrap_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    for start in range(0, n_resamples, _CHUNK):
+        stop = min(start + _CHUNK, n_resamples)
+        idx = rng.integers(0, values.size, size=(stop - start, values.size))
+        means[start:stop] = values[idx].mean(axis=1)
+    return means
+
+
+def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean over queries."""
+    array = _as_values(values)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    means = _bootstrap_means(array, n_resamples, seed)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def paired_bootstrap_ci(a, b, *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(a - b), resampling queries (a[i] and b[i] belong to query i)."""
+    return bootstrap_ci(_paired(a, b), n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def paired_permutation_test(a, b, *, n_permutations: int = 10_000, seed: int = 13) -> float:
+    """Two-sided sign-flip permutation p-value of mean(a - b) = 0.
+
+    Each query's difference keeps or flips its sign at random; the p-value counts the observed
+    statistic among the permuted ones (add-one rule of Phipson and Smyth, so it is never 0).
+    """
+    diff = _paired(a, b)
+    observed = abs(diff.mean())
+    rng = np.random.default_rng(seed)
+    as_extreme = 0
+    for start in range(0, n_permutations, _CHUNK):
+        stop = min(start + _CHUNK, n_permutations)
+        signs = rng.choice((-1.0, 1.0), size=(stop - start, diff.size))
+        permuted = np.abs((signs * diff).mean(axis=1))
+        # A tolerance, so ties with the observed statistic count despite float rounding.
+        as_extreme += int((permuted >= observed - 1e-12).sum())
+    return (as_extreme + 1) / (n_permutations + 1)
+
+
+def is_indicative(n_queries: int) -> bool:
+    return n_queries < INDICATIVE_BELOW
+
+
+def format_ci(value: float, low: float, high: float, *, scale: float = 100, digits: int = 1) -> str:
+    """'23.3 [21.4, 25.2]' for a value and its interval (scaled to percent by default); blank if missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    point = f"{value * scale:.{digits}f}"
+    if low is None or high is None or any(isinstance(x, float) and math.isnan(x) for x in (low, high)):
+        return point
+    return f"{point} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"

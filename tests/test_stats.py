@@ -1,0 +1,75 @@
+"""ratio_utils.stats against scipy's bootstrap and permutation test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from ratio_utils import stats
+
+
+def _reciprocal_ranks(n: int, seed: int) -> np.ndarray:
+    """Per-query MRR@10-like values: many zeros, some 1, 1/2, 1/3 …"""
+    rng = np.random.default_rng(seed)
+    ranks = rng.integers(1, 25, size=n)
+    return np.where(ranks <= 10, 1.0 / ranks, 0.0)
+
+
+def test_bootstrap_ci_matches_scipy_percentile():
+    values = _reciprocal_ranks(200, seed=1)
+    ours = stats.bootstrap_ci(values, n_resamples=20_000, seed=3)
+    ref = sps.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile", random_state=5).confidence_interval
+    # Two Monte Carlo estimates of the same quantiles: equal up to resampling noise.
+    assert ours[0] == pytest.approx(ref.low, abs=0.01)
+    assert ours[1] == pytest.approx(ref.high, abs=0.01)
+    assert ours[0] < values.mean() < ours[1]
+
+
+def test_bootstrap_ci_is_seeded_and_narrows_with_more_queries():
+    small, large = _reciprocal_ranks(40, seed=2), _reciprocal_ranks(4_000, seed=2)
+    assert stats.bootstrap_ci(small, seed=7) == stats.bootstrap_ci(small, seed=7)
+    width = lambda ci: ci[1] - ci[0]  # noqa: E731
+    assert width(stats.bootstrap_ci(large)) < width(stats.bootstrap_ci(small)) / 3
+
+
+def test_paired_bootstrap_ci_matches_scipy_on_differences():
+    a, b = _reciprocal_ranks(150, seed=4), _reciprocal_ranks(150, seed=5)
+    ours = stats.paired_bootstrap_ci(a, b, n_resamples=20_000)
+    ref = sps.bootstrap((a, b), lambda x, y: np.mean(x - y), paired=True, n_resamples=20_000,
+                        method="percentile", random_state=0).confidence_interval
+    assert ours[0] == pytest.approx(ref.low, abs=0.012)
+    assert ours[1] == pytest.approx(ref.high, abs=0.012)
+
+
+@pytest.mark.parametrize("n,shift", [(9, 0.0), (12, 0.3), (60, 0.05)])
+def test_paired_permutation_test_matches_scipy(n, shift):
+    rng = np.random.default_rng(n)
+    a = _reciprocal_ranks(n, seed=n) + shift * rng.random(n)
+    b = _reciprocal_ranks(n, seed=n + 100)
+    ours = stats.paired_permutation_test(a, b, n_permutations=20_000)
+    # scipy enumerates all 2^n sign flips when that is fewer than n_resamples (exact p for n = 9, 12).
+    ref = sps.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), vectorized=True,
+                               permutation_type="samples", n_resamples=20_000, alternative="two-sided",
+                               random_state=0).pvalue
+    assert ours == pytest.approx(ref, abs=0.015)
+
+
+def test_permutation_p_value_is_small_for_a_clear_difference_and_never_zero():
+    a = np.ones(50)
+    b = np.zeros(50)
+    p = stats.paired_permutation_test(a, b, n_permutations=2_000)
+    assert 0 < p <= 1 / 2_001 * 1.0001
+
+
+def test_errors_and_formatting():
+    with pytest.raises(ValueError, match="no per-query values"):
+        stats.bootstrap_ci([])
+    with pytest.raises(ValueError, match="same queries"):
+        stats.paired_bootstrap_ci([1, 0], [1])
+    with pytest.raises(ValueError, match="NaN"):
+        stats.bootstrap_ci([0.5, float("nan")])
+    assert stats.format_ci(0.2334, 0.2141, 0.2519) == "23.3 [21.4, 25.2]"
+    assert stats.format_ci(0.5, float("nan"), 0.6) == "50.0"
+    assert stats.format_ci(float("nan"), 0.1, 0.2) == ""
+    assert stats.is_indicative(13) and not stats.is_indicative(30)
