@@ -11,8 +11,9 @@ paragraph lengths and marker rates are the real corpus's; about 150 sentences pe
 stage sentence-splits them with spaCy as it does real S2ORC.
 
 For each size, a fresh process runs the partitioned corpus build (`corpus.papers_per_part`: one part per
-shard) and then mining on Dask (`engine: dask`, a LocalCluster of `--workers` single-threaded worker
-processes, one task per sentence part), with the lexicon `--lexicon` (default `cfg.paths.lexicon`).
+shard; `--corpus-engine dask`: one task per part on a LocalCluster of `--workers` single-threaded worker
+processes, `local`: one after another in the driver) and then mining on Dask (`engine: dask`, the same kind
+of LocalCluster, one task per sentence part), with the lexicon `--lexicon` (default `cfg.paths.lexicon`).
 Peak RSS is sampled every 0.1 s over the process tree (driver + Dask workers): "tree" is the largest sum
 seen, "largest" the largest single process. Prints one table (Markdown) and the issue's goals:
 peak RSS at 4x within 1.3x of 1x; wall time linear in size (+-20%); end-to-end <= 2x parse-only
@@ -133,7 +134,7 @@ class TreeMemory:
         self._thread.join()
 
 
-def run_one(workdir: Path, lexicon: Path, workers: int) -> dict:
+def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> dict:
     import shutil
 
     os.environ["RATIO_OUTPUT_ROOT"] = str(workdir / "out")
@@ -142,7 +143,8 @@ def run_one(workdir: Path, lexicon: Path, workers: int) -> dict:
     from ratio_utils.corpus import build_corpus
 
     overrides = {
-        "corpus": {"sources": ["s2orc"], "papers_per_part": 1, "progress": False,
+        "corpus": {"sources": ["s2orc"], "papers_per_part": 1, "progress": False, "engine": corpus_engine,
+                   "dask_workers": workers, "dask_processes": True,
                    "s2orc": {"release": "synthetic", "download_dir": str(workdir / "shards")}},
         "mining": {"engine": "dask", "dask_workers": workers, "dask_processes": True, "progress": False},
     }  # fmt: skip
@@ -205,13 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--shard-sentences", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--corpus-engine", choices=["dask", "local"], default="dask",
+                        help="build the corpus parts on the Dask workers too (default) or one after another")
     parser.add_argument("--sentences", type=Path, default=None, help="sentence table to resample (default: the default run's)")
     parser.add_argument("--lexicon", type=Path, default=None, help="lexicon table (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=Path("build/scale_benchmark"))
     parser.add_argument("--run", type=Path, default=None, help=argparse.SUPPRESS)  # internal: one measured run
     args = parser.parse_args(argv)
     if args.run is not None:
-        print(json.dumps(run_one(args.run, args.lexicon, args.workers)))
+        print(json.dumps(run_one(args.run, args.lexicon, args.workers, args.corpus_engine)))
         return 0
 
     from ratio_utils.config import load_config
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         made = generate(workdir / "shards", size * args.base, args.shard_sentences, pool)
         print(f"{size}x: generated {made['sentences']:,} sentences, {made['papers']:,} papers, {made['shards']} shards", file=sys.stderr)
         out = subprocess.run([sys.executable, __file__, "--run", str(workdir), "--lexicon", str(Path(lexicon).resolve()),
-                              "--workers", str(args.workers)], check=True, capture_output=True, text=True)
+                              "--workers", str(args.workers), "--corpus-engine", args.corpus_engine], check=True, capture_output=True, text=True)
         rows.append({"size": size} | json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), file=sys.stderr)
     print(table(rows))

@@ -721,8 +721,7 @@ def mine_part(sentence_part: str, index: int, matcher: MarkerMatcher, params: Mi
 
 def _string_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Text columns typed as strings even when a part is empty, so every part has one parquet schema."""
-    text = [c for c in frame.columns if frame[c].dtype == object and c != "date"] + ["date"]
-    return frame.astype({c: "string" for c in text})
+    return frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
 
 
 def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str | Path", matcher: MarkerMatcher,

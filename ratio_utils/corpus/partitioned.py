@@ -2,15 +2,21 @@
 
 For part i (in reader order, then the reader's own order), `cfg.paths.sentences/part-i.parquet` and
 `cfg.paths.papers/part-i.parquet` hold its rows and `cfg.paths.corpus_parts/part-i.json` its report
-(reader counts, cleaning counts, statistics, quarantined records, duplicates) and its key: a hash of
-the part's input files (SHA-256), its line range, the corpus params and the previous part's key. The
-report is written last, so it marks a finished part; a rerun skips every part whose report carries the
-same key (resume after a crash) and redoes the rest. Chaining the keys keeps cross-corpus
-deduplication exact: a part depends on the ids of every part before it.
+(reader counts, cleaning counts, statistics, quarantined records, duplicates) and its key. The report is
+written last, so it marks a finished part; a rerun skips every part whose report carries the same key
+(resume after a crash) and redoes the rest.
 
-Peak memory: one part's papers, plus the ids of the papers already written (for deduplication). The
-run report sums the part reports; the tables equal the single-file build's, row for row
-(tests/test_corpus_parts.py).
+Deduplication crosses parts (a paper whose id an earlier paper had is left out), so a part depends on
+the ids of the parts before it:
+- `engine: local` builds the parts one after another, carrying the ids seen so far; a part's key hashes
+  its input files (SHA-256), its line range, the corpus params and the previous part's key (a chain);
+- `engine: dask` first collects every part's paper ids in parallel (reading without splitting), gives
+  each part the ids of earlier parts it must leave out, and builds the parts in parallel, one task per
+  part; a part's key hashes its inputs, the params and those ids.
+Both write the same parts (tests/test_corpus_parts.py).
+
+Peak memory per process: one part's papers and spaCy, plus (driver) the ids of the papers. The run
+report sums the part reports; the tables equal the single-file build's, row for row.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import json
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,8 +56,11 @@ class _FileHashes:
         return self._known[path]
 
 
-def part_key(part: InputPart, params: CorpusParams, previous: str, hashes: _FileHashes) -> str:
-    settings = {k: v for k, v in asdict(params).items() if k != "progress"}
+EXECUTION_SETTINGS = {"progress", "engine", "dask_scheduler", "dask_workers", "dask_processes"}  # not in a part's key
+
+
+def part_key(part: InputPart, params: CorpusParams, previous: str, hashes: Callable[[str], str]) -> str:
+    settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
     record = {
         "previous": previous, "corpus": part.corpus, "lines": part.lines, "params": settings,
         "files": [[Path(f).name, hashes(f)] for f in part.files],

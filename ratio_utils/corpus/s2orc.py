@@ -273,9 +273,8 @@ class S2orcReader:
         ids = set()
         with _open_bytes(shard) as handle:
             for raw in handle:
-                match = _CORPUSID.search(raw)
-                if match:
-                    ids.add(match.group(1).decode())
+                # every "corpusid" of the line: a superset of the record's own id, whatever the key order
+                ids.update(found.decode() for found in _CORPUSID.findall(raw))
         if not ids:
             return {}
         frame = pl.scan_parquet(self.metadata_path).filter(pl.col("corpusid").is_in(list(ids))).collect()
