@@ -17,7 +17,7 @@ import pytest
 from ratio_utils.corpus import IngestLog, read_papers
 from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
 from ratio_utils.io import InputError
-from ratio_utils.corpus import s2_api as download_shard_module
+from ratio_utils.corpus import s2_api
 from ratio_utils.s2orc import (
     S2DatasetsClient,
     S2orcParams,
@@ -322,12 +322,12 @@ def test_429_and_5xx_are_retried_with_backoff(server, tmp_path):
     assert info.value.status == 503
 
 
-def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server, tmp_path):
+def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server, tmp_path, monkeypatch):
     body = server.files["/bucket/s2orc/shard-000.gz"]
     server.break_after["/bucket/s2orc/shard-000.gz"] = 200  # the transfer breaks off ...
     client = _fast_client(server)
     params = S2orcParams(release="2026-05-05", datasets=["s2orc", "papers"])
-    original_download = download_shard_module.download_file
+    original_download = s2_api.download_file
 
     def expire_after_the_break(url, target, **kwargs):
         try:
@@ -336,11 +336,8 @@ def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server,
             server.expire()  # ... and meanwhile the signature expires: the retry gets a 403
             raise
 
-    download_shard_module.download_file = expire_after_the_break
-    try:
-        download_release(client, params, tmp_path, progress=False)
-    finally:
-        download_shard_module.download_file = original_download
+    monkeypatch.setattr(s2_api, "download_file", expire_after_the_break)
+    download_release(client, params, tmp_path, progress=False)
     assert (tmp_path / "s2orc" / "shard-000.gz").read_bytes() == body
     shard_requests = [(path, headers) for path, headers in server.requests if path.startswith("/bucket/s2orc/")]
     # first try (broken at 200 bytes), the resume with the expired URL (403), the resume with a fresh URL
