@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import InputError, sha256_tree, write_parquet_atomic
+from .io import InputError, sha256_tree, write_parquet_atomic, require_columns
 from .schema import CANDIDATE_COLUMNS, PAIR_COLUMNS, POOL_SPLITS, Move, Split, sentence_id
 
 # Candidate-column aliases seen or plausible in other exports of the same data.
@@ -53,9 +53,7 @@ class Benchmark:
         if not path.exists():
             raise FileNotFoundError(f"no {Split.parse(split).value} pairs for {Move.parse(move).value}: {path}")
         frame = pd.read_parquet(path)
-        missing = [c for c in _REQUIRED_PAIR_COLUMNS if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"missing column(s) {missing}; found {list(frame.columns)}")
+        require_columns(frame, _REQUIRED_PAIR_COLUMNS, path)
         if "query_id" not in frame.columns:
             frame["query_id"] = frame["querySentence"].map(sentence_id)
         if "gold_id" not in frame.columns:
@@ -103,9 +101,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
 
 
 def write_pairs(frame: pd.DataFrame, root: Path, move: Move | str, split: Split | str) -> Path:
-    missing = [c for c in PAIR_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"pairs for {move}/{split} lack column(s) {missing}")
+    require_columns(frame, PAIR_COLUMNS, f"pairs for {move}/{split}")
     return write_parquet_atomic(frame, pairs_path(root, Move.parse(move), Split.parse(split)))
 
 
@@ -113,7 +109,5 @@ def write_pool(frame: pd.DataFrame, root: Path, split: Split | str) -> Path:
     split = Split.parse(split)
     if split not in POOL_SPLITS:
         raise ValueError(f"pools exist only for {[s.value for s in POOL_SPLITS]}, not {split.value}")
-    missing = [c for c in CANDIDATE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"pool {split.value} lacks column(s) {missing}")
+    require_columns(frame, CANDIDATE_COLUMNS, f"pool {split.value}")
     return write_parquet_atomic(frame, candidates_path(root, split))

@@ -4,12 +4,28 @@ Every notebook's `parameters` cell holds `params_file` and `overrides`; `load_co
 into a `Config` whose `paths` say where each stage reads and writes. Each stage keeps its own
 typed parameters (a dataclass with the paper's defaults) and reads them with `Config.section`,
 so a params file only lists what differs from the defaults.
+
+Checked once, at load: every section of a params file must be registered in `PARAMS_SECTIONS`
+(section name -> "module:Dataclass") and every key must be a field of that dataclass, so a typo in
+`train:` fails in `load_config` (notebook 00), naming the file and the key. A new stage registers
+its section with one line in `PARAMS_SECTIONS`.
+
+Paths in a params file have one base: the repository root (`output_root`, `shared_dir`, and the
+repo files a stage reads such as `train.configs_file`), except the keys documented as relative to
+the output root (`llm.cache_dir`, `judge.labels_dir`, `judge.out_dir`: what a run writes) or to the
+shared folder (`lexicon.released_csv`, and `shared:`-prefixed corpus folders).
+
+Output root: `params/default.yaml` says `output_root: .` (the top-level data/, tables/, figures/);
+every other params file writes under `outputs/<name>/` unless it sets `output_root` itself.
+`output_root` and `name` are never inherited through `extends`, so two runs never mix files.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +35,24 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
+OUTPUTS_DIR = REPO_ROOT / "outputs"  # output roots of every params file but default.yaml
+
+# Params section -> the dataclass that reads it. Registering a new stage's section is one line here.
+PARAMS_SECTIONS: dict[str, str] = {
+    "corpus": "ratio_utils.corpus:CorpusParams",
+    "lexicon": "ratio_utils.lexicon:LexiconParams",
+    "mining": "ratio_utils.mining:MiningParams",
+    "dataset": "ratio_utils.dataset:DatasetParams",
+    "llm": "ratio_utils.llm:LLMSettings",
+    "judge": "ratio_utils.judge:JudgeParams",
+    "retrieval": "ratio_utils.stages.retrieval_baselines:RetrievalParams",
+    "train": "ratio_utils.train:TrainParams",
+    "analysis": "ratio_utils.stages.analyses:AnalysisParams",
+    "rerank": "ratio_utils.rerank:RerankParams",
+    "human_eval": "ratio_utils.human_eval:HumanEvalParams",
+    "unified": "ratio_utils.unified:UnifiedParams",
+    "pipeline": "ratio_utils.pipeline:PipelineParams",
+}
 
 T = TypeVar("T")
 
@@ -97,6 +131,143 @@ class Paths:
         """The benchmark in the official release layout (ratio_utils.dataset)."""
         return self.processed / "ratio"
 
+    # -- 10_llm_rerank (ratio_utils.stages.llm_rerank) --
+    @property
+    def rerank(self) -> Path:
+        """Notebook 10's own outputs (the report); its run files go under retrieval_runs."""
+        return self.interim / "rerank"
+
+    @property
+    def rerank_report(self) -> Path:
+        """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
+        return self.rerank / "report.json"
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    @property
+    def search_indexes(self) -> Path:
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        return self.root / "data" / "search_index"
+
+    @property
+    def exports(self) -> Path:
+        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        return self.processed / "exports"
+
+    # -- human inspiration study (notebook 12, ratio_utils.human_eval) --
+    @property
+    def human_eval(self) -> Path:
+        return self.root / "data" / "human_eval"
+
+    @property
+    def human_eval_packets(self) -> Path:
+        """What annotators get: study.json, queries.jsonl, assignments.json (no system names)."""
+        return self.human_eval / "packets"
+
+    @property
+    def human_eval_key(self) -> Path:
+        """Which list is which system, per query; kept apart from the packets."""
+        return self.human_eval / "unblinding_key.jsonl"
+
+    @property
+    def human_eval_report(self) -> Path:
+        return self.human_eval / "packets_report.json"
+    # -- files of one stage (each read or written only through these) --
+    @property
+    def downloads(self) -> Path:
+        """Corpora and lexicon fetched when ../shared lacks them: data/raw/downloads/<source>/."""
+        return self.raw / "downloads"
+
+    @property
+    def quarantine(self) -> Path:
+        """Bad corpus records, one JSONL per reason (stage 00)."""
+        return self.interim / "quarantine"
+
+    @property
+    def lexicon_review(self) -> Path:
+        """Reviewers' sheets, decisions and span_status.csv (stage 01)."""
+        return self.interim / "lexicon_review"
+
+    @property
+    def span_status(self) -> Path:
+        return self.lexicon_review / "span_status.csv"
+
+    @property
+    def marker_extensions(self) -> Path:
+        """Extensions of the extendable connectives found in the corpus (stage 02)."""
+        return self.interim / "marker_extensions.parquet"
+
+    def llm_markers(self, name: str) -> Path:
+        """LLM-generated markers (stage 03): name is 'proposed' or 'labels'."""
+        return self.interim / f"llm_markers_{name}.parquet"
+
+    @property
+    def lexicon_conflicts(self) -> Path:
+        """What the matcher had to decide about the lexicon (stage 05)."""
+        return self.interim / "lexicon_conflicts.csv"
+
+    @property
+    def split_report(self) -> Path:
+        """Split, pool and leakage counts of the benchmark build (stage 06)."""
+        return self.processed / "split_report.json"
+
+    @property
+    def llm_cache(self) -> Path:
+        """Recorded LLM responses shipped in the shared folder (replayed without a key)."""
+        return self.shared / "llm_cache"
+
+    @property
+    def embedding_cache(self) -> Path:
+        """Pool embeddings by (model fingerprint, prefix, pool checksum) (stages 08, 09)."""
+        return self.cache / "embeddings"
+
+    @property
+    def retrieval_results(self) -> Path:
+        """Every score of notebook 08 in long form."""
+        return self.retrieval_runs / "results.parquet"
+
+    def tuned_model_dir(self, base: str, move: Any, kind: str = "dense") -> Path:
+        """A fine-tuned retriever of notebook 09: models/<base>__<move>/ (dense) or
+        models/<base>-colbert__<move>/ (colbert); its results.json is written last."""
+        from .models import model_name  # models imports config: import here, not at the top
+
+        if kind not in ("dense", "colbert"):
+            raise ValueError(f"kind must be 'dense' or 'colbert', not {kind!r}")
+        suffix = "-colbert" if kind == "colbert" else ""
+        return self.models / f"{model_name(base)}{suffix}__{getattr(move, 'value', move)}"
+
+    def tuned_runs_dir(self, base: str, move: Any) -> Path:
+        """Every configuration tried while fine-tuning one move (Table 6): models/_runs/<base>__<move>/."""
+        return self.models / "_runs" / self.tuned_model_dir(base, move).name
+
+    @property
+    def runs(self) -> Path:
+        """Executed notebooks of each pipeline run: runs/<run-id>/."""
+        return self.root / "runs"
+
+    @property
+    def executed_notebooks(self) -> Path:
+        """Executed notebooks without machine paths; for params/default.yaml (root: the repository) the
+        notebooks/executed/ kept in git, for any other params file under its own output root."""
+        return self.root / "notebooks" / "executed"
+
+    def relative(self, path: "str | os.PathLike") -> str:
+        """A path as committed outputs record it: relative to the output root, else to the repository,
+        else `shared:<path>` under the shared folder; never an absolute path of this machine."""
+        path = Path(path)
+        if not path.is_absolute():
+            return str(path)
+        for base, prefix in ((self.root, ""), (REPO_ROOT, ""), (self.shared, "shared:")):
+            try:
+                return prefix + str(path.resolve().relative_to(base.resolve()))
+            except ValueError:
+                continue
+        return path.name  # outside every known root: the name only
+
+    # -- stage 11 (ratio_utils.stages.analyses) --
+    @property
+    def analysis_runs(self) -> Path:
+        """Runs of the Appendix F analyses: analysis_runs/<pool>/<system>/<move>/<split>.parquet (+ sidecar)."""
+        return self.root / "data" / "analysis_runs"
+
     # -- stage 00, partitioned build (corpus.papers_per_part): one report per part, the resume record --
     @property
     def corpus_parts(self) -> Path:
@@ -129,13 +300,13 @@ class Config:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for provenance records (paths as strings)."""
+        """Plain data for provenance records (paths relative to the repository: no machine paths)."""
         return {
             "name": self.name,
             "seed": self.seed,
-            "root": str(self.paths.root),
-            "shared": str(self.paths.shared),
-            "params_file": str(self.source) if self.source else None,
+            "root": _repo_relative(self.paths.root),
+            "shared": _repo_relative(self.paths.shared),
+            "params_file": _repo_relative(self.source) if self.source else None,
             "sections": copy.deepcopy(self.sections),
         }
 
@@ -161,11 +332,67 @@ def _load_yaml(path: Path) -> dict:
         data = yaml.safe_load(handle) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a params file must be a mapping, got {type(data).__name__}")
-    # `extends: other.yaml` lets smoke/paper params state only what differs from a base file.
+    # `extends: other.yaml` lets smoke/paper params state only what differs from a base file; the
+    # name and the output root stay the file's own, so two params files never share an output root.
     parent = data.pop("extends", None)
     if parent:
-        data = deep_merge(_load_yaml((path.parent / parent).resolve()), data)
+        inherited = _load_yaml((path.parent / parent).resolve())
+        inherited.pop("name", None)
+        inherited.pop("output_root", None)
+        data = deep_merge(inherited, data)
     return data
+
+
+def _repo_relative(path: Path) -> str:
+    """Relative to the repository (`.`, `outputs/smoke`, `../shared`); a folder elsewhere by its name only."""
+    relative = os.path.relpath(path, REPO_ROOT)
+    return Path(path).name if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
+
+
+def _dataclass_fields(spec: str) -> set[str]:
+    """The field names of the dataclass `module:Class`, read from its source without importing it.
+
+    Importing every stage module at load would pull torch and sentence-transformers into notebook 00
+    (~10 s); the source's annotated class attributes are the dataclass fields (tests/test_params.py
+    checks that against `dataclasses.fields` for every registered section). A name re-exported with
+    `from .x import Class` is followed to the module that defines it.
+    """
+    module, _, name = spec.partition(":")
+    found = importlib.util.find_spec(module)
+    if found is None or not found.origin:
+        raise ImportError(f"params section dataclass {spec}: module not found")
+    tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return {
+                item.target.id for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                and "ClassVar" not in ast.unparse(item.annotation)
+            }
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(alias.name == name for alias in node.names):
+            package = module if found.submodule_search_locations else module.rpartition(".")[0]
+            target = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
+            return _dataclass_fields(f"{target}:{name}")
+    raise ImportError(f"params section dataclass {spec}: class {name} not found in {found.origin}")
+
+
+def validate_sections(sections: dict[str, Any], source: Path | None) -> None:
+    """Every section registered, every key a field of its dataclass; the error names file and key."""
+    unknown = sorted(set(sections) - set(PARAMS_SECTIONS))
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown params section(s) {unknown}; known: {sorted(PARAMS_SECTIONS)} "
+            "(a new stage registers its section in ratio_utils.config.PARAMS_SECTIONS)"
+        )
+    for name, values in sections.items():
+        known = _dataclass_fields(PARAMS_SECTIONS[name])
+        typos = sorted(set(values) - known)
+        if typos:
+            raise ValueError(
+                f"{source}: params section {name!r} has unknown key(s) {typos}; "
+                f"{PARAMS_SECTIONS[name].partition(':')[2]} accepts {sorted(known)}"
+            )
 
 
 def _resolve(path_value: str | os.PathLike, base: Path) -> Path:
@@ -173,22 +400,32 @@ def _resolve(path_value: str | os.PathLike, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def load_config(params_file: str | os.PathLike | None = None, overrides: dict | None = None) -> Config:
+def load_config(params_file: str | os.PathLike | None = None, overrides: dict | str | None = None) -> Config:
     """Load a params file (default params/default.yaml) and apply overrides.
 
-    Relative paths in the file are relative to the repository root. `RATIO_OUTPUT_ROOT` and
-    `RATIO_SHARED` in the environment take precedence over the file (tests and CI use them to
-    write to a temporary directory and to point at a copy of shared/).
+    `overrides` is a dict of sections, or its JSON/YAML text (what `papermill -p overrides '{...}'` passes).
+
+    Relative paths in the file are relative to the repository root. Without `output_root`, outputs
+    go to outputs/<name>/. `RATIO_OUTPUT_ROOT` and `RATIO_SHARED` in the environment take precedence
+    over the file (tests and CI use them to write to a temporary directory and to point at a copy
+    of shared/). Every section is validated here (`validate_sections`).
     """
     source = _resolve(params_file, REPO_ROOT) if params_file else DEFAULT_PARAMS
+    if isinstance(overrides, str):
+        overrides = yaml.safe_load(overrides)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError(f"overrides must be a mapping of params sections, got {overrides!r}")
     data = deep_merge(_load_yaml(source), overrides or {})
     name = str(data.pop("name", source.stem))
     seed = int(data.pop("seed", 13))
-    root = _resolve(os.environ.get("RATIO_OUTPUT_ROOT") or data.pop("output_root", "."), REPO_ROOT)
+    root = _resolve(
+        os.environ.get("RATIO_OUTPUT_ROOT") or data.pop("output_root", None) or OUTPUTS_DIR / name, REPO_ROOT
+    )
     shared = _resolve(os.environ.get("RATIO_SHARED") or data.pop("shared_dir", "../shared"), REPO_ROOT)
     data.pop("output_root", None)
     data.pop("shared_dir", None)
     bad = [key for key, value in data.items() if not isinstance(value, dict)]
     if bad:
         raise ValueError(f"{source}: top-level keys {bad} must be sections (mappings)")
+    validate_sections(data, source)
     return Config(name=name, paths=Paths(root=root, shared=shared), seed=seed, sections=data, source=source)

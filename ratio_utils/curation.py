@@ -5,7 +5,7 @@ the span before its first comma (paper §4.1: at most seven words), counts the s
 consecutive pairs whose second sentence opens with each top span (the reviewers' sheets), and,
 for each extendable connective, every extension of at most five words ending at a comma.
 Writes the review sheet (HTML + CSV with one decision column per reviewer) under
-`cfg.paths.interim / "lexicon_review"`.
+`cfg.paths.lexicon_review`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 
-from .io import InputError, atomic_path, write_text_atomic
+from .io import atomic_path, require_columns, write_text_atomic
 from .schema import SENTENCE_COLUMNS, normalize_text_key
 
 SPAN = "span"
@@ -28,9 +28,7 @@ def read_sentences(path: "str | Path") -> pl.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"{path}: sentence table not found; run notebook 00 first")
     frame = pl.read_parquet(path)
-    missing = [c for c in SENTENCE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(path, f"sentence table lacks column(s) {missing}")
+    require_columns(frame, SENTENCE_COLUMNS, path)
     return (
         frame.filter(pl.col("drop_reason").is_null())
         .with_columns(pl.coalesce("text_clean", "text").alias("text_clean"))

@@ -365,7 +365,7 @@ def write_release(built: BuiltBenchmark, root: Path) -> list[Path]:
 
 
 def split_report_path(cfg) -> Path:
-    return Path(cfg.paths.benchmark).parent / "split_report.json"
+    return cfg.paths.split_report
 
 
 def build(cfg) -> BuiltBenchmark:

@@ -1,4 +1,5 @@
-"""Evaluate your own retriever on Ratio: `python -m ratio_utils.evaluate` (or `ratio-evaluate`).
+"""Evaluate your own retriever on Ratio: `ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`
+from Python, or `python -m ratio_utils.evaluate` (`ratio-evaluate`), a thin wrapper around it.
 
 Ranks every query of a move and split against the split's shared candidate pool (silver queries
 against the full test pool), the query's own sentence excluded, and reports Recall@k, MRR@k and
@@ -14,9 +15,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
+import types
 from pathlib import Path
+from typing import Any
 
 from .benchmark import candidates_path, load_benchmark, pairs_path
 from .io import sha256_file, write_json_atomic
@@ -84,6 +88,8 @@ def make_retriever(args: argparse.Namespace, move: Move):
     """The retriever the arguments ask for (query prefix may depend on the move)."""
     from .retrieval import BM25Retriever, DenseRetriever, instructed_query_prefix
 
+    if args.retriever is not None:
+        return args.retriever
     name = args.name
     if args.model.lower() in BM25_SYSTEMS:
         return BM25Retriever(BM25_SYSTEMS[args.model.lower()], name=name)
@@ -104,7 +110,50 @@ def benchmark_file_checksums(bench, plan: dict[Move, Split]) -> dict[str, str]:
     return {str(p.relative_to(bench.root)): sha256_file(p) for p in sorted(files)}
 
 
-def evaluate(args: argparse.Namespace) -> dict:
+def evaluate_retriever(
+    model_or_retriever: "str | os.PathLike | Any",
+    benchmark: "str | os.PathLike | None" = None,
+    split: str = "silver",
+    move: str = "all",
+    *,
+    params_file: "str | os.PathLike | None" = None,
+    fallback_to_test: bool = False,
+    query_prefix: str = "",
+    doc_prefix: str = "",
+    instruction: bool = False,
+    colbert: bool = False,
+    k: int = 100,
+    batch_size: int = 64,
+    device: str | None = None,
+    cache_dir: "str | os.PathLike | None" = None,
+    fp16_storage: bool = False,
+    runs_dir: "str | os.PathLike | None" = None,
+    name: str | None = None,
+) -> dict:
+    """Score a retriever on the benchmark; the result's `scores` are {move: {"R@k"/"MRR@k"/"HR@k": value}}.
+
+    `model_or_retriever`: a sentence-transformers folder or packaged name, a PyLate checkpoint (`colbert=True`),
+    `bm25-unigram`/`-bigram`/`-trigram`, or any `ratio_utils.retrieval.Retriever` (its `search` is called as is).
+    `benchmark`: a directory in the release layout; default: the rebuilt benchmark of `params_file`.
+    The other arguments are those of the CLI (`python -m ratio_utils.evaluate --help`).
+    """
+    if benchmark is None:
+        from .config import load_config
+
+        benchmark = load_config(params_file).paths.benchmark
+    is_retriever = hasattr(model_or_retriever, "search")
+    args = argparse.Namespace(
+        model=getattr(model_or_retriever, "name", "retriever") if is_retriever else str(model_or_retriever),
+        retriever=model_or_retriever if is_retriever else None,
+        benchmark=Path(benchmark), split=split, move=move, fallback_to_test=fallback_to_test,
+        query_prefix=query_prefix, doc_prefix=doc_prefix, instruction=instruction, colbert=colbert, k=k,
+        batch_size=batch_size, device=device, cache_dir=Path(cache_dir) if cache_dir else None,
+        fp16_storage=fp16_storage, runs_dir=Path(runs_dir) if runs_dir else None, name=name,
+    )
+    return _evaluate(args)
+
+
+def _evaluate(args: argparse.Namespace) -> dict:
     from .models import model_fingerprint, resolve_model_path
     from .retrieval import run_and_score
 
@@ -118,7 +167,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         print(f"ratio-evaluate: skipping {move}: {reason}", file=sys.stderr)
     if not plan:
         raise EvaluationError(f"nothing to evaluate in {bench.root}: {skipped}")
-    if args.model.lower() in BM25_SYSTEMS:
+    if args.retriever is not None or args.model.lower() in BM25_SYSTEMS:
         model_path, fingerprint = None, None
     else:
         model_path = resolve_model_path(args.model)
@@ -169,22 +218,31 @@ def format_result(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.benchmark is None:
-        from .config import load_config
-
-        args.benchmark = load_config(args.params).paths.benchmark
+    args = vars(build_parser().parse_args(argv))
+    out = args.pop("out")
+    model = args.pop("model")
     try:
-        result = evaluate(args)
+        result = evaluate_retriever(model, args.pop("benchmark"), args.pop("split"), args.pop("move"),
+                                    params_file=args.pop("params"), **args)
     except (EvaluationError, FileNotFoundError) as exc:
         print(f"ratio-evaluate: error: {exc}", file=sys.stderr)
         return 2
     print(format_result(result))
-    if args.out:
-        write_json_atomic(args.out, result)
-        print(f"result written to {args.out}")
+    if out:
+        write_json_atomic(out, result)
+        print(f"result written to {out}")
     return 0
 
+
+class _CallableModule(types.ModuleType):
+    """`ratio_utils.evaluate` is both this module (the CLI: `python -m ratio_utils.evaluate`) and the
+    public function: calling the module calls `evaluate_retriever`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return evaluate_retriever(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     sys.exit(main())

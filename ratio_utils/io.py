@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,16 @@ def atomic_path(target: "str | Path") -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def require_columns(frame: Any, columns: "Iterable[str]", source: "str | Path") -> Any:
+    """`frame` (pandas or polars) unchanged if it has every column; else InputError naming `source`
+    (a file, or what the frame is) with the missing and the present columns."""
+    present = list(frame.columns)
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise InputError(source, f"lacks column(s) {missing}; found {present}", reason="missing_column")
+    return frame
 
 
 def write_text_atomic(target: "str | Path", text: str) -> Path:

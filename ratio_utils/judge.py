@@ -31,7 +31,7 @@ import yaml
 
 from .benchmark import load_benchmark, pairs_path, write_pairs
 from .config import REPO_ROOT, Config
-from .io import InputError, sha256_file, write_parquet_atomic, write_text_atomic
+from .io import InputError, sha256_file, write_parquet_atomic, write_text_atomic, require_columns
 from .llm import ChatRequest, ChatResult, LLMClient
 from .report import write_table
 from .schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
@@ -54,7 +54,7 @@ class JudgeParams:
     n_calibration: int = 100  # pairs per move labelled by the calibration annotator
     n_panel: int = 60  # held-out pairs per move labelled by the panel
     n_retained: int = 2  # prompts kept per move; a pair must be accepted by all of them
-    retained: dict[str, list[str]] = field(default_factory=dict)  # move -> prompt names; empty = by calibration F1
+    retained: dict[str, list[str]] | None = field(default_factory=dict)  # move -> prompt names; empty/None = by calibration F1
     calibration_annotator: str | None = None  # needed only if several annotators labelled calibration pairs
     guideline_prompt: str = "minimal"  # the prompt shown to annotators on the sheets
     labels_dir: str = "data/interim/judge/labels"  # relative to the output root
@@ -65,6 +65,8 @@ class JudgeParams:
     extra: dict[str, Any] = field(default_factory=dict)  # further request parameters
 
     def __post_init__(self) -> None:
+        if self.retained is None:  # `retained: null` in a params file that extends one fixing them
+            self.retained = {}
         moves = {m.value for m in MOVES}
         unknown = sorted((set(self.sample_sizes) | set(self.retained)) - moves)
         if unknown:
@@ -137,7 +139,12 @@ def prompt_table(prompts: dict[Move, list[JudgePrompt]]) -> pd.DataFrame:
 
 
 def format_pair(query: str, marker: str, gold: str) -> str:
-    """The judge's view of a pair: `querySentence. Marker, goldSentence` (paper Appendix E)."""
+    """The judge's view of a pair: `querySentence. Marker, goldSentence` (paper Appendix E).
+
+    `marker` is the marker as it stood in the paper (`marker_text`), not the lexicon entry: for a
+    clause-bearing entry such as `for this purpose, we propose,` the gold sentence already starts
+    after the marker's first comma, and joining the entry would repeat the clause.
+    """
     query = query.strip()
     if not query.endswith((".", "!", "?")):
         query += "."
@@ -150,6 +157,15 @@ def pair_ids(frame: pd.DataFrame) -> pd.Series:
     return frame["query_id"].astype(str) + "-" + frame["gold_id"].astype(str)
 
 
+def paper_markers(frame: pd.DataFrame) -> pd.Series:
+    """The marker as it stood in the paper (`marker_text`); the lexicon entry (`queryTerm`) only
+    where a release lacks it."""
+    if "marker_text" not in frame.columns:
+        return frame["queryTerm"]
+    text = frame["marker_text"].astype("object")
+    return text.where(text.notna() & (text.astype(str).str.strip() != ""), frame["queryTerm"])
+
+
 def has_explicit_anaphor(marker: str) -> bool:
     return bool(_ANAPHOR.search(marker or ""))
 
@@ -158,7 +174,7 @@ def with_pair_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Add `pair_id` and `judge_text`; fill `marker_has_anaphor` from the marker if a release lacks it."""
     frame = frame.copy()
     frame["pair_id"] = pair_ids(frame)
-    frame["judge_text"] = [format_pair(q, m, g) for q, m, g in zip(frame.querySentence, frame.queryTerm, frame.goldSentence)]
+    frame["judge_text"] = [format_pair(q, m, g) for q, m, g in zip(frame.querySentence, paper_markers(frame), frame.goldSentence)]
     if "marker_has_anaphor" not in frame.columns:
         frame["marker_has_anaphor"] = frame["queryTerm"].map(has_explicit_anaphor)
     return frame
@@ -225,8 +241,15 @@ SHEET_COLUMNS = ("pair_id", "move", "set", "annotator", "label", "comment", "jud
 
 
 def annotation_pairs(sample: pd.DataFrame, n_calibration: int, n_panel: int, seed: int) -> dict[str, pd.DataFrame]:
-    """Two disjoint random subsets of a move's sample: calibration pairs, then held-out panel pairs."""
+    """Two disjoint random subsets of a move's sample: calibration pairs, then held-out panel pairs.
+
+    When the sample is smaller than `n_calibration + n_panel` (e.g. a move with few test pairs), the
+    pairs are shared in the ratio of the two sizes, so that the panel is not left empty and the
+    judge's agreement with it can still be computed.
+    """
     order = sample.sample(frac=1.0, random_state=seed)
+    if len(order) < n_calibration + n_panel and n_calibration + n_panel > 0:
+        n_calibration = int(round(len(order) * n_calibration / (n_calibration + n_panel)))
     return {"calibration": order.iloc[:n_calibration], "panel": order.iloc[n_calibration:n_calibration + n_panel]}
 
 
@@ -282,9 +305,7 @@ def load_label_files(labels_dir: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     frames = []
     for path in sorted(Path(labels_dir).rglob("*.csv")) if Path(labels_dir).is_dir() else []:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"label file lacks column(s) {missing}; found {list(frame.columns)}", line=1)
+        require_columns(frame, columns, path)
         counts["files"] += 1
         rows = []
         for offset, row in enumerate(frame[columns].itertuples(index=False)):
@@ -480,15 +501,18 @@ def judge_pairs(client: LLMClient, pairs_by_move: dict[Move, pd.DataFrame], prom
             batch = judge_requests(frame, prompt, model, params)
             requests += batch
             keys += [(move.value, pid, prompt) for pid in frame["pair_id"]]
-    results = client.run(requests, desc=desc) if requests else []
+    # Partial replay is normal (a prompt or the data changed since the answers were recorded): a
+    # request without a recorded response becomes a verdict-less row flagged `replay_miss`.
+    results = client.run(requests, desc=desc, allow_replay_misses=True) if requests else []
     rows = []
     for (move, pid, prompt), request, result in zip(keys, requests, results):
         accept, reason, error = parse_verdict(result)
         rows.append({"move": move, "pair_id": pid, "prompt": prompt.label, "prompt_sha256": prompt.sha256,
                      "custom_id": request.custom_id, "request_hash": result.request_hash,
-                     "accept": accept, "reason": reason, "error": error, "cached": result.cached})
+                     "accept": accept, "reason": reason, "error": error, "cached": result.cached,
+                     "replay_miss": result.replay_miss, "answered_by": result.model})
     frame = pd.DataFrame(rows, columns=["move", "pair_id", "prompt", "prompt_sha256", "custom_id", "request_hash",
-                                        "accept", "reason", "error", "cached"])
+                                        "accept", "reason", "error", "cached", "replay_miss", "answered_by"])
     frame["accept"] = frame["accept"].astype("boolean")
     return frame
 
@@ -611,6 +635,7 @@ class SilverFilter:
         self.calibration_judgements: pd.DataFrame | None = None
         self.retained: dict[Move, list[str]] = {}
         self.silver_verdicts: pd.DataFrame | None = None
+        self._replay_misses: dict[str, int] = {}  # move -> judge requests replay could not answer
         if not self.online:
             self.notes.append(
                 f"No LLM judge here ({self.why}): judge cells are empty, no label was invented and the silver "
@@ -653,6 +678,11 @@ class SilverFilter:
             guideline = next((p.text for p in self.prompts[move] if p.name == self.params.guideline_prompt),
                              self.prompts[move][0].text if self.prompts[move] else "")
             subsets = annotation_pairs(sample, self.params.n_calibration, self.params.n_panel, self.cfg.seed)
+            if len(sample) < self.params.n_calibration + self.params.n_panel:
+                self.notes.append(
+                    f"{move.value}: only {len(sample)} pair(s) to annotate (fewer than judge.n_calibration + judge.n_panel = "
+                    f"{self.params.n_calibration + self.params.n_panel}); shared in that ratio: {len(subsets['calibration'])} "
+                    f"calibration, {len(subsets['panel'])} panel pair(s).")
             for which, pairs in subsets.items():
                 for path in write_annotation_sheet(pairs, move, which, guideline, self.out_dir / "annotation"):
                     rows.append({"move": move.value, "set": which, "pairs": len(pairs), "file": str(path)})
@@ -724,7 +754,7 @@ class SilverFilter:
             self.notes.append("No prompts retained: prompt selection needs the judge's answers and calibration labels "
                               "(or judge.retained in the params).")
         write_table(selection, "judge_prompt_selection", self.cfg, caption="Judge prompt variants against the calibration annotator",
-                    notes=self.notes, inputs=[self.prompts_dir, self.labels_dir], float_format="{:.2f}")
+                    notes=self._portable(self.notes), inputs=[self.prompts_dir, self.labels_dir], float_format="{:.2f}")
         return selection
 
     def _retained_text(self) -> str:
@@ -741,7 +771,19 @@ class SilverFilter:
             return self._silver_summary(None)
         prompts = {m: [p for p in self.prompts[m] if p.label in self.retained[m]] for m in MOVES}
         judgements = judge_pairs(self.client, self.samples, prompts, self.params, desc="judge silver")
+        if len(judgements) and judgements["replay_miss"].all():
+            # nothing recorded for these requests: the offline branch, as without any replay source
+            why = (f"replay found no recorded response for any of the {len(judgements)} judge request(s) "
+                   "(a prompt or the data differ from the recorded run)")
+            self.online, self.why = False, why
+            self.notes.append(f"No LLM judge here ({why}): judge cells are empty, no label was invented and the "
+                              "silver set was not written (later stages use the unfiltered test set).")
+            print(f"silver set NOT written: {why}")
+            self._remove_stale_silver()
+            return self._silver_summary(None)
         write_parquet_atomic(judgements, self.out_dir / "judgements.parquet")
+        self._replay_misses = judgements[judgements["replay_miss"]].groupby("move").size().astype(int).to_dict()
+        self._note_provenance(judgements)
         rows = []
         for move in MOVES:
             verdicts = verdict_matrix(judgements, move).reindex(self.samples[move]["pair_id"])
@@ -761,6 +803,35 @@ class SilverFilter:
             write_pairs(_with_release_columns(silver.drop_duplicates(["query_id", "gold_id"])), self.benchmark_dir, move, Split.SILVER)
         return self._silver_summary(self.silver_verdicts)
 
+    def _portable(self, notes: list[str]) -> list[str]:
+        """Notes as written into tables: paths of this machine shown relative to the output root,
+        the repository or the shared folder (`../shared`), never absolute."""
+        places = sorted({(str(self.cfg.paths.root), "."), (str(REPO_ROOT), "."), (str(self.cfg.paths.shared), "../shared")},
+                        key=lambda item: -len(item[0]))
+        out = []
+        for note in notes:
+            for absolute, shown in places:
+                note = note.replace(absolute + "/", shown + "/").replace(absolute, shown)
+            out.append(note)
+        return out
+
+    def _note_provenance(self, judgements: pd.DataFrame) -> None:
+        """Say who answered (the responses' `model` field, beside the configured one) and what replay missed."""
+        configured = self.params.model or self.client.settings.model
+        report = self.client.last_report
+        answered = sorted(set(judgements["answered_by"].dropna()))
+        if not self.dry_run and answered:
+            where = (f"answers replayed from {_REPLAY_DISPLAY}" if report is not None and report.mode == "replay"
+                     else "answers from the endpoint or the response cache")
+            self.notes.append(f"judge: {configured} configured; {where}, produced by {', '.join(answered)}.")
+        misses = judgements[judgements["replay_miss"]]
+        if len(misses):
+            per_move = misses.groupby("move")["pair_id"].agg(["size", "nunique"])
+            detail = "; ".join(f"{m}: {int(r['size'])} request(s), {int(r['nunique'])} pair(s)" for m, r in per_move.iterrows())
+            self.notes.append(f"Partial replay: {len(misses)} of {len(judgements)} judge request(s) have no recorded "
+                              f"response ({detail}); a pair with a missing verdict is not silver (replay_miss in "
+                              "judgements.parquet names them).")
+
     def _accepted(self, move: Move) -> list[str]:
         part = self.silver_verdicts[self.silver_verdicts["move"] == move.value]
         return part.loc[part["accepted"].fillna(False).astype(bool), "pair_id"].tolist()
@@ -776,13 +847,17 @@ class SilverFilter:
         rows = []
         for move in MOVES:
             sample = self.samples.get(move, pd.DataFrame())
-            row = {"move": move.value, "test pairs": len(self.test_pairs.get(move, [])), "judged": len(sample),
-                   "retained prompts": ", ".join(self.retained.get(move, [])) or "—"}
+            row = {"move": move.value, "test pairs": len(self.test_pairs.get(move, [])), "sampled": len(sample),
+                   "judged": 0, "retained prompts": ", ".join(self.retained.get(move, [])) or "—"}
             if verdicts is not None and not self.dry_run:
                 part = verdicts[verdicts["move"] == move.value]
+                # judged: a usable verdict from every retained prompt
+                row["judged"] = int(part[[f"accept[{p}]" for p in self.retained[move]]].notna().all(axis=1).sum())
                 for p in self.retained[move]:
-                    row[f"accepted by prompt {self.retained[move].index(p) + 1} %"] = 100 * part[f"accept[{p}]"].fillna(False).astype(bool).mean()
+                    # over the pairs this prompt judged (replay misses and errors left out)
+                    row[f"accepted by prompt {self.retained[move].index(p) + 1} %"] = 100 * part[f"accept[{p}]"].astype("boolean").mean()
                 row["no verdict"] = int(part["accepted"].isna().sum())
+                row["replay misses"] = self._replay_misses.get(move.value, 0)
                 row["silver"] = int(part["accepted"].fillna(False).astype(bool).sum())
                 row["silver written"] = True
             else:
@@ -793,10 +868,10 @@ class SilverFilter:
         if verdicts is not None and not self.dry_run:
             missing = int(table["no verdict"].sum())
             if missing:
-                self.notes.append(f"{missing} sampled pair(s) got no usable verdict from a retained prompt (API error or "
-                                  "malformed answer); they are not in the silver set (see judgements.parquet).")
+                self.notes.append(f"{missing} sampled pair(s) got no usable verdict from a retained prompt (replay miss, "
+                                  "API error or malformed answer); they are not in the silver set (see judgements.parquet).")
         write_table(table, "judge_silver_summary", self.cfg, caption="Silver filter: judged test pairs and the silver set",
-                    notes=self.notes, inputs=[self.benchmark_dir, self.prompts_dir], float_format="{:.1f}")
+                    notes=self._portable(self.notes), inputs=[self.benchmark_dir, self.prompts_dir], float_format="{:.1f}")
         return table
 
     # -- step 7: Table 9 -------------------------------------------------------------------------
@@ -832,7 +907,7 @@ class SilverFilter:
             "The paper's values are in table9_paper_reference (kept apart: they are not ours).",
         ]
         write_table(table, "table9_judge_agreement", self.cfg, caption="Table 9: agreement of the judge prompts with human labels",
-                    notes=notes, inputs=[self.labels_dir, self.prompts_dir], float_format="{:.2f}")
+                    notes=self._portable(notes), inputs=[self.labels_dir, self.prompts_dir], float_format="{:.2f}")
         reference = pd.DataFrame(PAPER_TABLE9_TEXT, columns=["move", "statistic", "paper value"])
         write_table(reference, "table9_paper_reference", self.cfg, caption="Table 9 values as reported in the paper (§4.3, Appendix E)",
                     notes=["Copied from the paper's text for comparison; the paper gives ranges over the two retained prompts."])
@@ -859,8 +934,12 @@ class SilverFilter:
         notes = list(self.notes) + ["Acceptance = accepted by both retained prompts; pairs without a usable verdict are left out. "
                                     "Odds ratio and p from scipy.stats.fisher_exact. 'paper:' columns are the paper's values, not ours."]
         write_table(shown, "judge_anaphora", self.cfg, caption="Silver acceptance and explicit anaphors in the marker",
-                    notes=notes, inputs=[self.benchmark_dir], float_format="{:.1f}")
+                    notes=self._portable(notes), inputs=[self.benchmark_dir], float_format="{:.1f}")
         return table
+
+# How table notes name the shared replay source (never an absolute path of this machine).
+_REPLAY_DISPLAY = "../shared/llm_cache"
+
 
 def _with_release_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Pairs read from the official release may lack our extra columns; fill what can be derived."""

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from .config import REPO_ROOT, Config
-from .io import InputError, atomic_path, sha256_file, write_json_atomic, write_parquet_atomic
+from .io import InputError, atomic_path, sha256_file, write_json_atomic, write_parquet_atomic, require_columns
 from .schema import (
     DISTRACTOR_CATEGORIES,
     GROUP_TO_MOVE,
@@ -144,7 +144,7 @@ def released_lexicon_path(cfg: Config, params: LexiconParams | None = None, pinn
 
     pinned = pinned or PinnedFile.load()
     # download_file reuses a verified local copy and keeps nothing whose SHA-256 differs from the pin.
-    return download_file(pinned.url, cfg.paths.raw / "lexicon" / pinned.name, expected=Checksums(sha256=pinned.sha256)).path
+    return download_file(pinned.url, cfg.paths.downloads / "lexicon" / pinned.name, expected=Checksums(sha256=pinned.sha256)).path
 
 
 # --- reading and validating -------------------------------------------------------------------
@@ -348,7 +348,7 @@ def build_lexicon(rows: list[LexiconRow], path: "str | Path") -> Lexicon:
     return Lexicon(frame=frame, report={"conflicts": conflicts, "rows_merged_into_another": merged})
 
 
-def load_lexicon(path: "str | Path") -> Lexicon:
+def load_released_csv(path: "str | Path") -> Lexicon:
     """Read, validate and merge the released CSV (or any file in its format)."""
     path = Path(path)
     rows, findings = read_released_lexicon(path)
@@ -424,12 +424,9 @@ def write_lexicon(lexicon: Lexicon, target: "str | Path") -> dict[str, Path]:
     return written
 
 
-def read_lexicon_artefact(path: "str | Path") -> pd.DataFrame:
+def read_artefact_frame(path: "str | Path") -> pd.DataFrame:
     frame = pd.read_parquet(path)
-    missing = [c for c in LEXICON_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(path, f"lexicon artefact lacks column(s) {missing}")
-    return frame
+    return require_columns(frame, LEXICON_COLUMNS, path)
 
 
 def add_markers(lexicon: Lexicon, extra: pd.DataFrame, source: MarkerSource) -> tuple[Lexicon, pd.DataFrame]:
@@ -463,9 +460,7 @@ def apply_review_rule(sheet: pd.DataFrame, reviewers: tuple[str, ...] | list[str
     (or None), whether the review is complete, and how many pairs were reviewed.
     """
     columns = [f"decision_{r}" for r in reviewers]
-    missing = [c for c in columns if c not in sheet.columns]
-    if missing:
-        raise ValueError(f"review sheet lacks decision column(s) {missing}")
+    require_columns(sheet, columns, "review sheet")
     out = []
     for span, rows in sheet.groupby("span", sort=False):
         values = [_parse_decision(v) for column in columns for v in rows[column].tolist()]
@@ -499,9 +494,7 @@ def read_review_decisions(directory: "str | Path", reviewers: tuple[str, ...] | 
     for path in files:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
         needed = ["span"] + [f"decision_{r}" for r in reviewers]
-        missing = [c for c in needed if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"review decisions lack column(s) {missing}", 1)
+        require_columns(frame, needed, path)
         for i, row in enumerate(frame.itertuples(index=False), start=2):
             for column in needed[1:]:
                 try:
@@ -568,18 +561,18 @@ def table4(lexicon: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataF
     return table
 
 
-def released_rows_frame(path: "str | Path") -> pd.DataFrame:
+def read_released_csv_rows(path: "str | Path") -> pd.DataFrame:
     """The released file's rows as read (validated), with line numbers, for per-row comparisons."""
     rows, _ = read_released_lexicon(path)
     return pd.DataFrame([dataclasses.asdict(r) | {"kind": r.kind.value, "move": r.move.value if r.move else None} for r in rows])
 
 
-def read_lexicon(path: "str | Path") -> Lexicon:
+def read_artefact(path: "str | Path") -> Lexicon:
     """The artefact and its report, as `write_lexicon` left them."""
     path = Path(path)
     report_path = path.with_name(f"{path.stem}.report.json")
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
-    return Lexicon(frame=read_lexicon_artefact(path), report=report)
+    return Lexicon(frame=read_artefact_frame(path), report=report)
 
 
 def report_summary(lexicon: Lexicon) -> pd.DataFrame:
@@ -601,3 +594,9 @@ def report_summary(lexicon: Lexicon) -> pd.DataFrame:
         ("markers whose rows disagree on the group", r.get("conflicts_by_type")),
     ]
     return pd.DataFrame([(k, str(v)) for k, v in items], columns=["item", "value"])
+
+
+# Former names, kept until the branches written before the rename are merged.
+load_lexicon = load_released_csv
+released_rows_frame = read_released_csv_rows
+read_lexicon = read_artefact

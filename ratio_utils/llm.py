@@ -12,7 +12,9 @@ every successful raw response on disk:
 The cache key is a hash of the full request body (model, messages, response format and extra
 parameters) and never of the API key, so a rerun costs nothing, and `replay` mode answers only from
 recorded responses: this cache, read-only copies of other caches (`<shared>/llm_cache/` when it
-exists) and batch output files, failing with the custom_id and the request hash on a miss.
+exists) and batch output files, failing with the custom_id and the request hash on a miss, or,
+when the caller accepts a partial replay (`run(..., allow_replay_misses=True)`), answering each miss
+with an error result that says so and counting the misses in the run's report.
 The API key is read from the environment, sent only in the Authorization header, and scrubbed from
 every message this module writes or raises.
 """
@@ -120,10 +122,16 @@ class ChatResult:
     usage: dict
     cached: bool
     request_hash: str = ""
+    model: str | None = None  # the `model` field of the response: who actually answered
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def replay_miss(self) -> bool:
+        """True when replay found no recorded response for this request (see `run`)."""
+        return bool(self.error) and self.error.startswith(REPLAY_MISS_ERROR)
 
 
 @dataclass
@@ -147,6 +155,8 @@ class RunReport:
     reasoning_tokens: int = 0
     cost_usd: float | None = None
     batch_dir: str | None = None
+    n_replay_misses: int = 0  # unique requests replay could not answer (allow_replay_misses=True)
+    answered_by: list[str] = field(default_factory=list)  # the `model` field of the usable responses
 
 
 class LLMError(RuntimeError):
@@ -173,6 +183,9 @@ class BatchTimeout(LLMError):
     pass
 
 
+REPLAY_MISS_ERROR = "replay miss: no recorded response"
+
+
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -189,23 +202,25 @@ def request_hash(body: dict) -> str:
 def result_from_response(custom_id: str, rhash: str, response: dict, json_expected: bool, cached: bool) -> ChatResult:
     """A ChatResult from a chat-completions response body."""
     usage = response.get("usage") or {}
+    model = response.get("model") if isinstance(response, dict) else None
     try:
         choice = response["choices"][0]
         content = choice["message"].get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
-        return ChatResult(custom_id, None, None, "response has no choices[0].message", usage, cached, rhash)
+        return ChatResult(custom_id, None, None, "response has no choices[0].message", usage, cached, rhash, model)
     if content is None or content == "":
         reason = choice.get("finish_reason")
-        return ChatResult(custom_id, content, None, f"empty content (finish_reason={reason})", usage, cached, rhash)
+        return ChatResult(custom_id, content, None, f"empty content (finish_reason={reason})", usage, cached, rhash, model)
     parsed = None
     if json_expected:
         try:
             parsed = json.loads(content)
         except json.JSONDecodeError as exc:
-            return ChatResult(custom_id, content, None, f"content is not valid JSON: {exc.msg}", usage, cached, rhash)
+            return ChatResult(custom_id, content, None, f"content is not valid JSON: {exc.msg}", usage, cached, rhash, model)
         if not isinstance(parsed, dict):
-            return ChatResult(custom_id, content, None, f"content is JSON but not an object ({type(parsed).__name__})", usage, cached, rhash)
-    return ChatResult(custom_id, content, parsed, None, usage, cached, rhash)
+            return ChatResult(custom_id, content, None, f"content is JSON but not an object ({type(parsed).__name__})",
+                              usage, cached, rhash, model)
+    return ChatResult(custom_id, content, parsed, None, usage, cached, rhash, model)
 
 
 class ResponseStore:
@@ -231,8 +246,8 @@ class ResponseStore:
         return self.responses_dir / rhash[:2] / f"{rhash}.json"
 
     def describe_sources(self) -> str:
-        parts = [str(self.responses_dir)] + [str(p) for p in self.replay_dirs] + [str(p) for p in self.replay_files]
-        return ", ".join(parts)
+        parts = [self.responses_dir, *self.replay_dirs, *self.replay_files]
+        return ", ".join(os.path.relpath(p) for p in parts)  # relative: shown in notebooks and table notes
 
     def has_replay_source(self) -> bool:
         """True if any recorded response exists anywhere this store looks."""
@@ -335,7 +350,7 @@ class LLMClient:
             return path if path.is_absolute() else root / path
 
         replay_dirs = [resolve(p) for p in settings.replay_dirs]
-        shared_cache = cfg.paths.shared / "llm_cache"
+        shared_cache = cfg.paths.llm_cache
         if shared_cache.is_dir():
             replay_dirs.append(shared_cache)
         return cls(settings, resolve(settings.cache_dir), replay_dirs=replay_dirs,
@@ -392,8 +407,14 @@ class LLMClient:
         return self._openai
 
     # -- the one entry point -------------------------------------------------------------------
-    def run(self, requests: list[ChatRequest], *, mode: str | None = None, desc: str = "") -> list[ChatResult]:
-        """Answer every request, in the order given: cached answers first, the rest by `mode`."""
+    def run(self, requests: list[ChatRequest], *, mode: str | None = None, desc: str = "",
+            allow_replay_misses: bool = False) -> list[ChatResult]:
+        """Answer every request, in the order given: cached answers first, the rest by `mode`.
+
+        In replay (asked for, or the fallback without a key) a request with no recorded response
+        raises ReplayMiss, unless `allow_replay_misses`: then it gets an error result starting with
+        REPLAY_MISS_ERROR (`ChatResult.replay_miss`) and is counted in `last_report.n_replay_misses`.
+        """
         mode = mode or self.settings.mode
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -430,9 +451,16 @@ class LLMClient:
         self._estimate(report, [requests[i] for i in pending], mode)
         self._print_estimate(report)
 
-        if pending:
-            if mode == "replay":
+        if pending and mode == "replay":
+            if not allow_replay_misses:
                 raise ReplayMiss([(requests[i].custom_id, hashes[i]) for i in pending], self.store.describe_sources())
+            print(f"[llm] replay: {len(pending)} of {report.n_unique} unique request(s) have no recorded response; "
+                  "they are answered as misses")
+            report.n_replay_misses = len(pending)
+            for i in pending:
+                results[i] = ChatResult(requests[i].custom_id, None, None, f"{REPLAY_MISS_ERROR} (request_hash {hashes[i]})",
+                                        {}, False, hashes[i])
+        elif pending:
             self._check_budget(len(pending), consume=(mode != "dry_run"))
             if mode == "sync":
                 self._run_sync(requests, hashes, pending, results, desc)
@@ -443,7 +471,7 @@ class LLMClient:
         for i, h in enumerate(hashes):
             if results[i] is None:
                 src = results[first_of[h]]
-                results[i] = ChatResult(requests[i].custom_id, src.content, src.parsed, src.error, src.usage, src.cached, h)
+                results[i] = ChatResult(requests[i].custom_id, src.content, src.parsed, src.error, src.usage, src.cached, h, src.model)
         final = [r for r in results if r is not None]
         self._account(report, requests, final, mode)
         self._print_report(report)
@@ -474,6 +502,7 @@ class LLMClient:
     def _account(self, report: RunReport, requests: list[ChatRequest], results: list[ChatResult], mode: str) -> None:
         report.n_ok = sum(r.ok for r in results)
         report.n_failed = len(results) - report.n_ok
+        report.answered_by = sorted({r.model for r in results if r.ok and r.model})
         seen, usage = set(), []
         for request, r in zip(requests, results):
             if r.cached or r.request_hash in seen:  # cached answers cost nothing this run

@@ -226,7 +226,7 @@ def collect_labels(requests: list[Any], results: list[Any]) -> tuple[pd.DataFram
 def released_label_counts(released: pd.DataFrame) -> pd.DataFrame:
     """The strength labels of the released LLM rows, by group: one row per group, one column per label.
 
-    `released` is `lexicon.released_rows_frame(...)`; only rows whose query_type is LLMgenerated
+    `released` is `lexicon.read_released_csv_rows(...)`; only rows whose query_type is LLMgenerated
     (source llm) count. 'unlabelled' counts rows with no strength.
     """
     llm = released[released["source"].map(lambda s: getattr(s, "value", s)) == "llm"]

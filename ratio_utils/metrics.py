@@ -30,6 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from .io import require_columns
 from .schema import QREL_COLUMNS, RUN_COLUMNS
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 100)
@@ -37,9 +38,7 @@ PRIMARY_METRIC = "MRR@10"
 
 
 def _check_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; found {list(frame.columns)}")
+    require_columns(frame, columns, what)
 
 
 def order_run(run: pd.DataFrame) -> pd.DataFrame:
@@ -97,6 +96,32 @@ def per_query_scores(run: pd.DataFrame, qrels: pd.DataFrame, k: int) -> pd.DataF
 def per_query_reciprocal_rank(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10) -> pd.Series:
     """Reciprocal rank at cut-off k of every query in the qrels (0 when the gold is not in the top k)."""
     return per_query_scores(run, qrels, k)["rr"].rename(f"RR@{k}")
+
+
+_PER_QUERY_COLUMN = {"R": "recall", "MRR": "rr", "HR": "hr"}
+
+
+def parse_metric(metric: str) -> tuple[str, int]:
+    """'MRR@10' -> ('MRR', 10); the names evaluate_run returns ('R@k', 'MRR@k', 'HR@k')."""
+    kind, _, k = str(metric).partition("@")
+    if kind not in _PER_QUERY_COLUMN or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"unknown metric {metric!r}; expected R@k, MRR@k or HR@k with k >= 1")
+    return kind, int(k)
+
+
+def per_query_metrics(run: pd.DataFrame, qrels: pd.DataFrame, metrics: Iterable[str]) -> pd.DataFrame:
+    """One row per query of the qrels (index qid, sorted), one column per metric ('R@10', 'MRR@10', ...).
+
+    The per-query values whose mean is evaluate_run's score: what bootstrap intervals and paired
+    tests resample (ratio_utils.stats).
+    """
+    metrics = list(dict.fromkeys(metrics))
+    parsed = {m: parse_metric(m) for m in metrics}
+    ranks = relevant_ranks(run, qrels)
+    if ranks.empty:
+        raise ValueError("qrels are empty: nothing to evaluate")
+    by_k = {k: _per_query(ranks, k) for k in sorted({k for _, k in parsed.values()})}
+    return pd.DataFrame({m: by_k[k][_PER_QUERY_COLUMN[kind]] for m, (kind, k) in parsed.items()})
 
 
 def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:

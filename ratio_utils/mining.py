@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .io import InputError, atomic_path, write_json_atomic, write_parquet_atomic
+from .io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
 from .parts import part_files, part_path, read_table, remove_parts_from, reset_table
 from .schema import (
     DISTRACTOR_CATEGORIES,
@@ -277,9 +277,7 @@ def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: s
       different match keys (e.g. `specifically,` vs `specifically`; longest match decides);
     * `clause_marker` — a key with words after its comma; its opening phrase ends at that comma.
     """
-    missing = [c for c in LEXICON_COLUMNS if c not in lexicon.columns]
-    if missing:
-        raise InputError(source, f"lexicon lacks column(s) {missing}")
+    require_columns(lexicon, LEXICON_COLUMNS, source)
     frame = lexicon.copy()
     frame["kind"] = frame["kind"].astype(str).str.lower()
     bad_kind = sorted(set(frame["kind"]) - {k.value for k in MarkerKind})
@@ -506,9 +504,7 @@ def consecutive_pairs(sentences: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def prepare_sentences(sentences: pd.DataFrame, source: str | Path) -> pd.DataFrame:
     """The sentence columns in reading order (corpus, paper, paragraph, sentence); a missing column is an error."""
-    missing = [c for c in SENTENCE_COLUMNS if c not in sentences.columns]
-    if missing:
-        raise InputError(source, f"sentence table lacks column(s) {missing}")
+    require_columns(sentences, SENTENCE_COLUMNS, source)
     frame = sentences[list(SENTENCE_COLUMNS)].sort_values(["corpus", "paper_id", "para", "sent"], kind="stable")
     return frame.reset_index(drop=True)
 
@@ -806,7 +802,7 @@ def read_mined(table: "str | Path") -> pd.DataFrame:
 
 
 def lexicon_conflicts_path(cfg) -> Path:
-    return Path(cfg.paths.mining_report).with_name("lexicon_conflicts.csv")
+    return cfg.paths.lexicon_conflicts
 
 
 def drop_count_table(result: MiningResult) -> pd.DataFrame:

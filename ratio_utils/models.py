@@ -19,7 +19,9 @@ import functools
 import hashlib
 import importlib
 import importlib.metadata
+import logging
 import os
+import re
 import shutil
 import tempfile
 import zipfile
@@ -62,16 +64,15 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     ),
 }
 
-# Hub namespaces that users commonly put in front of a model name.
-_NAMESPACES = ("sentence-transformers/",)
+def model_name(name_or_path: Any) -> str:
+    """The one normal form of a model name: the last path component, as spelled
+    ('sentence-transformers/all-MiniLM-L6-v2', '/x/all-MiniLM-L6-v2/' -> 'all-MiniLM-L6-v2').
+    Folder names (models/<name>__<move>), table rows and registry look-ups (lower-cased) use it."""
+    return Path(str(name_or_path).strip().rstrip("/")).name
 
 
 def _model_key(name: str) -> str:
-    key = name.strip()
-    for namespace in _NAMESPACES:
-        if key.lower().startswith(namespace):
-            key = key[len(namespace):]
-    return key.lower()
+    return model_name(name).lower()
 
 
 def model_cache_dir() -> Path:
@@ -167,6 +168,31 @@ def _set_offline() -> None:
     # No hub is reachable; without these, transformers may wait on network timeouts.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    _silence_harmless_load_reports()
+
+
+# Checkpoints saved by older transformers carry the `position_ids` buffer, which newer versions rebuild
+# instead of loading: reported as UNEXPECTED on every load, and harmless (the buffer is arange(max_len)).
+_HARMLESS_UNEXPECTED = re.compile(r"position_ids$")
+_REPORT_ROW = re.compile(r"^(\S+)\s*\|\s*([A-Z]+)\s*\|", re.MULTILINE)
+
+
+class _HarmlessLoadReportFilter(logging.Filter):
+    """Drops a transformers LOAD REPORT whose only findings are harmless UNEXPECTED keys; keeps any other."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "LOAD REPORT" not in message:
+            return True
+        rows = [(key, status) for key, status in _REPORT_ROW.findall(message) if key != "Key"]
+        return not rows or not all(status == "UNEXPECTED" and _HARMLESS_UNEXPECTED.search(key) for key, status in rows)
+
+
+def _silence_harmless_load_reports() -> None:
+    for name in ("transformers.modeling_utils", "transformers.utils.loading_report"):
+        target = logging.getLogger(name)
+        if not any(isinstance(f, _HarmlessLoadReportFilter) for f in target.filters):
+            target.addFilter(_HarmlessLoadReportFilter())
 
 
 def load_sentence_transformer(name_or_path: str | os.PathLike, device: str | None = None) -> "SentenceTransformer":
@@ -183,8 +209,8 @@ def _folder_fingerprint(path: str, stamp: tuple) -> str:
     root = Path(path)
     for child in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = child.relative_to(root)
-        if rel.parts[0].startswith(".") or rel.name == "README.md":
-            continue  # git metadata and prose do not change the embeddings
+        if rel.parts[0].startswith(".") or rel.name in ("README.md", "results.json"):
+            continue  # git metadata, prose and notebook 09's scores do not change the embeddings
         digest.update(str(rel).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()

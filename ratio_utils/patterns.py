@@ -218,7 +218,7 @@ def expand_all(templates: TemplateSet) -> pd.DataFrame:
 def compare_with_released(expanded: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
     """How many released rows of each (query_type, group) the expansion regenerates.
 
-    `released` is `lexicon.released_rows_frame(...)` (one row per file row, with marker, group,
+    `released` is `lexicon.read_released_csv_rows(...)` (one row per file row, with marker, group,
     source). Rows compared: the pattern rows (query_type=combo) and, because the file files the
     Address pattern markers under LLMgenerated (see notebook 03), the Address LLM rows.
     """
@@ -266,6 +266,18 @@ def grammar_requests(phrases: list[str], model: str, batch_size: int, prompt: st
                                     messages=[{"role": "system", "content": prompt}, {"role": "user", "content": user}],
                                     response_format_json=True, extra={}))
     return requests
+
+
+def grammar_filter(client: Any, expanded: pd.DataFrame, model: str, batch_size: int) -> tuple[pd.DataFrame, dict[str, bool]]:
+    """Ask the LLM which expanded markers are grammatical: (the rows judged grammatical, every verdict)."""
+    prompt = GRAMMAR_PROMPT.read_text(encoding="utf-8")
+    phrases = expanded["marker"].tolist()
+    requests = grammar_requests(phrases, model, batch_size, prompt)
+    asked = [phrases[start : start + batch_size] for start in range(0, len(phrases), batch_size)]
+    verdicts: dict[str, bool] = {}
+    for batch, result in zip(asked, client.run(requests, desc="grammar filter")):
+        verdicts.update(parse_grammar_answer(result.parsed, batch))
+    return expanded[expanded["marker"].map(verdicts.get).eq(True)], verdicts
 
 
 def parse_grammar_answer(parsed: dict | None, asked: list[str]) -> dict[str, bool]:

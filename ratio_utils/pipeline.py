@@ -1,10 +1,16 @@
 """Run the notebooks in order with papermill (what `run_all.sh` calls).
 
-Each notebook is executed into <output root>/runs/<run-id>/ so a reviewer can open the executed copy. Every
-notebook receives `params_file` and, when the params file fans it out, one value per fan-out key
-(`pipeline.fanout` in the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
-A failing notebook stops the run with its name and the failing cell; the wall time of each
-notebook is printed at the end and written to runs/<run-id>/timings.csv.
+Each notebook is executed into <output root>/runs/<run-id>/ (with any traceback), and a copy without
+machine paths goes to <output root>/notebooks/executed/ (`Paths.executed_notebooks`): for
+params/default.yaml, whose output root is the repository, that is notebooks/executed/, kept in git so
+reviewers read results without running anything. Every notebook receives `params_file` (relative to
+the repository) and, when the params file fans it out, one value per fan-out key (`pipeline.fanout` in
+the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
+
+The console shows one line per notebook with its wall time; a failing notebook stops the run with its
+name and the failing cell. Kernels talk over IPC (no "running over TCP without encryption" warning),
+and stream outputs are coalesced so a progress bar is stored as its final line. Timings go to
+runs/<run-id>/timings.csv.
 """
 
 from __future__ import annotations
@@ -12,15 +18,27 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import itertools
+import json
+import os
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import REPO_ROOT, load_config
+from .config import REPO_ROOT, Config, load_config
+from .io import write_text_atomic
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
+
+
+@dataclass
+class PipelineParams:
+    """`pipeline:` in a params file: fan-out values per notebook, e.g. {09_finetune: {move: [address, broaden]}}."""
+
+    fanout: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,7 +52,7 @@ class NotebookJob:
 
     @property
     def output_name(self) -> str:
-        suffix = "".join(f"__{k}={v}" for k, v in sorted(self.parameters.items()) if k != "params_file")
+        suffix = "".join(f"__{k}={v}" for k, v in sorted(self.parameters.items()) if k not in ("params_file", "overrides"))
         return f"{self.notebook.stem}{suffix}.ipynb"
 
 
@@ -63,10 +81,25 @@ def plan_jobs(
     return jobs
 
 
+def _ipc_kernel_manager():
+    """A kernel manager whose kernel listens on IPC sockets under the temp folder (not TCP)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+            self.ip = os.path.join(tempfile.gettempdir(), f"ratio-kernel-{uuid.uuid4().hex[:12]}")
+
+    return IPCKernelManager
+
+
 def execute(job: NotebookJob, out_dir: Path) -> float:
     import papermill
 
     started = time.perf_counter()
+    # tqdm.auto warns once per notebook that ipywidgets is missing; its text bar is what we want.
+    os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found"
     papermill.execute_notebook(
         str(job.notebook),
         str(out_dir / job.output_name),
@@ -75,8 +108,36 @@ def execute(job: NotebookJob, out_dir: Path) -> float:
         cwd=str(REPO_ROOT),
         progress_bar=False,
         log_output=False,
+        kernel_manager_class=_ipc_kernel_manager(),
+        coalesce_streams=True,
     )
     return time.perf_counter() - started
+
+
+def machine_path_replacements(cfg: Config) -> list[tuple[str, str]]:
+    """(absolute prefix, what an executed notebook shows instead), longest prefix first."""
+    venv = Path(sys.prefix)
+    pairs = {
+        f"{cfg.paths.root.resolve()}/": "",
+        f"{REPO_ROOT}/": "",
+        f"{cfg.paths.shared.resolve()}/": "shared:",
+        f"{cfg.paths.shared}/": "shared:",
+        f"{venv}/": "<venv>/",
+        f"{venv.resolve()}/": "<venv>/",
+        f"{Path(tempfile.gettempdir()).resolve()}/": "<tmp>/",
+        f"{Path.home()}/": "~/",
+        str(cfg.paths.root.resolve()): ".",
+        str(REPO_ROOT): ".",
+    }
+    return sorted(pairs.items(), key=lambda item: -len(item[0]))
+
+
+def publish_executed(executed: Path, cfg: Config) -> Path:
+    """Copy an executed notebook to `Paths.executed_notebooks` with every machine path made relative."""
+    text = executed.read_text(encoding="utf-8")
+    for prefix, replacement in machine_path_replacements(cfg):
+        text = text.replace(json.dumps(prefix)[1:-1], replacement)
+    return write_text_atomic(cfg.paths.executed_notebooks / executed.name, text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     cfg = load_config(args.params)
-    params_file = cfg.source
-    fanout = cfg.section("pipeline").get("fanout", {})
+    params_file = os.path.relpath(cfg.source, REPO_ROOT)  # papermill runs in the repo: no machine path
+    fanout = cfg.section("pipeline", PipelineParams).fanout
     only = {n.zfill(2) for n in args.only} if args.only else None
     jobs = plan_jobs(
         params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks,
@@ -107,15 +168,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    out_dir = cfg.paths.root / "runs" / run_id
+    out_dir = cfg.paths.runs / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"params: {params_file}\noutputs under: {cfg.paths.root}\nexecuted notebooks: {out_dir}")
+    print(f"params: {params_file}; outputs under: {cfg.paths.root}; executed notebooks: {cfg.paths.executed_notebooks}")
     timings: list[tuple[str, float]] = []
+    width = max(len(job.output_name) for job in jobs)
     try:
         for job in jobs:
-            print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name} ...", flush=True)
+            print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name:<{width}} ", end="", flush=True)
             timings.append((job.output_name, execute(job, out_dir)))
-            print(f"    done in {timings[-1][1]:.1f}s", flush=True)
+            publish_executed(out_dir / job.output_name, cfg)
+            print(f"{timings[-1][1]:7.1f}s", flush=True)
     except Exception as exc:  # papermill's PapermillExecutionError carries the failing cell
         cell = getattr(exc, "exec_count", None)
         print(
@@ -135,11 +198,7 @@ def _report_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
         return
     lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
     (out_dir / "timings.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    width = max(len(name) for name, _ in timings)
-    print("\nwall time per notebook:")
-    for name, seconds in timings:
-        print(f"  {name:<{width}}  {seconds:7.1f}s")
-    print(f"  {'total':<{width}}  {sum(s for _, s in timings):7.1f}s")
+    print(f"total: {sum(s for _, s in timings):.1f}s (runs/{out_dir.name}/timings.csv)")
 
 
 if __name__ == "__main__":

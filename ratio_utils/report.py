@@ -20,13 +20,18 @@ from .config import REPO_ROOT, Config
 from .io import atomic_path, sha256_tree, write_json_atomic, write_text_atomic
 
 
+# Committed outputs: a change there is a run's result, not a change of the code that produced it.
+OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed")
+
+
 def git_commit() -> str | None:
+    """HEAD, with `-dirty` when tracked code (not the committed outputs) differs from it."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *OUTPUT_PATHSPECS],
             cwd=REPO_ROOT, capture_output=True, text=True, check=True,
         ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
@@ -35,18 +40,27 @@ def git_commit() -> str | None:
 
 
 def provenance(cfg: Config, inputs: Iterable[str | Path] = (), notes: Iterable[str] = (), **extra: Any) -> dict:
+    """Params, input checksums, commit and notes; every path relative (`Paths.relative`), so a
+    committed record carries no path of the machine that wrote it."""
     checksums = {}
     for path in inputs:
         path = Path(path)
-        checksums[str(path)] = sha256_tree(path) if path.exists() else None
+        checksums[cfg.paths.relative(path)] = sha256_tree(path) if path.exists() else None
     return {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
         "params": cfg.to_dict(),
         "inputs": checksums,
-        "notes": list(notes),
+        "notes": [relative_text(note, cfg) for note in notes],
         **extra,
     }
+
+
+def relative_text(text: str, cfg: Config) -> str:
+    """`text` with the output root, the repository and the shared folder written relative."""
+    for base, replacement in ((cfg.paths.root, ""), (REPO_ROOT, ""), (cfg.paths.shared, "shared:")):
+        text = text.replace(f"{base.resolve()}/", replacement)
+    return text
 
 
 def write_table(
@@ -59,9 +73,13 @@ def write_table(
     inputs: Iterable[str | Path] = (),
     latex: bool = True,
     float_format: str = "{:.1f}",
+    shown: pd.DataFrame | None = None,
 ) -> dict[str, Path]:
-    """Write tables/<name>.csv, .md (caption, table, notes), optionally .tex, and the provenance."""
-    notes = list(notes)
+    """Write tables/<name>.csv, .md (caption, table, notes), optionally .tex, and the provenance.
+
+    `shown` is the Markdown/LaTeX form when it differs from the CSV (e.g. cells "23.3 [21.4, 25.2]"
+    whose value and interval bounds are separate CSV columns)."""
+    notes = [relative_text(note, cfg) for note in notes]
     out_dir = cfg.paths.tables
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -69,7 +87,7 @@ def write_table(
         frame.to_csv(tmp, index=False)
     written["csv"] = out_dir / f"{name}.csv"
 
-    shown = frame.copy()
+    shown = (frame if shown is None else shown).copy()
     for column in shown.columns:
         if pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))
@@ -87,7 +105,7 @@ def write_table(
         written["tex"] = write_text_atomic(out_dir / f"{name}.tex", tex)
     written["provenance"] = write_json_atomic(
         out_dir / f"{name}.provenance.json",
-        provenance(cfg, inputs, notes, caption=caption, files=[str(p) for p in written.values()]),
+        provenance(cfg, inputs, notes, caption=caption, files=[cfg.paths.relative(p) for p in written.values()]),
     )
     return written
 
@@ -103,7 +121,7 @@ def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
         written[ext] = target
     written["provenance"] = write_json_atomic(
-        out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[str(p) for p in written.values()])
+        out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()])
     )
     return written
 

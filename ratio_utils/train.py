@@ -40,6 +40,7 @@ import yaml
 from .benchmark import Benchmark, load_benchmark
 from .config import REPO_ROOT, Config, load_config
 from .io import write_json_atomic, write_text_atomic
+from .models import model_name
 from .schema import MOVES, Move, Split
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -317,8 +318,13 @@ def train_configuration(
     move: Move,
     run_key: str,
     seed: int,
+    batch_sampler: Any = None,
 ) -> tuple[RunResult, "SentenceTransformer"]:
-    """Train one configuration, restore its best epoch, save it to run_dir/model; return the result."""
+    """Train one configuration, restore its best epoch, save it to run_dir/model; return the result.
+
+    `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
+    the unified retriever's move-mixing sampler, ratio_utils.unified).
+    """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.losses import MultipleNegativesRankingLoss
@@ -343,7 +349,7 @@ def train_configuration(
         warmup_steps=hp.warmup_ratio,  # a float < 1 is a ratio of the training steps (transformers ≥ 5)
         max_grad_norm=hp.max_grad_norm,
         # A query whose gold sentence appears twice in a batch would be pushed away from its own gold.
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        batch_sampler=batch_sampler or BatchSamplers.NO_DUPLICATES,
         prompts={"anchor": params.query_prefix, "positive": params.doc_prefix},
         eval_strategy="epoch",
         save_strategy="epoch" if restore_best else "no",
@@ -412,15 +418,15 @@ def train_configuration(
 
 def base_name(base_model: str) -> str:
     """The folder-name form of a base model: the last path component."""
-    return Path(str(base_model).rstrip("/")).name
+    return model_name(base_model)
 
 
 def move_model_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
-    return cfg.paths.models / f"{base_name(params.base_model)}__{move.value}"
+    return cfg.paths.tuned_model_dir(params.base_model, move)
 
 
 def move_runs_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
-    return cfg.paths.models / RUNS_DIRNAME / f"{base_name(params.base_model)}__{move.value}"
+    return cfg.paths.tuned_runs_dir(params.base_model, move)
 
 
 def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, move: Move, seed: int) -> str:
@@ -486,7 +492,7 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
     scores = {}
     if _is_main_process():
         # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
-        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.cache / "embeddings")
+        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache)
         write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix], "scores": scores})
     _barrier()
     return (_read_json(path) or {}).get("scores", scores)
@@ -567,7 +573,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(selected.model_dir, staging)
         # The only use of the test split (and of silver, its judge-filtered subset) for this selection.
-        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.cache / "embeddings")
+        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.embedding_cache)
         test = final.get(Split.TEST.value, {})
         results = {
             "base_model": params.base_model,

@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 
 
 def colbert_model_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
-    return cfg.paths.models / f"{base_name(params.base_model)}-colbert__{move.value}"
+    return cfg.paths.tuned_model_dir(params.base_model, move, "colbert")
 
 
 def colbert_settings(params: TrainParams) -> dict[str, Any]:

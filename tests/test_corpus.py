@@ -4,13 +4,10 @@ path of the default corpus (pinned git blob ids, verified against a loopback HTT
 
 from __future__ import annotations
 
-import functools
 import gzip
-import http.server
 import json
 import re
 import shutil
-import threading
 import zipfile
 from pathlib import Path
 
@@ -368,26 +365,8 @@ def test_manifest_verification_detects_a_changed_file(shared_dir, tmp_path):
     assert list(verify_against_manifest(root, tmp_path / "m.tsv")) == [manifest.local_file.iloc[0]]
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def file_server(tmp_path):
-    """A static HTTP server on 127.0.0.1 serving tmp_path/www (stopped after the test)."""
-    www = tmp_path / "www"
-    www.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(www)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield www, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-def test_fetch_acl_scisumm_from_loopback_mirror(shared_dir, tmp_path, file_server):
-    www, base_url = file_server
+def test_fetch_acl_scisumm_from_loopback_mirror(shared_dir, tmp_path, loopback):
+    www, base_url = loopback
     manifest = read_manifest(PINNED_MANIFEST)
     rows = manifest[manifest.local_file.isin(["xml/P05-1053.xml", "xml/A00-1020.xml", "title_txt/A00-1020.txt"])]
     rows.to_csv(tmp_path / "m.tsv", sep="\t", index=False)

@@ -83,3 +83,16 @@ def test_a_move_without_pairs_is_skipped_and_recorded(tiny_benchmark, tmp_path, 
     result = json.loads(out.read_text())
     assert set(result["scores"]) == {"address", "specify"} and "broaden" in result["skipped"]
     assert "skipping broaden" in capsys.readouterr().err
+
+
+def test_python_api_matches_the_cli(tiny_benchmark, tmp_path):
+    """`ratio_utils.evaluate(...)` is the function behind the CLI; a Retriever object is scored as given."""
+    import ratio_utils
+
+    out = tmp_path / "cli.json"
+    assert main(["--model", "bm25-bigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10", "--out", str(out)]) == 0
+    by_name = ratio_utils.evaluate("bm25-bigram", tiny_benchmark, "test", "all", k=10)
+    by_object = ratio_utils.evaluate(BM25Retriever(2, name="mine"), tiny_benchmark, "test", "specify", k=10)
+    assert by_name["scores"] == json.loads(out.read_text())["scores"]
+    assert by_object["scores"] == {"specify": by_name["scores"]["specify"]}
+    assert by_object["system"] == "mine" and by_object["model_fingerprint"] is None

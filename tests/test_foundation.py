@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ratio_utils.benchmark import load_benchmark
-from ratio_utils.config import load_config
+from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.io import InputError, atomic_path, iter_jsonl
 from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
 
@@ -17,26 +17,25 @@ from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
 def test_config_extends_and_overrides(tmp_path, monkeypatch):
     monkeypatch.delenv("RATIO_OUTPUT_ROOT", raising=False)
     base = tmp_path / "base.yaml"
-    base.write_text("name: base\noutput_root: out\nmining: {max_extension_words: 5, lowercase: true}\n")
+    base.write_text("name: base\noutput_root: out\nmining: {extension_max_words: 5, lowercase: true}\n")
     child = tmp_path / "child.yaml"
-    child.write_text("extends: base.yaml\nname: child\nmining: {max_extension_words: 2}\n")
+    child.write_text("extends: base.yaml\nname: child\nmining: {extension_max_words: 2}\n")
     cfg = load_config(child, {"mining.lowercase": False})
     assert cfg.name == "child"
-    assert cfg.section("mining") == {"max_extension_words": 2, "lowercase": False}
-    assert cfg.paths.root.name == "out"
+    assert cfg.section("mining") == {"extension_max_words": 2, "lowercase": False}
+    # the output root is the file's own, never inherited: outputs/<name>/ without output_root
+    assert cfg.paths.root == REPO_ROOT / "outputs" / "child"
+    assert load_config(base).paths.root.name == "out"
 
 
-def test_config_rejects_unknown_section_key(tmp_path):
-    from dataclasses import dataclass
-
-    @dataclass
-    class P:
-        a: int = 1
-
+def test_config_rejects_unknown_section_key_at_load(tmp_path):
     path = tmp_path / "p.yaml"
-    path.write_text("stage: {a: 2, typo: 3}\n")
-    with pytest.raises(ValueError, match="typo"):
-        load_config(path).section("stage", P)
+    path.write_text("mining: {lowercase: true, typo: 3}\n")
+    with pytest.raises(ValueError, match=r"p\.yaml.*'mining'.*\['typo'\]"):
+        load_config(path)
+    path.write_text("minning: {lowercase: true}\n")
+    with pytest.raises(ValueError, match=r"p\.yaml.*unknown params section.*minning"):
+        load_config(path)
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):

@@ -4,6 +4,7 @@ loopback OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -25,17 +26,22 @@ from ratio_utils.judge import (
     agreement,
     anaphora_analysis,
     both_rule,
+    annotation_pairs,
     format_pair,
     human_panel_agreement,
+    judge_requests,
     load_label_files,
     load_prompts,
     majority_label,
+    parse_verdict,
     rater_panel_agreement,
     read_prompt,
     single_annotator_agreement,
     stratified_equal_allocation,
     unanimous_label,
+    with_pair_columns,
 )
+from ratio_utils.llm import ChatResult
 from ratio_utils.schema import MOVES, Move, Split
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -70,6 +76,62 @@ def test_format_pair_is_query_marker_gold():
     assert format_pair("Parsers overfit small treebanks.", "to address this issue,", "we add dropout.") == \
         "Parsers overfit small treebanks. To address this issue, we add dropout."
     assert format_pair("No final stop", "for example", "x") == "No final stop. For example, x"
+
+
+def test_judge_text_joins_the_marker_as_it_stood_in_the_paper():
+    # a clause-bearing lexicon entry: the gold sentence starts after the marker's first comma
+    pairs = pd.DataFrame({
+        "query_id": ["q1", "q2", "q3"], "gold_id": ["g1", "g2", "g3"],
+        "querySentence": ["Rules are needed", "Parsers overfit.", "Old release row."],
+        "queryTerm": ["for this purpose, we propose,", "to address this issue,", "for example,"],
+        "marker_text": ["For this purpose", "To address this issue", None],
+        "goldSentence": ["we propose the following post-processing rules.", "we add dropout.", "x."],
+    })
+    texts = with_pair_columns(pairs)["judge_text"].tolist()
+    assert texts[0] == "Rules are needed. For this purpose, we propose the following post-processing rules."
+    assert "we propose, we propose" not in texts[0]
+    assert texts[1] == "Parsers overfit. To address this issue, we add dropout."
+    assert texts[2] == "Old release row. For example, x."  # no marker_text: the lexicon entry
+    # a release without the column at all
+    assert with_pair_columns(pairs.drop(columns="marker_text"))["judge_text"][1] == texts[1]
+
+
+def _result(content: str | None, *, error: str | None = None) -> ChatResult:
+    parsed = json.loads(content) if content and error is None else None
+    return ChatResult("c", content, parsed, error, {}, False, "h")
+
+
+@pytest.mark.parametrize("content, accept", [
+    ('{"accept": true, "reason": "fits"}', True),
+    ('{"accept": false}', False),
+    ('{"accept": "Yes"}', True),
+    ('{"accept": " reject "}', False),
+    ('{"accept": "0"}', False),
+])
+def test_parse_verdict_reads_booleans_and_boolean_strings(content, accept):
+    value, reason, error = parse_verdict(_result(content))
+    assert value is accept and error is None
+    assert reason == ("fits" if "fits" in content else None)
+
+
+@pytest.mark.parametrize("content", ['{"accept": "maybe"}', '{"accept": 1}', '{"accept": null}', '{"verdict": true}'])
+def test_parse_verdict_rejects_non_boolean_answers(content):
+    value, reason, error = parse_verdict(_result(content))
+    assert value is None and reason is None and "no boolean 'accept'" in error
+
+
+def test_parse_verdict_passes_on_failed_answers():
+    assert parse_verdict(_result("not json", error="content is not valid JSON: x")) == (None, None, "content is not valid JSON: x")
+    assert parse_verdict(ChatResult("c", None, None, None, {}, False, "h")) == (None, None, "no JSON answer")
+
+
+def test_small_moves_share_annotation_pairs_so_the_panel_is_not_empty():
+    sample = pd.DataFrame({"pair_id": [f"p{i}" for i in range(13)]})
+    subsets = annotation_pairs(sample, 100, 60, seed=13)
+    assert (len(subsets["calibration"]), len(subsets["panel"])) == (8, 5)
+    assert not set(subsets["calibration"].pair_id) & set(subsets["panel"].pair_id)
+    big = annotation_pairs(pd.DataFrame({"pair_id": [f"p{i}" for i in range(200)]}), 100, 60, seed=13)
+    assert (len(big["calibration"]), len(big["panel"])) == (100, 60)
 
 
 # -- sampling ---------------------------------------------------------------------------------
@@ -206,8 +268,9 @@ def _install_benchmark(tiny_benchmark: Path, cfg) -> None:
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
 
 
-def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypatch):
+def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg.paths = dataclasses.replace(cfg.paths, shared=tmp_path / "shared_without_llm_cache")  # nothing to replay
     _install_benchmark(tiny_benchmark, cfg)
     stale = pairs_path(cfg.paths.benchmark, Move.ADDRESS, Split.SILVER)
     write_pairs(load_benchmark(cfg.paths.benchmark).queries("address", "test"), cfg.paths.benchmark, "address", "silver")
@@ -221,7 +284,9 @@ def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypat
     assert all(Path(f).exists() for f in sheets["file"])
     sf.load_labels()
     selection = sf.calibrate()
-    assert selection["single_F1"].isna().all() and not selection["retained"].any()
+    # no labels: no F1; the default params fix the retained prompts (those of the recorded answers)
+    assert selection["single_F1"].isna().all()
+    assert sorted(selection.loc[selection["retained"], "prompt"]) == sorted(["minimal-v1", "ordered-v1"] * 3)
     summary = sf.filter()
     assert not summary["silver written"].any()
     assert not stale.exists() and not any(load_benchmark(cfg.paths.benchmark).has(m, "silver") for m in MOVES)
@@ -332,3 +397,71 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
     for path in cfg.paths.root.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def _record_batch_files(folder: Path, sf: SilverFilter, model: str, *, skip_pairs: set[str]) -> int:
+    """Recorded responses in the Batch API format of ../shared/llm_cache (input + output JSONL),
+    answered by `model`, for every retained-prompt request except those of `skip_pairs`."""
+    folder.mkdir(parents=True)
+    inputs, outputs = [], []
+    for move in MOVES:
+        for prompt in [p for p in sf.prompts[move] if p.label in sf.retained[move]]:
+            for request in judge_requests(sf.samples[move], prompt, "gpt-5.4", sf.params):
+                inputs.append({"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions", "body": request.body()})
+                if request.meta["pair_id"] in skip_pairs:
+                    continue
+                accept = _stub_accepts(prompt.text, request.messages[1]["content"])
+                body = {"model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": json.dumps({"accept": accept, "reason": "recorded"})}}]}
+                outputs.append({"custom_id": request.custom_id, "response": {"status_code": 200, "body": body}, "error": None})
+    (folder / "run-input.jsonl").write_text("".join(json.dumps(x) + "\n" for x in inputs))
+    (folder / "run-output.jsonl").write_text("".join(json.dumps(x) + "\n" for x in outputs))
+    return len(inputs) - len(outputs)
+
+
+def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg, tiny_benchmark, monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg.paths = dataclasses.replace(cfg.paths, shared=tmp_path / "shared_without_llm_cache")
+    _install_benchmark(tiny_benchmark, cfg)
+    cfg.sections["judge"] = {"retained": {m.value: ["minimal", "ordered"] for m in MOVES}}
+    recorded = tmp_path / "recorded"
+    cfg.sections["llm"] = {"model": "gpt-5.4", "replay_dirs": [str(recorded)]}
+    sf = SilverFilter.from_config(cfg)
+    sf.sample()
+    sf.calibrate()
+    missing_pair = sf.samples[Move.SPECIFY]["pair_id"].iloc[0]
+    assert _record_batch_files(recorded, sf, "standin-model", skip_pairs={missing_pair}) == 2
+    sf = SilverFilter.from_config(cfg)  # a fresh client sees the recorded files
+    assert sf.online
+    sf.sample(); sf.load_labels(); sf.calibrate()
+    summary = sf.filter().set_index("move")
+    assert summary["replay misses"].to_dict() == {"address": 0, "broaden": 0, "specify": 2}
+    assert summary.loc["specify", "judged"] == 2 and summary.loc["specify", "sampled"] == 3
+    assert summary.loc["address", "judged"] == 3
+    verdicts = sf.silver_verdicts.set_index("pair_id")
+    assert pd.isna(verdicts.loc[missing_pair, "accepted"])  # a pair with a missing verdict is not silver
+    silver = load_benchmark(cfg.paths.benchmark).queries(Move.SPECIFY, "silver")
+    assert missing_pair not in set(silver["query_id"] + "-" + silver["gold_id"])
+    notes = (cfg.paths.tables / "judge_silver_summary.md").read_text()
+    assert "gpt-5.4 configured; answers replayed from ../shared/llm_cache, produced by standin-model" in notes
+    assert "specify: 2 request(s), 1 pair(s)" in notes
+    assert str(tmp_path) not in notes
+    sf.anaphora()
+    assert "produced by standin-model" in (cfg.paths.tables / "judge_anaphora.md").read_text()
+
+
+def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_branch(cfg, tiny_benchmark, monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    _install_benchmark(tiny_benchmark, cfg)
+    cfg.sections["judge"] = {"retained": {m.value: ["minimal", "ordered"] for m in MOVES}}
+    recorded = tmp_path / "recorded"
+    cfg.sections["llm"] = {"replay_dirs": [str(recorded)]}
+    sf = SilverFilter.from_config(cfg)
+    sf.sample(); sf.calibrate()
+    _record_batch_files(recorded, sf, "standin-model", skip_pairs=set().union(*(set(s["pair_id"]) for s in sf.samples.values())))
+    sf = SilverFilter.from_config(cfg)
+    sf.sample(); sf.load_labels(); sf.calibrate()
+    summary = sf.filter()
+    assert not summary["silver written"].any() and (summary["judged"] == 0).all()
+    assert not any(load_benchmark(cfg.paths.benchmark).has(m, "silver") for m in MOVES)
+    assert "replay found no recorded response" in (cfg.paths.tables / "judge_silver_summary.md").read_text()

@@ -4,11 +4,8 @@ marker loop's pure parts (ratio_utils.marker_llm), on the released lexicon and o
 from __future__ import annotations
 
 import csv
-import functools
 import gzip
-import http.server
 import json
-import threading
 from collections import Counter
 from itertools import islice
 from pathlib import Path
@@ -32,7 +29,7 @@ def released_csv(shared_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def released(released_csv) -> lx.Lexicon:
-    return lx.load_lexicon(released_csv)
+    return lx.load_released_csv(released_csv)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +98,7 @@ def test_split_trailing_clause():
 
 
 def test_good_fixture_merges_and_resolves_as_documented():
-    lexicon = lx.load_lexicon(FIXTURES / "good.csv")
+    lexicon = lx.load_released_csv(FIXTURES / "good.csv")
     frame = lexicon.frame.set_index("marker")
     assert frame.loc["for example", ["kind", "move", "source"]].tolist() == ["move", "specify", "manual"]
     assert frame.loc["in particular", "source"] == "manual"  # the manual` typo, read as manual
@@ -136,35 +133,21 @@ def test_good_fixture_merges_and_resolves_as_documented():
 def test_bad_files_fail_naming_file_and_line(name, line, message):
     path = FIXTURES / name
     with pytest.raises(InputError, match=message) as info:
-        lx.load_lexicon(path)
+        lx.load_released_csv(path)
     assert info.value.line == line
     assert f"{path}:{line}" in str(info.value)
 
 
 def test_artefact_round_trip(tmp_path):
-    lexicon = lx.load_lexicon(FIXTURES / "good.csv")
+    lexicon = lx.load_released_csv(FIXTURES / "good.csv")
     written = lx.write_lexicon(lexicon, tmp_path / "lexicon.parquet")
-    back = lx.read_lexicon(tmp_path / "lexicon.parquet")
+    back = lx.read_artefact(tmp_path / "lexicon.parquet")
     pd.testing.assert_frame_equal(back.frame, lexicon.frame)
     assert list(pd.read_csv(written["csv"]).columns) == list(LEXICON_COLUMNS)
     assert back.report["sha256"] == sha256_file(FIXTURES / "good.csv")
 
 
 # --- download fallback (loopback server, no network) ------------------------------------------------
-
-
-@pytest.fixture
-def loopback(tmp_path):
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
 
 
 def test_download_refuses_a_file_that_differs_from_the_pin(loopback, cfg, tmp_path):
@@ -176,7 +159,7 @@ def test_download_refuses_a_file_that_differs_from_the_pin(loopback, cfg, tmp_pa
     params = lx.LexiconParams(released_csv="no/such/file.csv")
     with pytest.raises(ChecksumError, match="sha256"):
         lx.released_lexicon_path(cfg, params, pinned)
-    assert not list((cfg.paths.raw / "lexicon").glob("*"))
+    assert not list((cfg.paths.downloads / "lexicon").glob("*"))
 
 
 def test_released_path_falls_back_to_download_without_shared(loopback, cfg, tmp_path, monkeypatch):
@@ -185,7 +168,7 @@ def test_released_path_falls_back_to_download_without_shared(loopback, cfg, tmp_
     pinned = lx.PinnedFile(url=f"{base}/lexicon.csv", sha256=sha256_file(FIXTURES / "good.csv"))
     params = lx.LexiconParams(released_csv="no/such/file.csv")
     path = lx.released_lexicon_path(cfg, params, pinned)
-    assert path.is_file() and path.parent == cfg.paths.raw / "lexicon"
+    assert path.is_file() and path.parent == cfg.paths.downloads / "lexicon"
     assert lx.released_lexicon_path(cfg, params, pinned) == path  # a checked local copy is reused
 
 
@@ -214,7 +197,7 @@ def test_review_decision_files_are_checked(tmp_path):
 
 
 def test_table4_counts_sources_moves_and_data():
-    lexicon = lx.load_lexicon(FIXTURES / "good.csv").frame
+    lexicon = lx.load_released_csv(FIXTURES / "good.csv").frame
     pairs = pd.DataFrame(
         {
             "marker": ["to address", "to address", "for example", "more generally", "to this end, we propose"],
@@ -301,7 +284,7 @@ def test_extension_matching():
 
 
 def test_span_status_uses_hand_made_rows():
-    lexicon = lx.load_lexicon(FIXTURES / "good.csv").frame
+    lexicon = lx.load_released_csv(FIXTURES / "good.csv").frame
     top = pl.DataFrame({"span": ["for example", "to address this issue", "in contrast", "to this end", "we note"], "count": [9, 5, 4, 3, 2]})
     status = curation.span_status(top, lexicon).set_index("span")
     assert status["status"].to_dict() == {"for example": "specify", "to address this issue": "address", "in contrast": "distractor",
@@ -314,7 +297,7 @@ def test_span_status_uses_hand_made_rows():
 
 
 def test_replayed_label_counts_match_the_file_and_the_paper(released_csv, released_raw):
-    counts = marker_llm.released_label_counts(lx.released_rows_frame(released_csv)).set_index("group")
+    counts = marker_llm.released_label_counts(lx.read_released_csv_rows(released_csv)).set_index("group")
     llm = released_raw[released_raw["query_type"] == "LLMgenerated"]
     reference = Counter(s or "unlabelled" for s in llm["strength"])
     for label in ("STRONG-TRUE", "WEAK-TRUE", "FALSE", "unlabelled"):
@@ -390,7 +373,7 @@ def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, shar
         client, why = marker_llm.llm_client(cfg)
         assert client is not None, why
         params = lx.lexicon_params(cfg)
-        run = marker_llm.run_generation(client, lx.load_lexicon(FIXTURES / "good.csv").frame, params, cfg.seed)
+        run = marker_llm.run_generation(client, lx.load_released_csv(FIXTURES / "good.csv").frame, params, cfg.seed)
     n_sub = sum(len(v) for k, v in marker_llm.load_subcategories().items() if k.value in params.generation_moves)
     assert len(run["proposed"]) == 2 * 2 * n_sub * 3  # rounds x models x subcategories x phrases
     assert "more generally" not in set(run["candidates"]["marker"])  # curated seeds are not candidates

@@ -161,6 +161,20 @@ def test_replay_miss_names_the_custom_id_and_hash(tmp_path):
         client.run([request])
 
 
+def test_partial_replay_answers_misses_as_flagged_errors_and_counts_them(stub, tmp_path):
+    requests = requests_for(3)
+    LLMClient(settings(stub), tmp_path / "online", api_key=KEY).run(requests[:2], desc="record two")
+    replayer = LLMClient(LLMSettings(model="test-model", mode="replay"), tmp_path / "replayer", api_key=None,
+                         replay_dirs=[tmp_path / "online"])
+    extra = requests[2:] + [ChatRequest("dup", "test-model", requests[2].messages, extra=requests[2].extra)]
+    results = replayer.run(requests + extra[1:], allow_replay_misses=True)
+    assert [r.replay_miss for r in results] == [False, False, True, True]  # the duplicate body misses too
+    assert [echo(r) for r in results[:2]] == ["item number 0", "item number 1"]
+    assert results[2].parsed is None and results[2].request_hash in results[2].error
+    assert replayer.last_report.n_replay_misses == 1  # one unique body
+    assert replayer.last_report.answered_by == ["test-model"] and results[0].model == "test-model"
+
+
 def test_replay_from_batch_files_and_shared_llm_cache(stub, tmp_path, monkeypatch):
     requests = requests_for(3)
     online = LLMClient(settings(stub, mode="batch"), tmp_path / "online", api_key=KEY)

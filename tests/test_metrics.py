@@ -106,3 +106,27 @@ def test_bad_runs_are_rejected():
         evaluate_run(dup.drop(columns="score"), qrels)
     with pytest.raises(ValueError, match="empty"):
         evaluate_run(dup.iloc[:1], qrels.iloc[:0])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_per_query_metrics_match_ranx_per_query(ties):
+    from ratio_utils.metrics import per_query_metrics
+
+    run, qrels = _random_case(3, ties)
+    ours = per_query_metrics(run, qrels, ["R@10", "MRR@10", "HR@5", "MRR@100"])
+    assert list(ours.index) == sorted(qrels["qid"].unique())
+    ordered = order_run(run)
+    run_dict: dict[str, dict[str, float]] = {}
+    for qid, docid, rank in ordered[["qid", "docid", "rank"]].itertuples(index=False):
+        run_dict.setdefault(qid, {})[docid] = 1.0 / rank
+    qrels_dict: dict[str, dict[str, int]] = {}
+    for qid, docid in qrels.itertuples(index=False):
+        qrels_dict.setdefault(qid, {})[docid] = 1
+    ranx_qrels, ranx_run = Qrels(qrels_dict), Run(run_dict)
+    for ours_name, ranx_name in (("R@10", "recall@10"), ("MRR@10", "mrr@10"), ("HR@5", "hit_rate@5"), ("MRR@100", "mrr@100")):
+        evaluate(ranx_qrels, ranx_run, ranx_name, make_comparable=True)
+        theirs = ranx_run.scores[ranx_name]
+        for qid, value in ours[ours_name].items():
+            assert value == pytest.approx(theirs.get(qid, 0.0), abs=1e-12), (ours_name, qid)
+    # the means are evaluate_run's scores
+    assert ours["MRR@10"].mean() == pytest.approx(evaluate_run(run, qrels, ks=(10,))["MRR@10"])

@@ -104,3 +104,19 @@ def test_live_model_fingerprint_changes_with_weights():
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
     assert model_fingerprint(model) != before
+
+
+def test_fingerprint_ignores_notebook_09_scores_and_card(tmp_path):
+    # notebook 09 scores a model, then writes results.json and README.md beside its weights: the embeddings
+    # cached under the first fingerprint must still be found afterwards (stages.retrieval_baselines.record_tuned_runs)
+    from ratio_utils.models import model_fingerprint
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "weights.bin").write_bytes(b"\x00\x01")
+    before = model_fingerprint(folder)
+    (folder / "results.json").write_text("{}")
+    (folder / "README.md").write_text("# card")
+    assert model_fingerprint(folder) == before
+    (folder / "weights.bin").write_bytes(b"\x00\x02")
+    assert model_fingerprint(folder) != before

@@ -97,7 +97,7 @@ def test_project_templates_follow_the_paper(shared_dir):
 
 
 def test_comparison_with_released_rows(shared_dir):
-    released = lx.released_rows_frame(shared_dir / "lexicon" / lx.RELEASED_LEXICON_NAME)
+    released = lx.read_released_csv_rows(shared_dir / "lexicon" / lx.RELEASED_LEXICON_NAME)
     templates = patterns.load_templates().select(("broaden_to_generalize", "broaden_cue", "broaden_generalizing_from"))
     expanded = patterns.expand_all(templates)
     result = patterns.compare_with_released(expanded, released).set_index(["query_type", "group"])

@@ -45,3 +45,52 @@ def test_failing_notebook_stops_the_run_naming_notebook_and_cell(tmp_path, monke
     run_dir = tmp_path / "out" / "runs" / "t"
     assert (run_dir / "00_ok.ipynb").exists() and not (run_dir / "02_never.ipynb").exists()
     assert "00_ok.ipynb" in (run_dir / "timings.csv").read_text()
+
+
+@pytest.mark.slow
+def test_run_prints_one_line_per_notebook_and_publishes_it_without_machine_paths(tmp_path, monkeypatch, capsys):
+    """A fake output root stands in for the default run: its executed notebooks land in
+    <root>/notebooks/executed/ (for params/default.yaml, the repository's notebooks/executed/)."""
+    out = tmp_path / "out"
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(out))
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _notebook(
+        nbdir / "00_show.ipynb",
+        "params_file = ''\noverrides = {}",
+        "from ratio_utils.config import REPO_ROOT, load_config\nprint(REPO_ROOT / 'tables', load_config(params_file).paths.root)",
+        "from tqdm import tqdm\nfor _ in tqdm(range(300), mininterval=0):\n    pass",
+    )
+    assert pipeline.main(["--notebooks", str(nbdir), "--run-id", "t"]) == 0
+    stdout = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("[1/1] 00_show.ipynb") and line.endswith("s") for line in stdout) == 1
+    assert len(stdout) == 3  # where things go, the notebook's line, the total
+    published = out / "notebooks" / "executed" / "00_show.ipynb"
+    text = published.read_text()
+    assert str(tmp_path) not in text and str(pipeline.REPO_ROOT) not in text
+    cells = nbformat.read(published, as_version=4).cells
+    printed = cells[-2].outputs[0]["text"]
+    assert printed.split() == ["tables", "."]  # repo path and output root, both made relative
+    bar = cells[-1].outputs
+    assert len(bar) == 1 and bar[0]["text"].count("\n") == 1 and "300/300" in bar[0]["text"]
+
+
+@pytest.mark.slow
+def test_papermill_overrides_parameter_reaches_the_config(tmp_path):
+    """`papermill -p overrides '{...}'` passes JSON text; load_config merges it over the params file."""
+    import os
+    import subprocess
+    import sys
+
+    notebook = tmp_path / "nb.ipynb"
+    _notebook(notebook, 'params_file = "params/default.yaml"\noverrides = {}',
+              "from ratio_utils.config import load_config\n"
+              "print('VALUE', load_config(params_file, overrides).section('mining')['extension_max_words'])")
+    executed = tmp_path / "out.ipynb"
+    env = {**os.environ, "PYTHONPATH": str(pipeline.REPO_ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "papermill", str(notebook), str(executed), "-k", pipeline.KERNEL_NAME,
+         "--cwd", str(pipeline.REPO_ROOT), "-p", "overrides", '{"mining": {"extension_max_words": 3}}'],
+        check=True, capture_output=True, env=env,
+    )
+    assert "VALUE 3" in nbformat.read(executed, as_version=4).cells[-1].outputs[0]["text"]

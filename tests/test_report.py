@@ -25,7 +25,7 @@ def test_write_table_writes_every_format_with_notes_and_blank_missing_cells(cfg,
     assert "\\begin{table}" in written["tex"].read_text()
     record = json.loads(written["provenance"].read_text())
     assert record["notes"] == ["ColBERT: not available offline"]
-    assert record["inputs"][str(source)] is not None and record["params"]["name"] == cfg.name
+    assert record["inputs"]["input.txt"] is not None and record["params"]["name"] == cfg.name  # relative to the root
 
 
 def test_save_figure_writes_png_and_pdf(cfg):

@@ -9,10 +9,10 @@ import hashlib
 import http.server
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
+from conftest import loopback_http
 
 from ratio_utils.corpus import IngestLog, read_papers
 from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
@@ -115,20 +115,17 @@ class FakeS3AndApi:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serving = loopback_http(Handler)
 
     def expire(self) -> None:
         self.valid_from = self.generation + 1
 
     def __enter__(self):
-        self.thread.start()
+        self.base = self.serving.__enter__()
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self.serving.__exit__(*exc)
 
 
 def _gz(path: Path) -> bytes:

@@ -14,6 +14,19 @@ if [ -z "$PY" ]; then
 fi
 [ -n "$PY" ] || { echo "bootstrap: Python 3.11 not found (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
 
+# A headless browser for the annotation app's tests (tests/test_annotate.py): Debian's chromium and its
+# driver, since no browser build can be downloaded. Installed only when missing, as root, where apt exists;
+# elsewhere the browser tests skip and say why. A failed install does not stop the bootstrap.
+if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing chromium and chromium-driver (apt-get, for the browser tests)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+      || echo "bootstrap: could not install chromium; the browser tests will skip" >&2
+  else
+    echo "bootstrap: no chromium/chromedriver (install them as root: apt-get install chromium chromium-driver); the browser tests will skip" >&2
+  fi
+fi
+
 stamp=$(cat requirements.txt requirements-nodeps.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f .venv/.ratio-stamp ] && [ "$(cat .venv/.ratio-stamp)" = "$stamp" ]; then
   exit 0

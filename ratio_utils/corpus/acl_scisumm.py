@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import REPO_ROOT
-from ..io import InputError, write_text_atomic
+from ..io import require_columns, write_text_atomic
 from .base import IngestLog, InputPart, Paper, file_parts, acl_year_venue, back_matter_kind, decode_bytes
 
 SCISUMM_COMMIT = "1dd68e44df5c94cc767cc301cd04e61c52e4bf68"
@@ -190,9 +190,7 @@ def _manifest_repo_paths(path: "str | Path") -> dict[str, str]:
 def read_manifest(path: "str | Path") -> pd.DataFrame:
     """The pinned file list of the ACL corpus: local_file, repo_path, git_blob (MANIFEST.tsv)."""
     frame = pd.read_csv(path, sep="\t", dtype=str)
-    missing = {"local_file", "repo_path", "git_blob"} - set(frame.columns)
-    if missing:
-        raise InputError(path, f"manifest lacks column(s) {sorted(missing)}")
+    require_columns(frame, ("local_file", "repo_path", "git_blob"), path)
     return frame
 
 

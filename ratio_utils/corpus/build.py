@@ -272,7 +272,7 @@ def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = 
             reset_table(table, partitioned=False)
         write_parquet_atomic(paper_table, cfg.paths.papers)
         write_parquet_atomic(sentences, cfg.paths.sentences)
-        quarantine_dir = cfg.paths.interim / "quarantine"
+        quarantine_dir = cfg.paths.quarantine
         for reader in readers:
             records = log.quarantined.get(reader.corpus, [])
             write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl", "".join(json.dumps(r) + "\n" for r in records))

@@ -218,7 +218,7 @@ def build_corpus_parts(cfg: Config, params: CorpusParams, write: bool = True, cl
         raise InputError(", ".join(r.corpus for r in readers), "no valid paper in any source")
     report["parts"] = {"total": index, "skipped_unchanged": skipped, "built": index - skipped}
     report["seconds"] = round(time.perf_counter() - started, 1)
-    quarantine_dir = cfg.paths.interim / "quarantine"
+    quarantine_dir = cfg.paths.quarantine
     for reader in readers:
         records = [r for part in reports for r in part["quarantined"] if r["corpus"] == reader.corpus]
         write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl", "".join(json.dumps(r) + "\n" for r in records))

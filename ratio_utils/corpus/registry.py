@@ -29,7 +29,7 @@ def _acl_scisumm(cfg: Config, params: CorpusParams) -> CorpusReader:
 
     root = resolve_path(params.acl_scisumm_dir, cfg) if params.acl_scisumm_dir else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw"
     if not (root / "xml").is_dir():
-        root = fetch_acl_scisumm(cfg.paths.raw / "downloads" / "acl_scisumm", base_url=params.download_base_url)
+        root = fetch_acl_scisumm(cfg.paths.downloads / "acl_scisumm", base_url=params.download_base_url)
     return AclScisummReader(root, manifest=root / "MANIFEST.tsv" if (root / "MANIFEST.tsv").exists() else PINNED_MANIFEST)
 
 
@@ -38,7 +38,7 @@ def _aclsum(cfg: Config, params: CorpusParams) -> CorpusReader:
 
     root = resolve_path(params.aclsum_dir, cfg) if params.aclsum_dir else cfg.paths.shared / "corpora" / "aclsum" / "raw"
     if not (root / "paper_jsons").is_dir():
-        root = fetch_aclsum(cfg.paths.raw / "downloads" / "aclsum")
+        root = fetch_aclsum(cfg.paths.downloads / "aclsum")
     return AclsumReader(root)
 
 

@@ -34,7 +34,7 @@ from .base import IngestLog, InputPart, Paper, S2orcParams, _quarantine_error, b
 def default_download_dir(params: S2orcParams, cfg: Config) -> Path:
     if params.download_dir:
         return Path(params.download_dir).expanduser()
-    return cfg.paths.raw / "downloads" / "s2orc" / params.release
+    return cfg.paths.downloads / "s2orc" / params.release
 
 
 # --- shard parsing -----------------------------------------------------------------------------------------

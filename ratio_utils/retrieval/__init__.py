@@ -5,7 +5,7 @@
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
 * `run_and_score`   — search one (move, split), write the run files, return the metrics (scoring.py);
 * run file I/O (runs.py);
-* notebook 08's systems, runs and Tables 1/7/8 (experiments.py, imported on use).
+* run files carry a sidecar (runs.RunInfo); Tables 1, 7, 8 are assembled by ratio_utils.paper_tables.
 """
 
 from .base import Retriever

@@ -14,14 +14,13 @@ from abc import ABC, abstractmethod
 import numpy as np
 import pandas as pd
 
+from ..io import require_columns
 from ..schema import RUN_COLUMNS
 
 
 def check_queries(queries: pd.DataFrame) -> pd.DataFrame:
     """queries with string columns qid, text; duplicate qids are an error (ids are text hashes)."""
-    missing = [c for c in ("qid", "text") if c not in queries.columns]
-    if missing:
-        raise ValueError(f"queries lack column(s) {missing}; found {list(queries.columns)}")
+    require_columns(queries, ("qid", "text"), "queries")
     frame = queries.loc[:, ["qid", "text"]].astype(str).reset_index(drop=True)
     if frame["qid"].duplicated().any():
         raise ValueError(f"queries repeat {int(frame['qid'].duplicated().sum())} qid(s); give each query once")
@@ -30,9 +29,7 @@ def check_queries(queries: pd.DataFrame) -> pd.DataFrame:
 
 def check_pool(pool: pd.DataFrame) -> pd.DataFrame:
     """pool with string columns docid, text; duplicate docids are an error."""
-    missing = [c for c in ("docid", "text") if c not in pool.columns]
-    if missing:
-        raise ValueError(f"pool lacks column(s) {missing}; found {list(pool.columns)}")
+    require_columns(pool, ("docid", "text"), "pool")
     frame = pool.loc[:, ["docid", "text"]].astype(str).reset_index(drop=True)
     dup = frame["docid"].duplicated()
     if dup.any():

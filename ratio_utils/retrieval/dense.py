@@ -30,7 +30,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
-from ..models import load_sentence_transformer, model_fingerprint, resolve_model_path
+from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
 from ..schema import Move
 from .base import Retriever, run_from_hits
 
@@ -86,8 +86,7 @@ RECOMMENDED_PREFIXES: dict[str, PromptStyle] = {
 
 
 def _model_key(model: Any) -> str:
-    name = str(model).rstrip("/").split("/")[-1]
-    return name.lower()
+    return model_name(model).lower()
 
 
 def recommended_prefixes(model: Any) -> PromptStyle | None:
@@ -209,7 +208,7 @@ class DenseRetriever(Retriever):
         if isinstance(model, (str, os.PathLike)):
             self._model_ref: str | None = str(model)
             self._model = None
-            label = resolve_model_path(model).name if Path(str(model)).exists() else str(model).split("/")[-1]
+            label = resolve_model_path(model).name if Path(str(model)).exists() else model_name(model)
         else:
             self._model_ref = None
             self._model = model

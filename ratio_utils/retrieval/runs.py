@@ -1,17 +1,20 @@
-"""Run files of stage 08/09: data/retrieval_runs/<system>/<move>/<split>.parquet and .trec.
+"""Run files of stages 08-11: data/retrieval_runs/<system>/<move>/<split>.parquet, .trec and .run.json.
 
 The parquet file is what the compendium reads back; the TREC file ("qid Q0 docid rank score
-system", space separated) lets trec_eval, ranx or ir_measures score the same run.
+system", space separated) lets trec_eval, ranx or ir_measures score the same run. The sidecar
+(`RunInfo`, .run.json) names the system and the benchmark checksum the run was computed on.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 
-from ..io import InputError, atomic_path, write_parquet_atomic
+from ..io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
 from ..schema import RUN_COLUMNS, Move, Split
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -32,9 +35,7 @@ def run_path(runs_dir: Path, system: str, move: Move | str, split: Split | str) 
 def write_run(run: pd.DataFrame, path: Path, system: str) -> dict[str, Path]:
     """Write <path>.parquet and <path>.trec atomically."""
     path = Path(path).with_suffix(".parquet")
-    missing = [c for c in RUN_COLUMNS if c not in run.columns]
-    if missing:
-        raise ValueError(f"run lacks column(s) {missing}")
+    require_columns(run, RUN_COLUMNS, "run")
     frame = run.loc[:, list(RUN_COLUMNS)]
     write_parquet_atomic(frame, path)
     trec = path.with_suffix(".trec")
@@ -51,9 +52,7 @@ def read_run(path: Path) -> pd.DataFrame:
     path = Path(path)
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
-        missing = [c for c in RUN_COLUMNS if c not in frame.columns]
-        if missing:
-            raise InputError(path, f"missing run column(s) {missing}")
+        require_columns(frame, RUN_COLUMNS, path)
         return frame[list(RUN_COLUMNS)]
     rows = []
     with open(path, encoding="utf-8") as handle:
@@ -68,3 +67,97 @@ def read_run(path: Path) -> pd.DataFrame:
             except ValueError as exc:
                 raise InputError(path, f"bad rank or score: {exc}", lineno) from None
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+# -- system names and the sidecar that says what a run file is ------------------------------------
+
+SETUPS = ("Baseline", "Tuned", "Baseline + rerank", "Tuned + rerank")
+RERANK_SUFFIX = " + rerank"
+
+
+def system_name(model: str, prefix: str = "generic", setup: str = "Baseline") -> str:
+    """The one name of a table row's system, used for its run folder (system_slug) and sidecar.
+
+    'all-MiniLM-L6-v2' (generic prefix, baseline), 'all-MiniLM-L6-v2 (per-move)',
+    'all-MiniLM-L6-v2 (tuned)', 'all-MiniLM-L6-v2 (tuned) + rerank', 'BM25-unigram' (prefix '-').
+    A reranked system is its first stage's name plus ' + rerank' (notebook 10).
+    """
+    if setup not in SETUPS:
+        raise ValueError(f"unknown setup {setup!r}; expected one of {SETUPS}")
+    qualifiers = [prefix] if prefix not in ("-", "generic") else []
+    if setup.startswith("Tuned"):
+        qualifiers.append("tuned")
+    name = model + (f" ({', '.join(qualifiers)})" if qualifiers else "")
+    return name + (RERANK_SUFFIX if setup.endswith("rerank") else "")
+
+
+def reranked_system_name(first_stage: str) -> str:
+    """The run-folder name of the LLM reranking of a first-stage system (notebook 10)."""
+    return first_stage + RERANK_SUFFIX
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The sidecar of a run file (<split>.run.json): which system, on which benchmark, which queries.
+
+    Tables 1, 7 and 8 are assembled from every run file with a sidecar (ratio_utils.paper_tables);
+    `benchmark_checksum` lets the assembler refuse runs computed on another benchmark. `max_queries`
+    (the first n queries by id, scoring.select_queries) or `qids` (an explicit list) say which queries a
+    partial run covers; with neither, every query of the move and split counts.
+    """
+
+    model: str  # display name of the model, e.g. "all-MiniLM-L6-v2", "BM25-unigram"
+    prefix: str  # "-", "generic", "recommended", "per-move"
+    setup: str  # one of SETUPS
+    family: str  # "bm25", "dense", "colbert", "llm-rerank", ...
+    move: str
+    split: str
+    benchmark_checksum: str
+    stage: str  # the notebook that wrote it, e.g. "08_retrieval_baselines"
+    k: int = 100
+    max_queries: int | None = None
+    qids: list[str] | None = None
+    first_stage: str | None = None  # reranked runs: the system whose top k was reranked
+    source: str = ""  # model name/path, checkpoint, n-gram order
+    model_fingerprint: str | None = None  # models.model_fingerprint of a model folder
+    retriever: dict = field(default_factory=dict)  # Retriever.describe()
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def system(self) -> str:
+        return system_name(self.model, self.prefix, self.setup)
+
+    def to_json(self) -> dict:
+        return {"system": self.system, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunInfo":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def info_path(run_file: Path) -> Path:
+    """<split>.parquet -> <split>.run.json"""
+    return Path(run_file).with_suffix("").with_suffix(".run.json")
+
+
+def write_system_run(run: pd.DataFrame, runs_dir: Path, info: RunInfo) -> dict[str, Path]:
+    """Write a run under runs_dir/<system>/<move>/<split> with its sidecar (written last)."""
+    path = run_path(runs_dir, info.system, info.move, info.split)
+    written = write_run(run, path, info.system)
+    written["info"] = write_json_atomic(info_path(path), info.to_json())
+    return written
+
+
+def read_run_info(run_file: Path) -> RunInfo:
+    """The sidecar of a run file; a run file without one is an error naming the file."""
+    path = info_path(run_file)
+    if not path.exists():
+        raise InputError(
+            run_file, "no sidecar (.run.json) says which system and benchmark this run belongs to; "
+            "write runs with ratio_utils.retrieval.runs.write_system_run (or delete the stale file)"
+        )
+    try:
+        return RunInfo.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise InputError(path, f"not a run sidecar: {exc}") from None

@@ -1,12 +1,15 @@
 """Rank one (move, split) of a benchmark with a retriever, write the run, return its metrics.
 
-Serves notebooks 08–09 and the evaluate command. Writes, when `out_dir` is given:
-`<out_dir>/<system>/<move>/<split>.parquet` and `.trec` (the run) and `.metrics.json` (scores,
-number of queries, retriever settings, benchmark checksum-free so it stays cheap to write).
+Serves notebooks 08–11 and the evaluate command. `record_run` writes a run with its sidecar
+(`runs.RunInfo`, benchmark checksum included), the form Tables 1, 7, 8 are assembled from
+(ratio_utils.paper_tables). `run_and_score` (the evaluate command) writes, when `out_dir` is given,
+`<out_dir>/<system>/<move>/<split>.parquet` and `.trec` and `.metrics.json` (scores, number of
+queries, retriever settings).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -17,14 +20,19 @@ from ..io import write_json_atomic
 from ..metrics import DEFAULT_KS, evaluate_run
 from ..schema import Move, Split
 from .base import Retriever
-from .runs import run_path, write_run
+from .runs import RunInfo, run_path, write_run, write_system_run
 
 
-def benchmark_queries(bench: Benchmark, move: Move | str, split: Split | str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def benchmark_queries(
+    bench: Benchmark, move: Move | str, split: Split | str, *, max_queries: int | None = None,
+    qids: list[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(queries: qid, text — each query sentence once; qrels: qid, docid) of one move and split.
 
     A query sentence that occurs in two pairs of the same move is one query with two relevant
     candidates (ids are text hashes); the count is logged in the metrics file, not hidden.
+    `qids` keeps those queries; `max_queries` keeps the first n by id (ids are hashes, so this is a
+    fixed pseudo-random sample, the same in every stage that scores the run).
     """
     pairs = bench.queries(move, split)
     queries = (
@@ -33,7 +41,25 @@ def benchmark_queries(bench: Benchmark, move: Move | str, split: Split | str) ->
         .drop_duplicates("qid")
         .reset_index(drop=True)
     )
-    return queries, bench.qrels(move, split)
+    if qids is not None:
+        queries = queries[queries["qid"].isin(set(qids))].reset_index(drop=True)
+    if max_queries is not None and len(queries) > max_queries:
+        queries = queries.sort_values("qid").head(max_queries).reset_index(drop=True)
+    qrels = bench.qrels(move, split)
+    return queries, qrels[qrels["qid"].isin(set(queries["qid"]))].reset_index(drop=True)
+
+
+def run_queries(bench: Benchmark, info: RunInfo) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(queries, qrels) of exactly the queries a run covers (its sidecar says which)."""
+    return benchmark_queries(bench, info.move, info.split, max_queries=info.max_queries, qids=info.qids)
+
+
+def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: Path) -> pd.DataFrame:
+    """Search the queries the sidecar names against the split's pool; write the run and its sidecar."""
+    queries, _ = run_queries(bench, info)
+    run = retriever.search(queries, bench.pool(info.split), k=info.k)
+    write_system_run(run, runs_dir, dataclasses.replace(info, retriever=retriever.describe()))
+    return run
 
 
 def run_and_score(
@@ -53,10 +79,7 @@ def run_and_score(
     sample) for smoke runs; the pool is never cut.
     """
     move, split = Move.parse(move), Split.parse(split)
-    queries, qrels = benchmark_queries(bench, move, split)
-    if max_queries is not None and len(queries) > max_queries:
-        queries = queries.sort_values("qid").head(max_queries).reset_index(drop=True)
-        qrels = qrels[qrels["qid"].isin(set(queries["qid"]))]
+    queries, qrels = benchmark_queries(bench, move, split, max_queries=max_queries)
     pool = bench.pool(split)
     started = time.perf_counter()
     run = retriever.search(queries, pool, k=k)

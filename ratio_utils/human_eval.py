@@ -1,0 +1,616 @@
+"""The blinded inspiration study (paper §5.3, Appendix G): packets, label files, and their statistics.
+
+Serves notebook 12 (ratio_utils.stages.human_eval_stats) and the annotation app (ratio_utils.annotate).
+
+Reads:  the benchmark (silver pairs, or unfiltered test where silver is absent), the run files of two
+        systems (data/retrieval_runs/<system>/<move>/<split>.parquet), stage 05's distractors (for the
+        sentences as the paper wrote them), and, once people have annotated, their label files.
+Writes: <packets>/study.json, queries.jsonl, assignments.json   what annotators see (no system names)
+        <human_eval>/unblinding_key.jsonl                        which list is which system; gold; papers
+Label files (<labels_dir>/<annotator>.jsonl) are written by the app; their format is in docs/human_eval.md.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .benchmark import Benchmark
+from .io import InputError, iter_jsonl, write_json_atomic, write_text_atomic
+from .retrieval.runs import read_run, run_path
+from .schema import MOVES, Move, Split
+from .stats import paired_permutation_test
+
+PACKET_FORMAT = "ratio-human-eval-packet/1"
+LISTS = ("A", "B")
+LABELS = ("useful", "not_useful")
+PREFERENCES = ("A", "B", "tie")
+SETUPS = ("baseline", "tuned")
+# One row per shown candidate (docs/human_eval.md). No field says which system made a list.
+LABEL_FIELDS = (
+    "annotator", "item", "move", "query_id", "list", "rank", "candidate_id", "label", "labelled_at",
+    "preference", "preference_at", "comment", "comment_at",
+)  # fmt: skip
+ANNOTATOR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# Paper §3, shown to annotators beside the query; the question follows Appendix G's guidelines.
+MOVE_DEFINITIONS = {
+    Move.ADDRESS: "The query articulates a problem; the candidate gives an approach or insight that can help address it.",
+    Move.BROADEN: "The candidate reformulates the query at a broader scope or greater generality, so that the query "
+    "is a particular instance or manifestation of it.",
+    Move.SPECIFY: "The candidate instantiates the query through a concrete case, mechanism, or example.",
+}
+MOVE_QUESTIONS = {
+    Move.ADDRESS: "Would this candidate help you address the problem in the query?",
+    Move.BROADEN: "Would this candidate help you broaden the query?",
+    Move.SPECIFY: "Would this candidate help you find a concrete example of the query?",
+}
+
+
+def _default_annotators() -> dict[str, list[str] | None]:
+    return {f"annotator{i}": None for i in range(1, 6)}  # five annotators in the paper
+
+
+@dataclass
+class HumanEvalParams:
+    """The `human_eval:` section of the params files (notebook 12)."""
+
+    baseline_system: str = "all-MiniLM-L6-v2"  # a system of data/retrieval_runs/ (runs.system_name)
+    tuned_system: str = "all-MiniLM-L6-v2 (tuned)"  # "{move}" in a name is replaced by the move
+    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
+    pool_per_move: int = 400  # paper: a pool of 400 silver queries per move, by marker with equal allocation
+    labelled_per_move: int = 42  # paper: 125 labelled in all (39 Specify, 40 Address, 46 Broaden)
+    k: int = 10
+    subfield_column: str | None = None  # a pair column or a papers.parquet column, e.g. "venue"
+    subfield_values: list[str] | None = None  # keep only queries whose subfield is one of these
+    annotators: dict[str, list[str] | None] = field(default_factory=_default_annotators)  # name -> subfields (null: any)
+    double_labelled_per_move: int = 5  # queries per move given to a second annotator (agreement)
+    seed: int | None = None  # null: the params file's seed
+    labels_dir: str | None = None  # folder of <annotator>.jsonl label files; null: no labels yet
+    n_permutations: int = 10_000
+
+    def system(self, setup: str, move: Move) -> str:
+        name = self.baseline_system if setup == "baseline" else self.tuned_system
+        return name.replace("{move}", move.value)
+
+    def check(self) -> None:
+        bad = [name for name in self.annotators if not ANNOTATOR_NAME.match(name)]
+        if bad:
+            raise ValueError(f"human_eval.annotators: names must be letters, digits, '_' or '-': {bad}")
+        if not self.annotators:
+            raise ValueError("human_eval.annotators: at least one annotator is needed")
+        if self.labelled_per_move > self.pool_per_move:
+            raise ValueError("human_eval.labelled_per_move cannot exceed pool_per_move")
+        for move in self.moves:
+            Move.parse(move)
+
+
+# --- sampling -------------------------------------------------------------------------------------
+
+
+def equal_allocation(sizes: dict[str, int], n: int, rng: np.random.Generator) -> dict[str, int]:
+    """How many of `n` draws each group gets: equal shares, a small group's spare going to the others.
+
+    Written by hand: stratified samplers in sklearn/pandas allocate proportionally, not equally.
+    Groups are filled smallest first, each with an equal share of what is left; among groups of
+    the same size the order is random, so the remainder of an uneven split favours no marker.
+    """
+    names = list(sizes)
+    order = sorted((names[i] for i in rng.permutation(len(names))), key=lambda g: sizes[g])  # stable: random among ties
+    alloc, remaining = {}, min(n, sum(sizes.values()))
+    for left, group in zip(range(len(order), 0, -1), order):
+        alloc[group] = min(sizes[group], remaining // left)
+        remaining -= alloc[group]
+    return {g: alloc[g] for g in names}
+
+
+def sample_by_marker(queries: pd.DataFrame, n: int, rng: np.random.Generator, marker_column: str = "queryTerm") -> pd.DataFrame:
+    """`n` queries drawn by marker with equal allocation (paper, Appendix G), in a random order."""
+    groups = {marker: frame for marker, frame in queries.groupby(marker_column, sort=True)}
+    alloc = equal_allocation({m: len(f) for m, f in groups.items()}, n, rng)
+    picked = [f.iloc[np.sort(rng.choice(len(f), size=alloc[m], replace=False))] for m, f in groups.items() if alloc[m]]
+    if not picked:
+        return queries.iloc[0:0]
+    sample = pd.concat(picked)
+    return sample.iloc[rng.permutation(len(sample))].reset_index(drop=True)
+
+
+# --- packets ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudyPackets:
+    """Everything notebook 12 writes before annotation: what annotators see, and the key kept apart."""
+
+    items: list[dict]  # queries.jsonl rows (blind)
+    assignments: dict[str, list[str]]  # annotator -> item ids, in the order they annotate
+    key: list[dict]  # unblinding_key.jsonl rows
+    report: dict  # counts and notes (packets_report.json)
+
+
+def original_texts(bench: Benchmark, split: Split, distractors_path: Path | None) -> dict[str, str]:
+    """Candidate id -> the sentence as the paper wrote it (`gold_original`, distractors' `text_original`)."""
+    originals: dict[str, str] = {}
+    for move in MOVES:
+        for pair_split in (Split.TEST, Split.SILVER) if split.pool_split is Split.TEST else (split,):
+            if bench.has(move, pair_split):
+                pairs = bench.queries(move, pair_split)
+                if "gold_original" in pairs.columns:
+                    originals.update(zip(pairs["gold_id"], pairs["gold_original"]))
+    if distractors_path is not None and Path(distractors_path).exists():
+        distractors = pd.read_parquet(distractors_path, columns=["docid", "text_original"])
+        for docid, text in zip(distractors["docid"], distractors["text_original"]):
+            originals.setdefault(docid, text)
+    return {k: v for k, v in originals.items() if isinstance(v, str) and v.strip()}
+
+
+def _subfield(pairs: pd.DataFrame, column: str | None, papers_path: Path | None) -> pd.Series:
+    if column is None:
+        return pd.Series([None] * len(pairs), index=pairs.index, dtype=object)
+    if column in pairs.columns:
+        return pairs[column].astype(object)
+    if papers_path is None or not Path(papers_path).exists():
+        raise ValueError(f"human_eval.subfield_column {column!r} is not a pair column and papers.parquet is absent")
+    papers = pd.read_parquet(papers_path)
+    if column not in papers.columns:
+        raise ValueError(f"human_eval.subfield_column {column!r} is neither a pair column nor a papers.parquet column")
+    lookup = papers.assign(paper_id=papers["paper_id"].astype(str)).drop_duplicates("paper_id").set_index("paper_id")[column]
+    return pairs["corpusid"].astype(str).map(lookup).astype(object)
+
+
+def _top_k(run: pd.DataFrame, k: int) -> dict[str, list[str]]:
+    top = run[run["rank"] <= k].sort_values(["qid", "rank"])
+    return {qid: list(group["docid"]) for qid, group in top.groupby("qid", sort=False)}
+
+
+def assign(items: list[dict], annotators: dict[str, list[str] | None], double_per_move: int,
+           rng: np.random.Generator) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Queries to annotators: each to the least-loaded annotator of its subfield; the first
+    `double_per_move` of each move also to a second one (for agreement). Returns (assignments, counts)."""
+    assignments: dict[str, list[str]] = {name: [] for name in annotators}
+    tie_order = {name: i for i, name in enumerate(rng.permutation(list(annotators)).tolist())}
+    counts = {"unassigned": 0, "double": 0, "double_wanted_but_no_second_annotator": 0}
+    doubled_per_move: dict[str, int] = {}
+
+    def eligible(item: dict, exclude: str | None = None) -> list[str]:
+        names = [n for n, fields in annotators.items() if fields is None or str(item["subfield"]) in {str(f) for f in fields}]
+        return sorted((n for n in names if n != exclude), key=lambda n: (len(assignments[n]), tie_order[n]))
+
+    for item in items:
+        first = eligible(item)
+        if not first:
+            counts["unassigned"] += 1
+            continue
+        assignments[first[0]].append(item["item"])
+        if doubled_per_move.get(item["move"], 0) < double_per_move:
+            second = eligible(item, exclude=first[0])
+            if second:
+                assignments[second[0]].append(item["item"])
+                doubled_per_move[item["move"]] = doubled_per_move.get(item["move"], 0) + 1
+                counts["double"] += 1
+            else:
+                counts["double_wanted_but_no_second_annotator"] += 1
+    return assignments, counts
+
+
+def build_packets(bench: Benchmark, runs_dir: Path, params: HumanEvalParams, seed: int, *,
+                  distractors_path: Path | None = None, papers_path: Path | None = None) -> StudyPackets:
+    """Sample the queries, take both systems' top k, shuffle List A/B per query, assign annotators."""
+    params.check()
+    rng = np.random.default_rng(seed)
+    notes: list[str] = []
+    per_move: list[dict] = []
+    items, key = [], []
+    for move in (Move.parse(m) for m in params.moves):
+        split = Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
+        if split is Split.TEST:
+            notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are sampled "
+                         "from the unfiltered test set instead.")
+        pairs = bench.queries(move, split)
+        golds = pairs.groupby("query_id")["gold_id"].agg(list)
+        queries = pairs.drop_duplicates("query_id").reset_index(drop=True)
+        queries["subfield"] = _subfield(queries, params.subfield_column, papers_path)
+        stats = {"move": move.value, "split": split.value, "queries": len(queries)}
+        if params.subfield_values is not None:
+            keep = queries["subfield"].astype(str).isin([str(v) for v in params.subfield_values])
+            stats["outside_subfields"] = int((~keep).sum())
+            queries = queries[keep].reset_index(drop=True)
+        tops = {}
+        for setup in SETUPS:
+            path = run_path(runs_dir, params.system(setup, move), move, split)
+            if not path.exists():
+                raise FileNotFoundError(f"no run file for {params.system(setup, move)!r} on {move.value}/{split.value}: "
+                                        f"{path} (notebooks 08/09 write run files; set human_eval.{setup}_system)")
+            tops[setup] = _top_k(read_run(path), params.k)
+        in_both = queries["query_id"].isin(tops["baseline"].keys()) & queries["query_id"].isin(tops["tuned"].keys())
+        stats["not_in_both_runs"] = int((~in_both).sum())
+        queries = queries[in_both].reset_index(drop=True)
+        pool = sample_by_marker(queries, params.pool_per_move, rng)
+        labelled = sample_by_marker(pool, params.labelled_per_move, rng)
+        stats.update(pool=len(pool), markers_in_pool=int(pool["queryTerm"].nunique()) if len(pool) else 0, labelled=len(labelled))
+        per_move.append(stats)
+
+        pool_of = bench.pool(split).drop_duplicates("docid").set_index("docid")
+        originals = original_texts(bench, split, distractors_path)
+        shown_lowercase = 0
+        for row in labelled.itertuples(index=False):
+            item_id = f"{move.value}/{row.query_id}"
+            a_is_tuned = bool(rng.integers(2))
+            lists = {"A": tops["tuned" if a_is_tuned else "baseline"][row.query_id],
+                     "B": tops["baseline" if a_is_tuned else "tuned"][row.query_id]}
+            shown = {}
+            for name, docids in lists.items():
+                shown[name] = []
+                for rank, docid in enumerate(docids, start=1):
+                    text = originals.get(docid)
+                    if text is None:
+                        shown_lowercase += 1
+                        text = str(pool_of.at[docid, "text"]) if docid in pool_of.index else ""
+                    shown[name].append({"rank": rank, "candidate_id": docid, "text": text})
+            query_text = getattr(row, "query_original", None)
+            items.append({"item": item_id, "move": move.value, "query_id": row.query_id,
+                          "query": query_text if isinstance(query_text, str) and query_text.strip() else row.querySentence,
+                          "lists": shown, "subfield": row.subfield})
+            setups = {"A": "tuned" if a_is_tuned else "baseline", "B": "baseline" if a_is_tuned else "tuned"}
+            key.append({
+                "item": item_id, "move": move.value, "query_id": row.query_id, "split": split.value,
+                "marker": row.queryTerm, "query_paper": str(row.corpusid), "gold_ids": golds[row.query_id],
+                "lists": {name: {"setup": setups[name], "system": params.system(setups[name], move),
+                                 "candidates": [{"rank": c["rank"], "candidate_id": c["candidate_id"],
+                                                 "paper": _paper(pool_of, c["candidate_id"])} for c in shown[name]]}
+                          for name in LISTS},
+            })
+        if shown_lowercase:
+            notes.append(f"{move.value}: {shown_lowercase} shown candidate(s) have no original-case text in the benchmark "
+                         "or stage 05's distractors and are shown as the lower-cased benchmark text.")
+    assignments, counts = assign(items, params.annotators, params.double_labelled_per_move, rng)
+    if counts["unassigned"]:
+        notes.append(f"{counts['unassigned']} sampled quer(ies) match no annotator's subfields and are in no packet.")
+    report = {"seed": seed, "ab_order": "List A is the tuned system's top k with probability 1/2, per query, "
+              "drawn from numpy.random.default_rng(seed) after the sampling", "per_move": per_move,
+              "assignment": counts, "notes": notes,
+              "systems": {m: {s: params.system(s, Move.parse(m)) for s in SETUPS} for m in params.moves}}
+    return StudyPackets(items, assignments, key, report)
+
+
+def _paper(pool: pd.DataFrame, docid: str) -> str | None:
+    if docid in pool.index and "corpusid" in pool.columns:
+        value = pool.at[docid, "corpusid"]
+        return None if pd.isna(value) else str(value)
+    return None
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
+    return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+
+
+def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, report_path: Path, k: int) -> dict[str, Path]:
+    """Write the blind packet folder and, apart from it, the unblinding key and the report.
+
+    Refuses to replace packets whose queries changed while label files exist beside them, so new
+    params cannot silently orphan labels people already made.
+    """
+    packets_dir = Path(packets_dir)
+    queries_path = packets_dir / "queries.jsonl"
+    labels_here = packets_dir / "labels"
+    new_queries = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in packets.items)
+    if queries_path.exists() and any(labels_here.glob("*.jsonl")) and queries_path.read_text(encoding="utf-8") != new_queries:
+        raise RuntimeError(f"{packets_dir} already holds other packets with labels in {labels_here}; move them away "
+                           "(or restore the params that made them) before writing new packets")
+    study = {"format": PACKET_FORMAT, "k": k, "lists": list(LISTS),
+             "moves": {m.value: {"definition": MOVE_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]} for m in MOVES},
+             "annotators": sorted(packets.assignments)}
+    written = {
+        "study": write_json_atomic(packets_dir / "study.json", study),
+        "queries": write_text_atomic(queries_path, new_queries),
+        "assignments": write_json_atomic(packets_dir / "assignments.json", packets.assignments),
+        "key": _write_jsonl(Path(key_path), packets.key),
+        "report": write_json_atomic(report_path, packets.report),
+    }
+    return written
+
+
+# --- reading packets (the app) and keys (the statistics) -------------------------------------------
+
+
+@dataclass
+class Packet:
+    """A packet folder as the annotation app reads it, checked."""
+
+    root: Path
+    study: dict
+    items: dict[str, dict]  # item id -> queries.jsonl row
+    assignments: dict[str, list[str]]
+
+    def for_annotator(self, name: str) -> list[dict]:
+        if name not in self.assignments:
+            raise KeyError(f"unknown annotator {name!r}; this packet has {sorted(self.assignments)}")
+        return [self.items[i] for i in self.assignments[name]]
+
+    def candidate_id(self, item: str, list_name: str, rank: int) -> str:
+        return self.items[item]["lists"][list_name][rank - 1]["candidate_id"]
+
+
+def _read_json(path: Path) -> object:
+    if not path.exists():
+        raise InputError(path, "missing: not a packet folder written by notebook 12 (study.json, queries.jsonl, assignments.json)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"not valid JSON: {exc}") from None
+
+
+def load_packet(root: str | Path) -> Packet:
+    root = Path(root)
+    study = _read_json(root / "study.json")
+    if not isinstance(study, dict) or study.get("format") != PACKET_FORMAT:
+        raise InputError(root / "study.json", f"not a packet of format {PACKET_FORMAT!r}")
+    items: dict[str, dict] = {}
+    queries_path = root / "queries.jsonl"
+    if not queries_path.exists():
+        raise InputError(queries_path, "missing")
+    for lineno, row in iter_jsonl(queries_path, required=("item", "move", "query_id", "query", "lists")):
+        lists = row["lists"]
+        ok = isinstance(lists, dict) and set(lists) == set(LISTS) and all(
+            isinstance(lists[n], list) and all(isinstance(c, dict) and {"rank", "candidate_id", "text"} <= set(c) for c in lists[n])
+            for n in LISTS)
+        if not ok:
+            raise InputError(queries_path, "`lists` must hold lists 'A' and 'B' of {rank, candidate_id, text}", lineno)
+        if row["item"] in items:
+            raise InputError(queries_path, f"duplicate item {row['item']!r}", lineno)
+        items[row["item"]] = row
+    assignments = _read_json(root / "assignments.json")
+    if not isinstance(assignments, dict) or not all(isinstance(v, list) for v in assignments.values()):
+        raise InputError(root / "assignments.json", "expected {annotator: [item, ...]}")
+    for name, assigned in assignments.items():
+        unknown = [i for i in assigned if i not in items]
+        if unknown:
+            raise InputError(root / "assignments.json", f"annotator {name!r} is assigned unknown item(s) {unknown[:3]}")
+    return Packet(root, study, items, assignments)
+
+
+def load_key(path: str | Path) -> dict[str, dict]:
+    return {row["item"]: row for _, row in iter_jsonl(path, required=("item", "move", "gold_ids", "query_paper", "lists"))}
+
+
+# --- label files -----------------------------------------------------------------------------------
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def check_label_row(row: dict, path: Path, lineno: int, candidate_of) -> None:
+    """Raise InputError (file:line) unless `row` is a well-formed label row for a shown candidate.
+
+    `candidate_of(item, list, rank)` gives the candidate shown there (KeyError for an unknown item).
+    """
+    missing = [f for f in LABEL_FIELDS if f not in row]
+    if missing:
+        raise InputError(path, f"missing field(s) {missing}", lineno)
+    if row["list"] not in LISTS or not isinstance(row["rank"], int) or row["rank"] < 1:
+        raise InputError(path, f"bad list/rank {row['list']!r}/{row['rank']!r}", lineno)
+    if row["label"] not in (*LABELS, None):
+        raise InputError(path, f"label must be one of {LABELS} or null, got {row['label']!r}", lineno)
+    if row["preference"] not in (*PREFERENCES, None):
+        raise InputError(path, f"preference must be one of {PREFERENCES} or null, got {row['preference']!r}", lineno)
+    try:
+        shown = candidate_of(row["item"], row["list"], row["rank"])
+    except (KeyError, IndexError):
+        raise InputError(path, f"item {row['item']!r} list {row['list']} rank {row['rank']} was not shown in this study", lineno) from None
+    if shown != row["candidate_id"]:
+        raise InputError(path, f"candidate {row['candidate_id']} differs from the one shown there ({shown}): "
+                         "labels of other packets?", lineno)
+
+
+def read_label_file(path: Path, candidate_of) -> list[dict]:
+    rows, seen = [], set()
+    for lineno, row in iter_jsonl(path):
+        check_label_row(row, path, lineno, candidate_of)
+        slot = (row["annotator"], row["item"], row["list"], row["rank"])
+        if slot in seen:
+            raise InputError(path, f"a second row for {slot}", lineno)
+        seen.add(slot)
+        rows.append(row)
+    return rows
+
+
+def _key_candidate(key: dict[str, dict]):
+    def candidate_of(item: str, list_name: str, rank: int) -> str:
+        return key[item]["lists"][list_name]["candidates"][rank - 1]["candidate_id"]
+    return candidate_of
+
+
+def label_files(labels_dir: str | Path | None) -> list[Path]:
+    if labels_dir is None or not Path(labels_dir).is_dir():
+        return []
+    return sorted(Path(labels_dir).glob("*.jsonl"))
+
+
+# --- statistics ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudyLabels:
+    """Complete annotations, unblinded: one row per (annotator, item, setup, rank)."""
+
+    candidates: pd.DataFrame  # annotator, item, move, setup, rank, candidate_id, useful, is_gold, same_paper
+    preferences: pd.DataFrame  # annotator, item, move, preference ('baseline' | 'tuned' | 'tie' | None)
+    incomplete: pd.DataFrame  # annotator, item, labelled (fewer than 2k)
+    k: int = 10
+
+
+def load_labels(labels_dir: str | Path, key: dict[str, dict], k: int = 10) -> StudyLabels:
+    """Read every <annotator>.jsonl, check each row against the key, keep the complete annotations."""
+    rows = []
+    for path in label_files(labels_dir):
+        rows += read_label_file(path, _key_candidate(key))
+    frame = pd.DataFrame(rows, columns=list(LABEL_FIELDS))
+    counts = frame.groupby(["annotator", "item"])["label"].apply(lambda s: int(s.notna().sum())).rename("labelled")
+    expected = {item: sum(len(entry["lists"][n]["candidates"]) for n in LISTS) for item, entry in key.items()}
+    counts = counts.reset_index()
+    counts["expected"] = counts["item"].map(expected)
+    complete = counts[counts["labelled"] == counts["expected"]][["annotator", "item"]]
+    incomplete = counts[counts["labelled"] < counts["expected"]][["annotator", "item", "labelled"]].reset_index(drop=True)
+    frame = frame.merge(complete, on=["annotator", "item"])
+
+    def unblind(row) -> dict:
+        entry = key[row["item"]]
+        candidate = entry["lists"][row["list"]]["candidates"][row["rank"] - 1]
+        return {"setup": entry["lists"][row["list"]]["setup"], "is_gold": row["candidate_id"] in set(entry["gold_ids"]),
+                "paper": candidate.get("paper"), "query_paper": entry["query_paper"]}
+
+    extra = pd.DataFrame([unblind(r) for r in frame.to_dict("records")], index=frame.index,
+                         columns=["setup", "is_gold", "paper", "query_paper"])
+    frame = pd.concat([frame, extra], axis=1)
+    frame["useful"] = frame["label"] == "useful"
+    frame["other_paper"] = frame["paper"].notna() & (frame["paper"] != frame["query_paper"])
+    candidates = frame[["annotator", "item", "move", "setup", "list", "rank", "candidate_id", "useful", "is_gold",
+                        "paper", "other_paper"]].reset_index(drop=True)
+    prefs = frame.drop_duplicates(["annotator", "item"])[["annotator", "item", "move", "preference"]].copy()
+    setup_of = {(item, n): entry["lists"][n]["setup"] for item, entry in key.items() for n in LISTS}
+    prefs["preference"] = [None if not isinstance(p, str) else "tie" if p == "tie" else setup_of[(i, p)]
+                           for i, p in zip(prefs["item"], prefs["preference"])]
+    return StudyLabels(candidates, prefs.reset_index(drop=True), incomplete, k)
+
+
+def annotation_scores(labels: StudyLabels) -> pd.DataFrame:
+    """Per (annotator, item, setup): HR, P, MRR at k with useful as relevant; gold and beyond-gold measures."""
+    k = labels.k
+    rows = []
+    for (annotator, item, move, setup), group in labels.candidates.groupby(["annotator", "item", "move", "setup"]):
+        group = group.sort_values("rank")
+        useful_ranks = group.loc[group["useful"], "rank"]
+        gold_ranks = group.loc[group["is_gold"], "rank"]
+        beyond = group["useful"] & ~group["is_gold"]
+        rows.append({
+            "annotator": annotator, "item": item, "move": move, "setup": setup,
+            "HR": float(len(useful_ranks) > 0), "P": float(len(useful_ranks)) / k,
+            "MRR": 1.0 / useful_ranks.min() if len(useful_ranks) else 0.0,
+            "gold": float(len(gold_ranks) > 0), "gold_useful": float((group["is_gold"] & group["useful"]).any()),
+            "beyond": float(beyond.any()), "MRR_gold": 1.0 / gold_ranks.min() if len(gold_ranks) else 0.0,
+        })
+    return pd.DataFrame(rows)
+
+
+def query_scores(labels: StudyLabels) -> pd.DataFrame:
+    """Per (item, setup): the annotators' scores averaged (a query labelled twice counts once)."""
+    scores = annotation_scores(labels)
+    return scores.drop(columns="annotator").groupby(["item", "move", "setup"], as_index=False).mean()
+
+
+def _groups(frame: pd.DataFrame, moves: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    present = [m for m in moves if (frame["move"] == m).any()]
+    return [(m, frame[frame["move"] == m]) for m in present] + [("all", frame)]
+
+
+def _paired(per_query: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    wide = per_query.pivot(index="item", columns="setup", values=metric)
+    return wide["tuned"].to_numpy(), wide["baseline"].to_numpy()
+
+
+def table2(labels: StudyLabels, moves: list[str], n_permutations: int = 10_000, seed: int = 13) -> pd.DataFrame:
+    """Table 2: HR@k, P@k, MRR@k (%) per move and setup, the permutation p-values, preferences and ties."""
+    per_query = query_scores(labels)
+    k = labels.k
+    rows = []
+    for move, group in _groups(per_query, moves):
+        prefs = labels.preferences if move == "all" else labels.preferences[labels.preferences["move"] == move]
+        n = group["item"].nunique()
+        p_values = {m: paired_permutation_test(*_paired(group, m), n_permutations=n_permutations, seed=seed)
+                    for m in ("HR", "P", "MRR")}
+        for setup in SETUPS:
+            scores = group[group["setup"] == setup]
+            rows.append({
+                "move": move, "queries": n, "setup": setup.capitalize(),
+                f"HR@{k}": 100 * scores["HR"].mean(), f"P@{k}": 100 * scores["P"].mean(), f"MRR@{k}": 100 * scores["MRR"].mean(),
+                "Pref.": int((prefs["preference"] == setup).sum()),
+                "Tie": int((prefs["preference"] == "tie").sum()) if setup == "tuned" else None,
+                **{f"p {m}@{k}": (p_values[m] if setup == "tuned" else None) for m in ("HR", "P", "MRR")},
+            })
+    frame = pd.DataFrame(rows)
+    return frame.astype({"Pref.": "Int64", "Tie": "Int64"})
+
+
+def table11(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
+    """Table 11: useful candidates and the gold sentence in the top k (%, mean over queries)."""
+    per_query = query_scores(labels)
+    rows = []
+    for move, group in _groups(per_query, moves):
+        for setup in SETUPS:
+            s = group[group["setup"] == setup]
+            mrr, mrr_gold = s["MRR"].mean(), s["MRR_gold"].mean()
+            rows.append({"move": move, "queries": s["item"].nunique(), "setup": setup.capitalize(),
+                         "HR": 100 * s["HR"].mean(), "MRR": 100 * mrr, "Gold": 100 * s["gold"].mean(),
+                         "Gold useful": 100 * s["gold_useful"].mean(), "Beyond": 100 * s["beyond"].mean(),
+                         "MRR gold": 100 * mrr_gold, "MRR / MRR gold": mrr / mrr_gold if mrr_gold > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+def table12(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
+    """Table 12: where the useful non-gold candidates come from.
+
+    Useful, Cross and Papers pool the annotations (a candidate judged useful by two annotators counts
+    twice); All counts each shown non-gold candidate once per query and setup.
+    """
+    c = labels.candidates
+    rows = []
+    for move, group in _groups(c, moves):
+        for setup in SETUPS:
+            s = group[group["setup"] == setup]
+            beyond = s[s["useful"] & ~s["is_gold"]]
+            shown = s.drop_duplicates(["item", "setup", "list", "rank"])
+            non_gold = shown[~shown["is_gold"]]
+            rows.append({"move": move, "setup": setup.capitalize(), "Useful": len(beyond),
+                         "Cross": 100 * beyond["other_paper"].mean() if len(beyond) else np.nan,
+                         "Papers": int(beyond["paper"].nunique()),
+                         "All": 100 * non_gold["other_paper"].mean() if len(non_gold) else np.nan})
+    return pd.DataFrame(rows)
+
+
+def gold_marked_useful(labels: StudyLabels) -> pd.DataFrame:
+    """How often annotators marked the gold sentence useful when it was in the top k (paper §5.3: 96.5%)."""
+    gold = labels.candidates[labels.candidates["is_gold"]]
+    return (gold.groupby("setup")["useful"].agg(["size", "mean"]).rename(columns={"size": "gold shown", "mean": "marked useful"})
+            .assign(**{"marked useful": lambda f: 100 * f["marked useful"]}).reset_index())
+
+
+def agreement(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
+    """Inter-annotator agreement on queries labelled twice: observed agreement and Cohen's kappa.
+
+    Candidates: the two useful/not-useful labels of each shown candidate; preferences: the two list
+    choices (in setup terms). The first rater of a pair is the alphabetically first annotator.
+    """
+    from sklearn.metrics import cohen_kappa_score
+
+    c = labels.candidates
+    raters = c.groupby("item")["annotator"].unique()
+    doubled = raters[raters.map(len) >= 2]
+    preference = labels.preferences.set_index(["item", "annotator"])["preference"]
+    rows = []
+    for move in [*moves, "all"]:
+        items = [i for i in doubled.index if move == "all" or i.startswith(f"{move}/")]
+        if not items:
+            continue
+        first, second, pref1, pref2 = [], [], [], []
+        for item in items:
+            a, b = sorted(doubled[item])[:2]
+            one = c[(c["item"] == item) & (c["annotator"] == a)].sort_values(["list", "rank"])["useful"].to_numpy()
+            two = c[(c["item"] == item) & (c["annotator"] == b)].sort_values(["list", "rank"])["useful"].to_numpy()
+            first += one.tolist()
+            second += two.tolist()
+            pref1.append(str(preference[(item, a)]))
+            pref2.append(str(preference[(item, b)]))
+        for what, x, y in (("candidate useful", first, second), ("list preference", pref1, pref2)):
+            agree = float(np.mean(np.asarray(x) == np.asarray(y)))
+            kappa = cohen_kappa_score(x, y) if len(set(x) | set(y)) > 1 else np.nan
+            rows.append({"move": move, "judgement": what, "queries": len(items), "pairs": len(x),
+                         "agreement": 100 * agree, "Cohen's kappa": kappa})
+    return pd.DataFrame(rows)

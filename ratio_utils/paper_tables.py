@@ -1,0 +1,563 @@
+"""Tables 1, 7 and 8 of the paper (§5.2, Appendix D), assembled from every run file present.
+
+Notebooks 08 (baselines), 09 (tuned retrievers) and 10 (LLM reranking) each write only their own run
+files, `data/retrieval_runs/<system>/<move>/<split>.parquet`, with a sidecar (`retrieval.runs.RunInfo`)
+naming the system and the checksum of the benchmark the run was computed on. `assemble_tables` scores
+every run file against the benchmark's qrels (ratio_utils.metrics) and lays the cells out in the paper's
+shape; each of those notebooks may call it at its end, and it builds the same tables from the same run
+files whatever their order or the fan-out that wrote them. A run computed on another benchmark is an
+error, not a silent mix.
+
+Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
+Markdown as `23.3 [21.4, 25.2]` and written to the CSV as separate columns; cells on fewer than
+`stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
+the same queries (paired bootstrap interval and sign-flip permutation p-value) in
+`tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
+a note that says why.
+
+Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs/*/*/*.parquet (+ .run.json)
+Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_vs_first_stage (+ provenance);
+        cache/bootstrap_cells.json (intervals already computed, keyed by the per-query values)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .benchmark import Benchmark, load_benchmark
+from .config import Config
+from .io import InputError, write_json_atomic
+from .metrics import per_query_metrics
+from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
+from .retrieval.scoring import run_queries
+from .schema import MOVES, Move, Split
+
+DAGGER = "†"
+CONFIDENCE = 0.95
+
+_NO_PACKAGE = "not available offline: no PyPI package ships this model and there is no model hub here"
+_NO_COLBERT = "not available offline: no pretrained ColBERT checkpoint can be installed here (set retrieval.colbert_checkpoints to run one)"
+_NO_LLM = "not run: no LLM endpoint; request files written by notebook 10"
+_PAPER_RERANK = "not run: the paper reranks this system's top 100 with GPT-5-mini; its first stage cannot run here"
+_MPNET_OFF = (
+    "not run: all-mpnet-base-v2 encodes ~25 sentences/s on 2 CPU cores; add it to retrieval.dense_models "
+    "(and pip install -r requirements-mpnet.txt) to run it"
+)
+
+# The paper's systems that cannot run here, in the order of its tables: (model, prefix, setup, note).
+PAPER_UNAVAILABLE = [
+    ("ModernBERT-embed-large", "generic", "Baseline", _NO_PACKAGE),
+    ("ModernBERT-embed-large", "recommended", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "generic", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "recommended", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "per-move", "Baseline", _NO_PACKAGE),
+    ("EmbeddingGemma-300m", "generic", "Baseline", _NO_PACKAGE),
+    ("Qwen3-Embedding-0.6B", "generic", "Baseline", _NO_PACKAGE),
+    ("Qwen3-Embedding-0.6B", "per-move", "Baseline", _NO_PACKAGE),
+    ("ReasonIR-8B", "generic", "Baseline", _NO_PACKAGE),
+    ("ReasonIR-8B", "per-move", "Baseline", _NO_PACKAGE),
+    ("answerai-colbert-small-v1", "-", "Baseline", _NO_COLBERT),
+    ("GTE-ModernColBERT-v1", "-", "Baseline", _NO_COLBERT),
+    ("Reason-ModernColBERT", "-", "Baseline", _NO_COLBERT),
+    ("ModernBERT-embed-large", "generic", "Tuned", _NO_PACKAGE),
+    ("ModernBERT-embed-large", "recommended", "Tuned", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "generic", "Tuned", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "recommended", "Tuned", _NO_PACKAGE),
+]
+# Systems the paper reranks whose first stage cannot run here.
+PAPER_RERANKED = [("ModernBERT-embed-large", "recommended"), ("Stella-en-1.5B-v5", "recommended")]
+MPNET = "all-mpnet-base-v2"
+
+_PREFIX_ORDER = {"-": 0, "generic": 1, "recommended": 2, "per-move": 3}
+_SETUP_ORDER = {"Baseline": 0, "Tuned": 1, "Baseline + rerank": 2, "Tuned + rerank": 3}
+_NO_M100_FOR_RERANK = {"MRR@100"}  # candidates below rank 10 keep their first-stage order (Appendix C)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One of the paper's result tables: which query set, which columns, which rows."""
+
+    split: str  # "silver" (falls back to test per move where silver is absent) or "test"
+    columns: tuple[str, ...]  # paper column names: R@10, M@10, ...
+    per_move_rows: bool  # rows with the move instruction in front of the query
+    rerank_rows: bool
+    caption: str  # "{query_set}" is replaced by the query set actually used
+
+
+TABLE1_COLUMNS = ("R@10", "R@100", "M@10")
+FULL_COLUMNS = ("R@1", "R@3", "R@5", "R@10", "R@100", "M@10", "M@100")
+TABLE_SPECS: dict[str, TableSpec] = {
+    "table1_silver_main": TableSpec(
+        "silver", TABLE1_COLUMNS, False, True,
+        "Table 1: results (%) on the {query_set}, every query ranked against the full test pool."),
+    "table7_test_full": TableSpec(
+        "test", FULL_COLUMNS, False, False, "Table 7: results (%) on the {query_set}, per move."),
+    "table8_silver_full": TableSpec(
+        "silver", FULL_COLUMNS, True, True, "Table 8: full results (%) on the {query_set}, per move."),
+}
+RERANK_TABLE = "rerank_vs_first_stage"
+RERANK_METRICS = ("M@10", "R@10")
+
+
+class ForeignRunError(ValueError):
+    """Run files that cannot be assembled with this benchmark (another checksum, or no sidecar)."""
+
+
+def metric_key(column: str) -> str:
+    """Paper column name -> metrics name ('M@10' -> 'MRR@10', 'R@10' -> 'R@10')."""
+    kind, _, k = column.partition("@")
+    return f"{'MRR' if kind == 'M' else kind}@{k}"
+
+
+# -- the rows that are expected ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the params of this run ask for, so that absent rows can say why they are empty."""
+
+    bm25_models: tuple[str, ...] = ()
+    dense_models: tuple[str, ...] = ()  # display names, retrieval.dense_models
+    generic_prefix: bool = True
+    move_instructions: bool = True
+    tuned_models: tuple[str, ...] = ()  # display names of train.base_model
+    tuned_moves: tuple[str, ...] = ()
+    colbert_rows: tuple[str, ...] = ()
+
+
+def expected_rows(cfg: Config) -> Expected:
+    """The rows this run's params ask for (retrieval and train sections)."""
+    from .stages.retrieval_baselines import bm25_model_name, display_name, load_retrieval_params
+    from .train import load_train_params
+
+    retrieval = load_retrieval_params(cfg)
+    train = load_train_params(cfg)
+    return Expected(
+        bm25_models=tuple(bm25_model_name(n) for n in retrieval.bm25_ngrams),
+        dense_models=tuple(display_name(m) for m in retrieval.dense_models),
+        generic_prefix=retrieval.generic_prefix,
+        move_instructions=retrieval.move_instructions,
+        tuned_models=(display_name(train.base_model),),
+        tuned_moves=tuple(Move.parse(m).value for m in train.moves),
+        colbert_rows=tuple(retrieval.colbert_checkpoints),
+    )
+
+
+def _planned(expected: Expected) -> list[tuple[tuple[str, str, str], str]]:
+    """(row key, note if it has no run file) for every row the tables list."""
+    rows: list[tuple[tuple[str, str, str], str]] = []
+    for model in expected.bm25_models:
+        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.dense_models:
+        if expected.generic_prefix:
+            rows.append(((model, "generic", "Baseline"), "no run file yet (notebook 08 writes it)"))
+        if expected.move_instructions:
+            rows.append(((model, "per-move", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.colbert_rows:
+        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.tuned_models:
+        if model not in expected.dense_models:
+            rows.append(((model, "generic", "Baseline"), "not run: retrieval.dense_models leaves it out of notebook 08"))
+        rows.append(((model, "generic", "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)"))
+    reranked = dict.fromkeys(expected.tuned_models + expected.dense_models)
+    for model in reranked:
+        rows.append(((model, "generic", "Baseline + rerank"), _NO_LLM))
+        rows.append(((model, "generic", "Tuned + rerank"), _NO_LLM))
+    if MPNET not in expected.dense_models + expected.tuned_models:
+        for setup in ("Baseline", "Tuned", "Baseline + rerank", "Tuned + rerank"):
+            rows.append(((MPNET, "generic", setup), _MPNET_OFF))
+    rows += [((model, prefix, setup), note) for model, prefix, setup, note in PAPER_UNAVAILABLE]
+    for model, prefix in PAPER_RERANKED:
+        rows += [((model, prefix, "Baseline + rerank"), _PAPER_RERANK), ((model, prefix, "Tuned + rerank"), _PAPER_RERANK)]
+    return rows
+
+
+def _model_rank(expected: Expected) -> dict[str, int]:
+    names = list(expected.bm25_models) + list(expected.dense_models) + list(expected.tuned_models) + [MPNET]
+    names += [model for model, *_ in PAPER_UNAVAILABLE]
+    return {name: rank for rank, name in enumerate(dict.fromkeys(names))}
+
+
+def row_order(key: tuple[str, str, str], ranks: dict[str, int]) -> tuple:
+    """The position of a row: BM25 first, then models in params/paper order (others by name), prefix, setup."""
+    model, prefix, setup = key
+    return (not model.startswith("BM25"), ranks.get(model, len(ranks)), model,
+            _PREFIX_ORDER.get(prefix, len(_PREFIX_ORDER)), prefix, _SETUP_ORDER.get(setup, len(_SETUP_ORDER)))
+
+
+# -- run files ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """One run file, scored per query on the queries its sidecar names."""
+
+    info: RunInfo
+    path: Path
+    per_query: pd.DataFrame  # index qid (sorted), one column per metric name ('MRR@10', ...)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.info.model, self.info.prefix, self.info.setup)
+
+
+STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
+
+
+def run_files(runs_dir: Path) -> list[Path]:
+    """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
+    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
+
+
+def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
+    """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
+
+    Notebook 08 starts the retrieval stages on a benchmark: a new benchmark makes every earlier run
+    stale, including those of notebooks 09 and 10, which write theirs again when they run. Returns
+    what was moved, so the notebook shows it.
+    """
+    import shutil
+
+    runs_dir = Path(runs_dir)
+    moved = []
+    for path in run_files(runs_dir):
+        try:
+            old = read_run_info(path).benchmark_checksum
+        except InputError:
+            old = "no-sidecar"
+        if old == checksum:
+            continue
+        rel = path.relative_to(runs_dir)
+        target = runs_dir / STALE_DIR / str(old)[:12] / rel.parent
+        target.mkdir(parents=True, exist_ok=True)
+        stem = path.with_suffix("").name
+        for sibling in path.parent.glob(f"{stem}.*"):
+            shutil.move(str(sibling), str(target / sibling.name))
+        moved.append(f"{rel} (benchmark {str(old)[:12]})")
+    return moved
+
+
+def check_runs(files: list[Path], checksum: str, runs_dir: Path) -> list[RunInfo]:
+    """The sidecars of the run files; any run without one, or computed on another benchmark, is an error."""
+    infos, problems = [], []
+    for path in files:
+        try:
+            info = read_run_info(path)
+        except InputError as exc:
+            problems.append(f"{path.relative_to(runs_dir)}: {exc.detail}")
+            continue
+        if info.benchmark_checksum != checksum:
+            problems.append(
+                f"{path.relative_to(runs_dir)}: computed on benchmark {str(info.benchmark_checksum)[:12]} by "
+                f"{info.stage}, not on the current benchmark {checksum[:12]}"
+            )
+        infos.append(info)
+    if problems:
+        raise ForeignRunError(
+            f"{len(problems)} run file(s) under {runs_dir.name}/ cannot be combined with the current benchmark "
+            "(rerun the notebook that wrote each one, or delete the stale system folder):\n  " + "\n  ".join(problems)
+        )
+    return infos
+
+
+def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -> ScoredRun:
+    _, qrels = run_queries(bench, info)
+    if qrels.empty:
+        raise InputError(path, f"no query of {info.move}/{info.split} in the benchmark matches this run")
+    per_query = per_query_metrics(read_run(path), qrels, metrics).sort_index()
+    return ScoredRun(info, path, per_query)
+
+
+# -- intervals ----------------------------------------------------------------------------------------
+
+
+class IntervalCache:
+    """Bootstrap intervals already computed, keyed by the per-query values, resamples and seed.
+
+    Intervals of 10,000 resamples take ~0.5 s per cell on 2 cores; the tables are assembled after
+    every notebook of 08–10, so each interval is computed once and looked up afterwards.
+    """
+
+    def __init__(self, path: Path | None, seed: int, n_resamples: int = 10_000):
+        self.path, self.seed, self.n_resamples = path, seed, n_resamples
+        self.values: dict[str, list[float]] = {}
+        if path is not None and path.exists():
+            self.values = json.loads(path.read_text(encoding="utf-8"))
+        self._dirty = False
+
+    def _key(self, kind: str, *arrays: np.ndarray) -> str:
+        digest = hashlib.sha256(f"{kind}|{self.n_resamples}|{self.seed}|{CONFIDENCE}".encode())
+        for array in arrays:
+            digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+            digest.update(b"|")
+        return digest.hexdigest()
+
+    def _memo(self, key: str, compute) -> list[float]:
+        if key not in self.values:
+            self.values[key] = [float(x) for x in compute()]
+            self._dirty = True
+        return self.values[key]
+
+    def interval(self, values: np.ndarray) -> tuple[float, float]:
+        low, high = self._memo(self._key("ci", values), lambda: stats.bootstrap_ci(
+            values, n_resamples=self.n_resamples, confidence=CONFIDENCE, seed=self.seed))
+        return low, high
+
+    def paired(self, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+        def compute():
+            low, high = stats.paired_bootstrap_ci(a, b, n_resamples=self.n_resamples, confidence=CONFIDENCE, seed=self.seed)
+            return low, high, stats.paired_permutation_test(a, b, n_permutations=self.n_resamples, seed=self.seed)
+
+        low, high, p = self._memo(self._key("paired", a, b), compute)
+        return low, high, p
+
+    def save(self) -> None:
+        if self.path is not None and self._dirty:
+            write_json_atomic(self.path, self.values)
+            self._dirty = False
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def indicative(self) -> bool:
+        return stats.is_indicative(self.n)
+
+    def text(self, scale: float = 100, digits: int = 1) -> str:
+        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + (DAGGER if self.indicative else "")
+
+
+def cell(values, cache: IntervalCache) -> Cell:
+    """Mean of per-query values with its bootstrap interval and the number of queries."""
+    array = np.asarray(values, dtype=float)
+    low, high = cache.interval(array)
+    return Cell(float(array.mean()), low, high, int(array.size))
+
+
+# -- assembly -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class PaperTables:
+    """What `assemble_tables` wrote: display tables (cells with intervals), CSV tables, and notes."""
+
+    tables: dict[str, pd.DataFrame]  # Markdown form, one per table name
+    numeric: dict[str, pd.DataFrame]  # CSV form: value, low, high per cell (percent) and queries per move
+    notes: dict[str, list[str]]
+    captions: dict[str, str]
+    runs: pd.DataFrame  # one row per run file used: system, move, split, stage, queries
+
+    def show(self, name: str):
+        """One table as a notebook shows it: caption above, notes (missing rows, query set, intervals) below."""
+        import html
+
+        from IPython.display import HTML
+
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes.get(name, []))
+        page = (self.tables[name].style.hide(axis="index")
+                .set_caption(f"<b>{html.escape(self.captions.get(name, name))}</b>")
+                .set_table_attributes('style="font-size: 0.85em"')
+                .set_sticky(axis="columns")
+                .to_html() + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else ""))
+        return HTML(page)
+
+
+def query_set_label(silver_moves: list[str], split: str) -> str:
+    """The name of the query set a table's cells were computed on."""
+    if split == "test":
+        return "unfiltered test set"
+    if len(silver_moves) == len(MOVES):
+        return "silver test set"
+    if not silver_moves:
+        return "unfiltered test set (silver absent)"
+    others = [m.value.capitalize() for m in MOVES if m.value not in silver_moves]
+    return (f"silver test set for {', '.join(m.capitalize() for m in silver_moves)} and unfiltered test set for "
+            f"{', '.join(others)} (silver absent)")
+
+
+def _split_used(move: str, split: str, silver_moves: list[str]) -> str:
+    return "silver" if split == "silver" and move in silver_moves else "test"
+
+
+def _paper_table(
+    spec: TableSpec, scored: dict[tuple, ScoredRun], planned: list[tuple[tuple[str, str, str], str]],
+    ranks: dict[str, int], silver_moves: list[str], cache: IntervalCache,
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    keys = {key for key, *_ in planned} | {(k[0], k[1], k[2]) for k in scored}
+    if not spec.per_move_rows:
+        keys = {k for k in keys if k[1] != "per-move"}
+    if not spec.rerank_rows:
+        keys = {k for k in keys if not k[2].endswith("rerank")}
+    why = dict(planned)
+    display_rows, numeric_rows, notes = [], [], []
+    for key in sorted(keys, key=lambda k: row_order(k, ranks)):
+        model, prefix, setup = key
+        shown = {"System": model, "Prefix": prefix, "Setup": setup}
+        numbers = dict(shown)
+        absent = []
+        for move in MOVES:
+            run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
+            if run is None:
+                absent.append(move.value)
+            numbers[f"{move.value.capitalize()} queries"] = None if run is None else len(run.per_query)
+            for column in spec.columns:
+                name = f"{move.value.capitalize()} {column}"
+                metric = metric_key(column)
+                if run is None or (setup.endswith("rerank") and metric in _NO_M100_FOR_RERANK):
+                    shown[name], numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = "", None, None, None
+                    continue
+                c = cell(run.per_query[metric], cache)
+                shown[name] = c.text()
+                numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
+        if len(absent) == len(MOVES):
+            notes.append(f"{model} ({prefix}, {setup}): {why.get(key, 'no run file')}.")
+        elif absent:
+            reason = why.get(key, "no run file")
+            notes.append(f"{model} ({prefix}, {setup}): no run file for {', '.join(absent)} ({reason}); those cells stay empty.")
+        display_rows.append(shown)
+        numeric_rows.append(numbers)
+    return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes
+
+
+def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each reranked run against its first stage on the same queries: paired interval and p-value."""
+    by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
+    shown_rows, numeric_rows = [], []
+    columns = ["Reranked system", "First stage", "Move", "Query set", "Metric", "Queries", "First stage value",
+               "Reranked value", "Difference", "p (permutation)", "Note"]
+    for run in sorted(scored.values(), key=lambda r: (r.info.system, r.info.move, r.info.split)):
+        if not run.info.setup.endswith("rerank"):
+            continue
+        first_name = run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX)
+        first = by_system.get((first_name, run.info.move, run.info.split))
+        for column in RERANK_METRICS:
+            metric = metric_key(column)
+            row = {"Reranked system": run.info.system, "First stage": first_name, "Move": run.info.move.capitalize(),
+                   "Query set": run.info.split, "Metric": column}
+            if first is None:
+                shown_rows.append({**row, "Queries": len(run.per_query), "First stage value": "", "Reranked value": "",
+                                   "Difference": "", "p (permutation)": "", "Note": "no first-stage run file"})
+                numeric_rows.append({**row, "Queries": len(run.per_query)})
+                continue
+            common = run.per_query.index.intersection(first.per_query.index)
+            a, b = run.per_query.loc[common, metric].to_numpy(float), first.per_query.loc[common, metric].to_numpy(float)
+            low, high, p = cache.paired(a, b)
+            reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
+            diff = Cell(float((a - b).mean()), low, high, len(common))
+            shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
+                               "Difference": diff.text(), "p (permutation)": f"{p:.4f}", "Note": ""})
+            numeric_rows.append({**row, "Queries": len(common),
+                                 "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
+                                 "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
+                                 "Difference": 100 * diff.value, "Difference low": 100 * low, "Difference high": 100 * high,
+                                 "p (permutation)": p})
+    numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
+    return pd.DataFrame(shown_rows, columns=columns), numeric
+
+
+def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
+    notes = []
+    missing_silver = [m.value for m in MOVES if m.value not in silver_moves]
+    if missing_silver:
+        notes.append(
+            f"Silver split absent for {', '.join(missing_silver)}: it needs the LLM judge (§4.3, notebook 07); the silver-set "
+            "tables show the unfiltered test set for these moves instead, as their captions say."
+        )
+    stages = sorted({(i.stage, i.system) for i in infos})
+    by_stage: dict[str, list[str]] = {}
+    for stage, system in stages:
+        by_stage.setdefault(stage, []).append(system)
+    written = "; ".join(f"{stage}: {', '.join(dict.fromkeys(systems))}" for stage, systems in sorted(by_stage.items()))
+    notes.append(
+        "Assembled from the run files present (ratio_utils.paper_tables.assemble_tables, called at the end of notebooks "
+        f"08, 09 and 10): {written or 'none yet'}. Rows without a run file are empty and listed below; they fill in when "
+        "the notebook named in their note has run."
+    )
+    notes.append(
+        f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
+        f"(10,000 resamples, seed fixed; ratio_utils.stats). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+    )
+    capped = sorted({i.max_queries for i in infos if i.max_queries})
+    if capped:
+        notes.append(f"Reduced run: at most {', '.join(map(str, capped))} queries per move and split (the first by query id).")
+    notes.append("Ties in a ranking are broken by candidate id (ratio_utils.metrics); a query's own sentence is never a candidate.")
+    notes.append("Reranked rows have no M@100: candidates below rank 10 keep their first-stage order (Appendix C).")
+    return notes
+
+
+def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool = True,
+                    expected: Expected | None = None, n_resamples: int = 10_000) -> PaperTables:
+    """Tables 1, 7, 8 and the rerank comparison from every run file under cfg.paths.retrieval_runs."""
+    from .report import write_table
+
+    bench = bench or load_benchmark(cfg.paths.benchmark)
+    expected = expected if expected is not None else expected_rows(cfg)
+    runs_dir = cfg.paths.retrieval_runs
+    files = run_files(runs_dir)
+    infos = check_runs(files, bench.checksum(), runs_dir)
+    metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
+    scored: dict[tuple, ScoredRun] = {}
+    for info, path in zip(infos, files):
+        run = score_run(bench, info, path, metrics)
+        scored[(*run.key, info.move, info.split)] = run
+    silver_moves = [m.value for m in MOVES if bench.has(m, Split.SILVER) and len(bench.queries(m, Split.SILVER)) > 0]
+    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, n_resamples)
+    planned = _planned(expected)
+    ranks = _model_rank(expected)
+    common = _common_notes(infos, silver_moves)
+    tables, numeric, notes, captions = {}, {}, {}, {}
+    for name, spec in TABLE_SPECS.items():
+        shown, numbers, row_notes = _paper_table(spec, scored, planned, ranks, silver_moves, cache)
+        label = query_set_label(silver_moves, spec.split)
+        counts = _query_counts(numbers)
+        tables[name], numeric[name] = shown, numbers
+        captions[name] = spec.caption.format(query_set=label)
+        notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
+        notes[name] = notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
+    shown, numbers = _rerank_table(scored, cache)
+    tables[RERANK_TABLE], numeric[RERANK_TABLE] = shown, numbers
+    captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set_label(silver_moves, 'silver')}), "
+                              "with a paired bootstrap interval of the difference and a paired permutation p-value.")
+    notes[RERANK_TABLE] = ([] if not shown.empty else [f"No reranked run file: {_NO_LLM}."]) + [
+        "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
+        f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+    ]
+    cache.save()
+    runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
+                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
+    result = PaperTables(tables, numeric, notes, captions, runs)
+    if write:
+        inputs = [cfg.paths.benchmark, *files]
+        for name in tables:
+            write_table(numeric[name], name, cfg, caption=captions[name], notes=notes[name], inputs=inputs, shown=tables[name])
+    return result
+
+
+def _query_counts(numbers: pd.DataFrame) -> str:
+    parts = []
+    for move in MOVES:
+        column = f"{move.value.capitalize()} queries"
+        if column in numbers and numbers[column].notna().any():
+            values = sorted({int(v) for v in numbers[column].dropna()})
+            parts.append(f"{move.value} {'/'.join(map(str, values))}")
+    return "; ".join(parts)
+
+
+def primary_metric_summary(tables: PaperTables, name: str = "table7_test_full") -> pd.DataFrame:
+    """MRR@10 (%) with its interval per system (rows) and move (columns): the primary metric at a glance."""
+    frame = tables.tables[name]
+    columns = [c for c in frame.columns if c.endswith(" M@10")]
+    shown = frame[["System", "Prefix", "Setup", *columns]]
+    return shown[(shown[columns] != "").any(axis=1)].reset_index(drop=True)

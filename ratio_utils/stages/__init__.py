@@ -1,0 +1,1 @@
+"""One module per notebook: the orchestration and the tables/figures of notebooks/NN_<name>.ipynb."""

@@ -1,0 +1,455 @@
+"""Stage 11 (notebook 11_analyses): the analyses of Appendix F for any retriever named in the params.
+
+* `lexical_overlap`   (F.1, Figure 4): query–candidate word overlap of the untuned vs the tuned retriever;
+* `oracle_filtering`  (F.2, Table 10): the same queries against pools of one move's gold sentences only;
+* `cross_move_transfer` (F.3): retrievers tuned on one move, on the queries of every move.
+
+The untuned retriever is `analysis.base_model` (a model name or path) and the tuned ones are notebook 09's
+models/<base>__<move>/ unless `analysis.tuned_models` names other folders, so a user's own retriever is
+analysed by naming it. Queries are the silver set where it exists, else the unfiltered test set (said in
+every caption). Runs on the full test pool are read from notebook 08/09's run files when they match
+(same model, benchmark and queries); every other run is searched here and kept with its sidecar.
+
+Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs, models/<base>__<move>/ (notebook 09)
+Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json}
+        tables/analysis_lexical_overlap, analysis_overlap_comparisons, analysis_overlap_count,
+        table10_oracle_filtering, analysis_cross_move_transfer; figures/figure4_lexical_overlap,
+        figure_cross_move_transfer (each with provenance)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import analysis, stats
+from ..benchmark import Benchmark
+from ..config import REPO_ROOT, Config
+from ..metrics import per_query_metrics
+from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, metric_key
+from ..retrieval import DenseRetriever
+from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
+from ..retrieval.scoring import benchmark_queries
+from ..schema import MOVES, Move, Split
+from .retrieval_baselines import display_name
+
+STAGE = "11_analyses"
+FULL_POOL = "full"
+
+
+@dataclass
+class AnalysisParams:
+    """The `analysis:` section of the params files (Appendix F)."""
+
+    base_model: str = "all-MiniLM-L6-v2"  # the untuned retriever: a model name (ratio_utils.models) or a folder
+    tuned_models: dict[str, str] = field(default_factory=dict)  # move -> folder; empty: notebook 09's models/<base>__<move>/
+    query_prefix: str = "query: "  # the generic prefixes of §5.1, as notebook 09 trains with
+    doc_prefix: str = "document: "
+    overlap_ks: list[int] = field(default_factory=lambda: list(analysis.OVERLAP_KS))
+    comparison_ks: list[int] = field(default_factory=lambda: list(analysis.COMPARISON_KS))
+    k: int = 100
+    max_queries: int | None = None  # per move and query set (the first by id); smoke runs only
+    batch_size: int = 64
+    n_resamples: int = 10_000
+
+
+def load_analysis_params(cfg: Config) -> AnalysisParams:
+    return cfg.section("analysis", AnalysisParams)
+
+
+# -- retrievers and their runs ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Retrievers:
+    """The untuned retriever and the tuned one of each move that exists."""
+
+    base: str  # model name or path
+    tuned: dict[str, Path]  # move -> model folder
+    missing: dict[str, str]  # move -> why there is no tuned retriever
+
+    @property
+    def label(self) -> str:
+        return display_name(self.base)
+
+
+def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
+    """The untuned retriever and, per move, the tuned one named in the params or written by notebook 09."""
+    from ..train import FINAL_RESULTS_FILE, TrainParams, move_model_dir
+
+    tuned, missing = {}, {}
+    for move in MOVES:
+        named = params.tuned_models.get(move.value)
+        if named:  # relative to the repository root, like every path in a params file
+            folder = Path(named) if Path(named).is_absolute() else REPO_ROOT / named
+            found, why = folder.is_dir(), f"analysis.tuned_models.{move.value} names {named}, which does not exist"
+        else:
+            folder = move_model_dir(cfg, TrainParams(base_model=params.base_model), move)
+            found, why = (folder / FINAL_RESULTS_FILE).exists(), f"no tuned retriever at models/{folder.name}/ (notebook 09 writes it)"
+        if found:
+            tuned[move.value] = folder
+        else:
+            missing[move.value] = why
+    return Retrievers(params.base_model, tuned, missing)
+
+
+def query_split(bench: Benchmark, move: Move | str) -> str:
+    """The query set of the analyses: silver where the benchmark has it, else the unfiltered test set."""
+    return Split.SILVER.value if bench.has(move, Split.SILVER) and len(bench.queries(move, Split.SILVER)) else Split.TEST.value
+
+
+def query_set_name(split: str) -> str:
+    return "silver" if split == Split.SILVER.value else "unfiltered test (silver absent)"
+
+
+class RunSource:
+    """Runs of the analysed retrievers, searched once and kept (or read from notebook 08/09's run files)."""
+
+    def __init__(self, cfg: Config, bench: Benchmark, params: AnalysisParams, retrievers: Retrievers):
+        self.cfg, self.bench, self.params, self.retrievers = cfg, bench, params, retrievers
+        self.checksum = bench.checksum()
+        self._models: dict[str, DenseRetriever] = {}
+
+    def _retriever(self, tuned_on: str | None) -> DenseRetriever:
+        key = tuned_on or ""
+        if key not in self._models:
+            source = str(self.retrievers.tuned[tuned_on]) if tuned_on else self.retrievers.base
+            self._models[key] = DenseRetriever(
+                source, self.params.query_prefix, self.params.doc_prefix, batch_size=self.params.batch_size,
+                cache_dir=self.cfg.paths.embedding_cache, name=self._model_label(tuned_on))
+        return self._models[key]
+
+    def _model_label(self, tuned_on: str | None) -> str:
+        return self.retrievers.label if tuned_on is None else Path(self.retrievers.tuned[tuned_on]).name
+
+    def _fingerprint(self, tuned_on: str | None) -> str:
+        from ..models import model_fingerprint
+
+        return model_fingerprint(self.retrievers.tuned[tuned_on] if tuned_on else self.retrievers.base)
+
+    def _matches(self, path: Path, tuned_on: str | None) -> bool:
+        if not (path.exists() and info_path(path).exists()):
+            return False
+        info = read_run_info(path)
+        same_model = info.model_fingerprint == self._fingerprint(tuned_on) if tuned_on else info.source == self.retrievers.base
+        return (info.benchmark_checksum == self.checksum and info.max_queries == self.params.max_queries
+                and info.qids is None and info.k >= self.params.k and info.prefix == "generic" and same_model)
+
+    def run(self, tuned_on: str | None, move: str, split: str, pool_name: str = FULL_POOL,
+            pool: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Top-k run of the untuned (tuned_on None) or a tuned retriever on one move's queries."""
+        if pool_name == FULL_POOL and (tuned_on is None or tuned_on == move):
+            # notebook 08's untuned run or notebook 09's tuned run of this move, when they match
+            shared = run_path(self.cfg.paths.retrieval_runs,
+                              system_name(self.retrievers.label, "generic", "Tuned" if tuned_on else "Baseline"), move, split)
+            if self._matches(shared, tuned_on):
+                return read_run(shared)
+        info = RunInfo(self._model_label(tuned_on), "generic", "Tuned" if tuned_on else "Baseline", "dense", move, split,
+                       self.checksum, STAGE, k=self.params.k, max_queries=self.params.max_queries,
+                       source=str(self.retrievers.tuned[tuned_on]) if tuned_on else self.retrievers.base,
+                       model_fingerprint=self._fingerprint(tuned_on), notes=[f"pool: {pool_name}"])
+        runs_dir = self.cfg.paths.analysis_runs / pool_name
+        path = run_path(runs_dir, info.system, move, split)
+        if self._matches(path, tuned_on):
+            return read_run(path)
+        queries, _ = benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)
+        pool = self.bench.pool(split) if pool is None else pool
+        retriever = self._retriever(tuned_on)
+        run = retriever.search(queries, pool, k=min(self.params.k, len(pool)))
+        write_system_run(run, runs_dir, dataclasses.replace(info, retriever=retriever.describe()))
+        return run
+
+    def qrels(self, move: str, split: str) -> pd.DataFrame:
+        return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[1]
+
+    def queries(self, move: str, split: str) -> pd.DataFrame:
+        return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[0]
+
+
+def _paired(cache: IntervalCache, tuned: pd.Series, base: pd.Series) -> tuple[Cell, float]:
+    common = tuned.dropna().index.intersection(base.dropna().index)
+    a, b = tuned.loc[common].to_numpy(float), base.loc[common].to_numpy(float)
+    low, high, p = cache.paired(a, b)
+    return Cell(float((a - b).mean()), low, high, len(common)), p
+
+
+def _interval_note(extra: str = "") -> str:
+    return (f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
+            f"(seeded; ratio_utils.stats); differences: paired bootstrap interval and two-sided sign-flip permutation p "
+            f"over the same queries. {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only." + extra)
+
+
+def _reduced_note(params: AnalysisParams) -> list[str]:
+    return [f"Reduced run: at most {params.max_queries} queries per move and query set (the first by id)."] if params.max_queries else []
+
+
+# -- F.1 lexical overlap ------------------------------------------------------------------------------
+
+
+@dataclass
+class OverlapResult:
+    per_k: pd.DataFrame  # query_set, move, system, k, value, low, high, n
+    comparisons: pd.DataFrame  # shown form, one row per (query set, move, k)
+    count: pd.DataFrame
+    notes: list[str]
+    figure: object = None  # Figure 4 (closed after saving: a notebook shows it once, where it is asked for)
+
+
+def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
+                    retrievers: Retrievers | None = None, *, write: bool = True) -> OverlapResult:
+    """Mean query–candidate Jaccard at each k, untuned vs tuned, on the unfiltered test and the silver set."""
+    from ..report import write_table
+
+    params = params or load_analysis_params(cfg)
+    retrievers = retrievers or find_retrievers(cfg, params)
+    source = RunSource(cfg, bench, params, retrievers)
+    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    words = analysis.WordSets()
+    rows, comparisons, notes = [], [], []
+    doc_text = dict(zip(*bench.pool(Split.TEST)[["docid", "text"]].to_dict("list").values()))
+    for split in (Split.TEST.value, Split.SILVER.value):
+        for move in (m.value for m in MOVES):
+            if not (bench.has(move, split) and len(bench.queries(move, split))):
+                if split == Split.SILVER.value:
+                    notes.append(f"{move}: no silver split, so its silver comparisons cannot be made (the judge of notebook 07 has not run).")
+                continue
+            queries = source.queries(move, split)
+            query_text = dict(zip(queries["qid"], queries["text"]))
+            pairs = bench.queries(move, split)
+            texts = {**doc_text, **dict(zip(pairs["gold_id"], pairs["goldSentence"]))}
+            gold = analysis.gold_overlap(source.qrels(move, split), query_text, texts, words)
+            per_system = {}
+            for system, tuned_on in (("baseline", None), ("tuned", move)):
+                if tuned_on and move not in retrievers.tuned:
+                    continue
+                per_system[system] = analysis.overlap_at_k(source.run(tuned_on, move, split), query_text, texts, params.overlap_ks, words)
+            for system, frame in per_system.items():
+                for k in frame.columns:
+                    c = cell(frame[k].dropna(), cache)
+                    rows.append({"query_set": split, "move": move, "system": system, "k": int(k), "value": c.value,
+                                 "low": c.low, "high": c.high, "n": c.n})
+            c = cell(gold, cache)
+            rows += [{"query_set": split, "move": move, "system": "gold", "k": int(k), "value": c.value, "low": c.low,
+                      "high": c.high, "n": c.n} for k in params.overlap_ks]
+            if {"baseline", "tuned"} <= set(per_system):
+                for k in params.comparison_ks:
+                    tuned, base = per_system["tuned"][k], per_system["baseline"][k]
+                    diff, p = _paired(cache, tuned, base)
+                    comparisons.append({
+                        "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
+                        "Baseline": cell(base.dropna(), cache).text(1, 3), "Tuned": cell(tuned.dropna(), cache).text(1, 3),
+                        "Gold": cell(gold, cache).text(1, 3), "Tuned - baseline": diff.text(1, 3), "p": f"{p:.4f}",
+                        "Tuned overlaps less": "yes" if tuned.mean() < base.mean() else "no"})
+    for move, why in retrievers.missing.items():
+        notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
+    per_k = pd.DataFrame(rows)
+    comparison_frame = pd.DataFrame(comparisons)
+    count = _overlap_count(comparison_frame, params)
+    if write and not per_k.empty:
+        common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
+                  "ratio_utils.retrieval.bm25.BM25Tokenizer); top-k candidates against the full test pool; "
+                  f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
+                  _interval_note(), *_reduced_note(params), *notes]
+        inputs = [cfg.paths.benchmark]
+        write_table(_overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common,
+                    caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
+                            "between a query and its gold sentence, per query set and move.")
+        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common,
+                    caption="Lexical overlap, tuned vs untuned at k in {" + ", ".join(map(str, params.comparison_ks)) + "}.")
+        write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common,
+                    caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
+                            "the untuned retriever's (paper: 24 of 24).")
+        figure = _overlap_figure(cfg, bench, per_k, notes)
+    return OverlapResult(per_k, comparison_frame, count, notes, figure if write and not per_k.empty else None)
+
+
+def _overlap_table(per_k: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (split, move, system), group in per_k.groupby(["query_set", "move", "system"], sort=True):
+        row = {"Query set": query_set_name(split), "Move": move.capitalize(), "Retriever": system, "Queries": int(group["n"].max())}
+        for r in group.sort_values("k").itertuples():
+            row[f"J@{r.k}"] = Cell(r.value, r.low, r.high, int(r.n)).text(1, 3)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _overlap_count(comparisons: pd.DataFrame, params: AnalysisParams) -> pd.DataFrame:
+    possible = len(params.comparison_ks) * len(MOVES) * 2
+    if comparisons.empty:
+        return pd.DataFrame([{"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
+                              "Comparisons in the paper's design": possible}])
+    grouped = comparisons.groupby(["Query set", "Move"], sort=True)["Tuned overlaps less"]
+    rows = [{"Query set": s, "Move": m, "Tuned overlaps less": int((g == "yes").sum()), "Comparisons made": int(len(g))}
+            for (s, m), g in grouped]
+    rows.append({"Query set": "all", "Move": "all", "Tuned overlaps less": sum(r["Tuned overlaps less"] for r in rows),
+                 "Comparisons made": int(len(comparisons)), "Comparisons in the paper's design": possible})
+    return pd.DataFrame(rows)
+
+
+def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):
+    import matplotlib.pyplot as plt
+
+    from ..report import save_figure, set_figure_style
+
+    set_figure_style()
+    moves = [m.value for m in MOVES]
+    fig, axes = plt.subplots(1, len(moves), figsize=(4 * len(moves), 3.2), sharey=True)
+    colors = {"baseline": "C0", "tuned": "C1"}
+    for ax, move in zip(axes, moves):
+        split = query_split(bench, move)
+        data = per_k[(per_k["query_set"] == split) & (per_k["move"] == move)]
+        for system, marker in (("baseline", "o"), ("tuned", "s")):
+            line = data[data["system"] == system].sort_values("k")
+            if line.empty:
+                continue
+            ax.plot(line["k"], line["value"], marker=marker, color=colors[system], label=system, markersize=4)
+            ax.fill_between(line["k"], line["low"], line["high"], color=colors[system], alpha=0.2, linewidth=0)
+        gold = data[data["system"] == "gold"]
+        if not gold.empty:
+            ax.axhline(gold["value"].iloc[0], color="black", linestyle="--", linewidth=1, label="query–gold")
+        ax.set_xscale("log")
+        ticks = sorted(data["k"].unique())
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.minorticks_off()
+        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}", fontsize=9)
+        ax.set_xlabel("k")
+    axes[0].set_ylabel("mean Jaccard, query vs top-k")
+    handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
+    fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals)", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes)
+    plt.close(fig)
+    return fig
+
+
+# -- F.2 oracle move filtering ------------------------------------------------------------------------
+
+
+def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
+                     retrievers: Retrievers | None = None, *, write: bool = True) -> pd.DataFrame:
+    """Table 10: the analysis queries against (a) the golds of all test pairs of the move, (b) of its silver pairs."""
+    from ..report import write_table
+
+    params = params or load_analysis_params(cfg)
+    retrievers = retrievers or find_retrievers(cfg, params)
+    source = RunSource(cfg, bench, params, retrievers)
+    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    metrics = [metric_key(c) for c in FULL_COLUMNS]
+    rows, notes = [], []
+    for move in (m.value for m in MOVES):
+        split = query_split(bench, move)
+        qrels = source.qrels(move, split)
+        panels = [("(a) golds of all test pairs", Split.TEST.value)]
+        if split == Split.SILVER.value:
+            panels.append(("(b) golds of silver pairs", Split.SILVER.value))
+        else:
+            notes.append(f"{move}: silver absent, so the queries are the unfiltered test queries and pool (b) would equal pool (a); panel (b) is not shown.")
+        for panel, pool_split in panels:
+            pool = analysis.oracle_pool(bench, move, pool_split)
+            pool_name = f"oracle-{pool_split}-{move}"
+            per_system = {}
+            for setup, tuned_on in (("Baseline", None), ("Tuned", move)):
+                base_row = {"Panel": panel, "Move": move.capitalize(), "Pool size": len(pool), "Queries": len(qrels),
+                            "Query set": query_set_name(split), "Setup": setup}
+                if tuned_on and move not in retrievers.tuned:
+                    rows.append({**base_row, "Tuned - baseline M@10": "", "p": ""})
+                    continue
+                scores = per_query_metrics(source.run(tuned_on, move, split, pool_name, pool), qrels, metrics)
+                per_system[setup] = scores
+                row = {**base_row, **{c: cell(scores[metric_key(c)], cache).text() for c in FULL_COLUMNS}}
+                if setup == "Tuned":
+                    diff, p = _paired(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
+                    row.update({"Tuned - baseline M@10": diff.text(), "p": f"{p:.4f}"})
+                rows.append(row)
+    for move, why in retrievers.missing.items():
+        notes.append(f"{move}: {why}; its Tuned rows are empty.")
+    table = pd.DataFrame(rows)
+    columns = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *FULL_COLUMNS, "Tuned - baseline M@10", "p"]
+    table = table.reindex(columns=[c for c in columns if c in table.columns]).fillna("")
+    if write:
+        write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark],
+                    caption=f"Table 10: oracle move filtering (%), {retrievers.label} before (Baseline) and after (Tuned) "
+                            "fine-tuning on the move, with candidate pools of the move's gold sentences only.",
+                    notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its silver "
+                           "pairs; the query's own sentence is never a candidate. Scores are not comparable across pools of "
+                           "different sizes: read each panel on its own.", _interval_note(), *_reduced_note(params), *notes])
+    return table
+
+
+# -- F.3 cross-move transfer --------------------------------------------------------------------------
+
+
+@dataclass
+class TransferResult:
+    table: pd.DataFrame
+    matrix: pd.DataFrame  # relative change, rows = tuned on, columns = queried move
+    notes: list[str]
+    figure: object = None  # the heatmap (closed after saving)
+
+
+def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
+                        retrievers: Retrievers | None = None, *, write: bool = True) -> TransferResult:
+    """MRR@10 of each tuned retriever on every move's queries, against the untuned model on the same queries."""
+    from ..report import write_table
+
+    params = params or load_analysis_params(cfg)
+    retrievers = retrievers or find_retrievers(cfg, params)
+    source = RunSource(cfg, bench, params, retrievers)
+    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    rows, scores, untuned, notes = [], {}, {}, []
+    for queried in (m.value for m in MOVES):
+        split = query_split(bench, queried)
+        qrels = source.qrels(queried, split)
+        base = per_query_metrics(source.run(None, queried, split), qrels, ["MRR@10"])["MRR@10"]
+        untuned[queried] = float(base.mean())
+        base_cell = cell(base, cache)
+        for tuned_on in sorted(retrievers.tuned):
+            tuned = per_query_metrics(source.run(tuned_on, queried, split), qrels, ["MRR@10"])["MRR@10"]
+            scores[(tuned_on, queried)] = float(tuned.mean())
+            diff, p = _paired(cache, tuned, base)
+            change = analysis.relative_change(float(tuned.mean()), float(base.mean()))
+            rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
+                         "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
+                         "Untuned M@10": base_cell.text(), "Tuned M@10": cell(tuned, cache).text(),
+                         "Difference": diff.text(), "p": f"{p:.4f}",
+                         "Relative change": "" if pd.isna(change) else f"{100 * change:+.0f}%"})
+    for move, why in retrievers.missing.items():
+        notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
+    matrix = analysis.transfer_matrix(scores, untuned)
+    table, figure = pd.DataFrame(rows), None
+    if write and not table.empty:
+        write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark],
+                    caption=f"Cross-move transfer (Appendix F.3): MRR@10 (%) of {retrievers.label} tuned on one move, on the "
+                            "queries of each move, against the untuned model on the same queries (full test pool).",
+                    notes=["Relative change = (tuned - untuned) / untuned. Difference: tuned - untuned in points.",
+                           _interval_note(), *_reduced_note(params), *notes])
+        figure = _transfer_figure(cfg, matrix, retrievers.label, notes)
+    return TransferResult(table, matrix, notes, figure)
+
+
+def _transfer_figure(cfg: Config, matrix: pd.DataFrame, label: str, notes: list[str]):
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ..report import save_figure, set_figure_style
+
+    set_figure_style()
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * matrix.shape[1], 1.2 + 0.8 * matrix.shape[0]))
+    sns.heatmap(100 * matrix, annot=True, fmt="+.0f", cmap="RdBu", center=0, cbar_kws={"label": "MRR@10 change vs untuned (%)"}, ax=ax)
+    ax.set_title(f"Cross-move transfer, {label}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], notes=notes)
+    plt.close(fig)
+    return fig
+
+
+def retrievers_frame(retrievers: Retrievers) -> pd.DataFrame:
+    """Which retrievers the analyses compare (and which tuned ones are missing)."""
+    rows = [{"role": "untuned", "move": "all", "retriever": retrievers.base}]
+    rows += [{"role": "tuned", "move": m, "retriever": f"models/{Path(p).name}"} for m, p in sorted(retrievers.tuned.items())]
+    rows += [{"role": "tuned", "move": m, "retriever": f"missing: {why}"} for m, why in sorted(retrievers.missing.items())]
+    return pd.DataFrame(rows)

@@ -1,0 +1,199 @@
+"""Notebook 12_human_eval_stats: the blinded inspiration study (paper §5.3, Appendix G; Tables 2, 11, 12).
+
+Reads:  the benchmark, run files of the two compared systems (data/retrieval_runs/), stage 05's distractors;
+        label files of the annotation app (human_eval.labels_dir), once people have annotated.
+Writes: data/human_eval/packets/ (what annotators see), data/human_eval/unblinding_key.jsonl and
+        packets_report.json (kept apart); with labels: tables/table2_human_eval, table11_beyond_gold,
+        table12_cross_paper, human_eval_agreement (+ provenance).
+Without label files it writes the packets only and says that no labels exist yet: no numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import human_eval
+from ..benchmark import Benchmark, load_benchmark
+from ..config import Config
+from ..human_eval import SETUPS, HumanEvalParams
+from ..report import write_table
+from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
+from ..schema import Move, Split
+from ..stats import INDICATIVE_BELOW
+
+
+def load_params(cfg: Config) -> HumanEvalParams:
+    params = cfg.section("human_eval", HumanEvalParams)
+    params.check()
+    return params
+
+
+def _split_used(bench: Benchmark, move: Move) -> Split:
+    return Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
+
+
+def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
+    """Rank the split the packets need with a system whose run file is missing, where this stage can.
+
+    Notebook 08 ranks only the dense models of retrieval.dense_models and notebook 09 only its own moves,
+    so the runs the packets need may be missing. A system named as
+    `runs.system_name` names it (e.g. 'all-MiniLM-L6-v2', 'all-MiniLM-L6-v2 (tuned)') for a dense model
+    of the retrieval or train params is ranked here once, from the embedding cache where it can, and
+    written with its sidecar; any other missing system is an error of `build_packets`.
+    """
+    missing = [(setup, move, _split_used(bench, move)) for move in (Move.parse(m) for m in params.moves) for setup in SETUPS
+               if not run_path(cfg.paths.retrieval_runs, params.system(setup, move), move, _split_used(bench, move)).exists()]
+    if not missing:
+        return []
+    # imported only here: they load torch, which the packets themselves do not need
+    from ..retrieval.scoring import benchmark_queries
+    from ..train import load_train_params
+    from . import retrieval_baselines
+
+    retrieval = retrieval_baselines.load_retrieval_params(cfg)
+    bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
+    made = []
+    for setup, move, split in missing:
+        wanted = params.system(setup, move)
+        for base in bases:
+            model = retrieval_baselines.display_name(base)
+            if system_name(model, "generic", setup.capitalize()) != wanted:
+                continue
+            if setup != "baseline":
+                # notebook 09's run files of its tuned model, written as 09 writes them
+                retrieval_baselines.record_tuned_runs(cfg, move.value, bench)
+                if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
+                    made.append(f"{wanted} on {move.value}/{split.value}")
+                    break
+                continue
+            system = retrieval_baselines.System(model, "generic", "dense", base)
+            retriever = retrieval_baselines.make_retriever(system, move, retrieval, cfg)
+            queries, _ = benchmark_queries(bench, move, split)
+            run = retriever.search(queries, bench.pool(split), k=retrieval.k)
+            info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,
+                           split=split.value, benchmark_checksum=bench.checksum(), stage="12_human_eval_stats",
+                           k=retrieval.k, source=str(base), retriever=retriever.describe())
+            write_system_run(run, cfg.paths.retrieval_runs, info)
+            made.append(f"{wanted} on {move.value}/{split.value}")
+            break
+    return made
+
+
+def write_packets(cfg: Config) -> pd.DataFrame:
+    """Sample the queries, build the blind packets and the key; one summary row per move."""
+    params = load_params(cfg)
+    bench = load_benchmark(cfg.paths.benchmark)
+    made = ensure_runs(cfg, params, bench)
+    packets = human_eval.build_packets(
+        bench, cfg.paths.retrieval_runs, params, params.seed if params.seed is not None else cfg.seed,
+        distractors_path=cfg.paths.distractors, papers_path=cfg.paths.papers,
+    )
+    if made:
+        packets.report["notes"].append(f"run files ranked here for the packets: {', '.join(made)}")
+    human_eval.write_packets(packets, cfg.paths.human_eval_packets, cfg.paths.human_eval_key, cfg.paths.human_eval_report, params.k)
+    summary = pd.DataFrame(packets.report["per_move"])
+    summary["baseline"] = [packets.report["systems"][m]["baseline"] for m in summary["move"]]
+    summary["tuned"] = [packets.report["systems"][m]["tuned"] for m in summary["move"]]
+    return summary
+
+
+def packet_notes(cfg: Config) -> list[str]:
+    return json.loads(cfg.paths.human_eval_report.read_text(encoding="utf-8"))["notes"]
+
+
+def assignment_table(cfg: Config) -> pd.DataFrame:
+    """Queries per annotator and move (a doubly labelled query counts for both annotators)."""
+    packet = human_eval.load_packet(cfg.paths.human_eval_packets)
+    rows = [{"annotator": name, "move": packet.items[i]["move"]} for name, items in packet.assignments.items() for i in items]
+    if not rows:
+        return pd.DataFrame(columns=["annotator", "total"])
+    table = pd.crosstab(pd.DataFrame(rows)["annotator"], pd.DataFrame(rows)["move"])
+    return table.assign(total=table.sum(axis=1)).reset_index().rename_axis(columns=None)
+
+
+def labels_dir(cfg: Config, params: HumanEvalParams) -> Path | None:
+    if params.labels_dir is None:
+        return None
+    path = Path(params.labels_dir)
+    return path if path.is_absolute() else cfg.paths.root / path
+
+
+@dataclass
+class HumanEvalResults:
+    """What notebook 12 shows: a status line, and the tables once labels exist."""
+
+    status: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table, or the status saying why there is none (no labels yet)."""
+        return self.tables[name] if name in self.tables else self.status
+
+
+TABLE_NAMES = ("table2_human_eval", "table11_beyond_gold", "table12_cross_paper", "human_eval_agreement", "human_eval_gold_useful")
+
+
+def results(cfg: Config) -> HumanEvalResults:
+    """Tables 2, 11, 12 and agreement from the label files; without label files, only a status."""
+    params = load_params(cfg)
+    folder = labels_dir(cfg, params)
+    files = human_eval.label_files(folder)
+    if not files:
+        where = "human_eval.labels_dir is not set" if folder is None else f"{params.labels_dir} holds no <annotator>.jsonl"
+        return HumanEvalResults(pd.DataFrame([{
+            "status": "no labels yet",
+            "detail": f"No human labels exist yet ({where}), so no numbers are reported. Annotators label the packets "
+                      f"with `python -m ratio_utils.annotate --packets data/human_eval/packets --annotator NAME`; then "
+                      "set human_eval.labels_dir to the labels folder and rerun this notebook.",
+        }]))
+    key = human_eval.load_key(cfg.paths.human_eval_key)
+    labels = human_eval.load_labels(folder, key, params.k)
+    moves = list(params.moves)
+    seed = params.seed if params.seed is not None else cfg.seed
+    tables = {
+        "table2_human_eval": human_eval.table2(labels, moves, params.n_permutations, seed),
+        "table11_beyond_gold": human_eval.table11(labels, moves),
+        "table12_cross_paper": human_eval.table12(labels, moves),
+        "human_eval_agreement": human_eval.agreement(labels, moves),
+        "human_eval_gold_useful": human_eval.gold_marked_useful(labels),
+    }
+    notes = _notes(cfg, params, labels, files)
+    captions = {
+        "table2_human_eval": f"Table 2: human inspiration evaluation of the top {params.k} (%, mean over queries; a candidate "
+                             "counts as relevant if the annotator marked it useful). Pref.: annotations preferring the list; "
+                             "Tie: annotations preferring neither; p: paired sign-flip permutation test over queries.",
+        "table11_beyond_gold": f"Table 11: useful candidates and the gold sentence in the top {params.k} (%, mean over queries).",
+        "table12_cross_paper": "Table 12: origin of the useful candidates other than the gold sentence.",
+        "human_eval_agreement": "Inter-annotator agreement on the queries labelled twice.",
+        "human_eval_gold_useful": "How often the gold sentence was marked useful when it was in the top k.",
+    }
+    inputs = [cfg.paths.human_eval_key, *files]
+    for name, frame in tables.items():
+        write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, float_format="{:.3g}" if name in ("table2_human_eval", "human_eval_agreement") else "{:.1f}")
+    status = labels.candidates.groupby("annotator")["item"].nunique().rename("complete queries").reset_index()
+    status = status.merge(labels.incomplete.groupby("annotator").size().rename("incomplete queries").reset_index(), how="outer")
+    return HumanEvalResults(status.fillna(0).astype({"incomplete queries": int}), tables)
+
+
+def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:
+    report = json.loads(cfg.paths.human_eval_report.read_text(encoding="utf-8")) if cfg.paths.human_eval_report.exists() else {}
+    notes = list(report.get("notes", []))
+    systems = report.get("systems", {})
+    if systems:
+        notes.append("Compared: " + "; ".join(f"{m}: Baseline {s['baseline']}, Tuned {s['tuned']}" for m, s in systems.items()) + ".")
+    notes.append(f"Labels from {len(files)} file(s); a query counts only when all candidates of both lists are labelled; "
+                 f"{len(labels.incomplete)} incomplete annotation(s) left out. A query labelled twice counts once, its "
+                 "annotators' scores averaged.")
+    notes.append(f"p: two-sided paired sign-flip permutation test over queries ({params.n_permutations:,} permutations, "
+                 "ratio_utils.stats.paired_permutation_test).")
+    n_queries = labels.candidates.groupby("move")["item"].nunique()
+    small = [f"{m} ({n})" for m, n in n_queries.items() if n < INDICATIVE_BELOW]
+    if small:
+        notes.append(f"Indicative only, fewer than {INDICATIVE_BELOW} queries: {', '.join(small)}.")
+    notes.append("A candidate's paper is the pool's corpusid of the candidate; 'another paper' means a corpusid other "
+                 "than the query's.")
+    return notes

@@ -1,0 +1,602 @@
+"""Stage 13 (notebook 13_unified_retriever): one retriever for all three moves, s(q, c | r) (paper §5.1).
+
+The paper trains one retriever per move and leaves "a unified model trained with r as an
+instruction" to future work. Here one model is fine-tuned on the training pairs of every move,
+the move given as an instruction on the query (Appendix C's move instructions, in the
+`Instruct: ...\\nQuery: ` layout of `retrieval.dense`):
+
+* **balance** — every move contributes the same number of training pairs (`pairs_per_move`, a
+  seeded sample); a move with fewer pairs repeats its pairs, at most `max_repeats` times, so
+  Specify (most pairs) does not drown Broaden (fewest);
+* **mixing** — `MoveMixingBatchSampler` interleaves the moves so every batch holds each move in
+  proportion to its share: the gold sentences of the other moves are in-batch negatives, and the
+  model must tell an Address gold from a Specify gold for the same kind of query;
+* **selection** — the configurations of a configs file (Table 6's format) are trained with
+  `train.train_configuration`; after every epoch the validation MRR@10 of each move is measured on
+  the whole validation pool and their mean (macro average: each move counts once) selects the
+  epoch and the configuration, as the per-move models are selected; the test split is scored once.
+
+Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), a configs file.
+Writes: models/_runs/<base>__unified/<config>-<key>/result.json   one per configuration tried (resume marker)
+        models/<base>__unified/  the selected model, unified.json (its query format), results.json, README.md
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .benchmark import Benchmark, load_benchmark
+from .config import Config
+from .io import write_json_atomic, write_parquet_atomic, write_text_atomic
+from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, instructed_query_prefix
+from .schema import MOVES, Move, Split
+from .train import (
+    EVAL_KS,
+    PRIMARY,
+    RESULT_FILE,
+    EvalSet,
+    HyperParams,
+    PoolRetrievalEvaluator,
+    RunResult,
+    TrainParams,
+    base_name,
+    load_hyperparams,
+    train_configuration,
+)
+
+logger = logging.getLogger(__name__)
+
+UNIFIED_SUFFIX = "unified"
+FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.search)
+RESULTS_FILE = "results.json"
+
+
+@dataclass
+class UnifiedParams:
+    """The `unified:` section of a params file (notebook 13)."""
+
+    base_model: str = "all-MiniLM-L6-v2"  # a name resolve_model_path knows, or a local folder
+    configs_file: str = "params/finetune/all-MiniLM-L6-v2.yaml"
+    configs: list[int] | None = field(default_factory=lambda: [1])  # None: every configuration of the file
+    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
+    pairs_per_move: int | None = 128  # training pairs drawn from each move; None: as many as the largest move has
+    max_repeats: int = 3  # a move with fewer pairs repeats each at most this often to reach its share
+    instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE
+    doc_prefix: str = GENERIC_DOC_PREFIX
+    max_seq_length: int = 128
+    eval_batch_size: int = 64
+    logging_steps: int = 10
+    device: str | None = None
+    sensitivity_split: str = "test"  # the split whose queries are issued under every move
+
+    def selected_moves(self) -> list[Move]:
+        return [Move.parse(m) for m in self.moves]
+
+
+def load_unified_params(cfg: Config) -> UnifiedParams:
+    return cfg.section(UNIFIED_SUFFIX, UnifiedParams)
+
+
+# ---------------------------------------------------------------------------------------------
+# Instructions on the query
+# ---------------------------------------------------------------------------------------------
+
+
+def query_prefix(move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
+    """The text put before a query to ask for `move` (Appendix C's instruction in `template`)."""
+    if "{instruction}" not in template:
+        raise ValueError(f"instruction template {template!r} has no {{instruction}} slot")
+    return instructed_query_prefix(move, template)
+
+
+def format_query(text: str, move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
+    """A query as the unified retriever reads it: the move's instruction, then the statement."""
+    return query_prefix(move, template) + text
+
+
+# ---------------------------------------------------------------------------------------------
+# Balanced training pairs and the move-mixing batch sampler
+# ---------------------------------------------------------------------------------------------
+
+
+def balanced_pairs(pairs_by_move: dict[Move, pd.DataFrame], pairs_per_move: int | None, max_repeats: int,
+                   seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training pairs: move, anchor, positive; balance report: one row per move).
+
+    Each move gets the same target share: `pairs_per_move`, or the size of the largest move when None.
+    A move with more pairs is sampled down (seeded); one with fewer repeats all its pairs (whole
+    passes, then a seeded sample of the last pass) up to `max_repeats` times its size. Anchors are the
+    raw query sentences; the instruction is added by `instruct_anchors`.
+    """
+    if max_repeats < 1:
+        raise ValueError(f"max_repeats must be >= 1, got {max_repeats}")
+    sizes = {move: len(frame) for move, frame in pairs_by_move.items()}
+    target = pairs_per_move if pairs_per_move is not None else max(sizes.values(), default=0)
+    rng = np.random.default_rng(seed)
+    frames, report = [], []
+    for move, frame in pairs_by_move.items():
+        n = len(frame)
+        if n == 0:
+            report.append({"move": move.value, "available": 0, "used": 0, "unique": 0, "repeats": 0.0})
+            continue
+        want = min(target, n * max_repeats)
+        whole, rest = divmod(want, n)
+        rows = [np.arange(n)] * whole + [np.sort(rng.choice(n, size=rest, replace=False))]
+        picked = frame.iloc[np.concatenate(rows)].assign(move=move.value)
+        frames.append(picked[["move", "anchor", "positive"]])
+        report.append({"move": move.value, "available": n, "used": want, "unique": min(want, n),
+                       "repeats": round(want / n, 2) if want > n else 1.0})
+    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["move", "anchor", "positive"])
+    table = pd.DataFrame(report)
+    if not table.empty:
+        table["share (%)"] = (100 * table["used"] / max(int(table["used"].sum()), 1)).round(1)
+    return pairs, table
+
+
+def instruct_anchors(pairs: pd.DataFrame, template: str) -> pd.DataFrame:
+    """The trainer's (anchor, positive) frame: each anchor carries its move's instruction."""
+    anchors = [format_query(text, move, template) for text, move in zip(pairs["anchor"], pairs["move"])]
+    return pd.DataFrame({"anchor": anchors, "positive": list(pairs["positive"])})
+
+
+def move_mixed_batches(moves: Sequence[str], texts: Sequence[tuple[str, ...]], batch_size: int,
+                       rng: np.random.Generator, drop_last: bool = False) -> list[list[int]]:
+    """Batches of row indices in which every move appears in proportion to its share of the rows.
+
+    Rows are shuffled within each move; the moves are then interleaved by always taking next from
+    the move furthest behind its share (so any stretch of the sequence, and so any batch, mixes the
+    moves in proportion). A row whose texts already occur in the batch (a repeated pair of an
+    upsampled move) waits for the next batch: a duplicate gold would be its own query's negative.
+    Hand-written because sentence-transformers' samplers group by label or shuffle freely; none
+    interleaves groups in proportion.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    groups: dict[str, list[int]] = {}
+    for index, move in enumerate(moves):
+        groups.setdefault(str(move), []).append(index)
+    queues = {move: list(rng.permutation(rows)) for move, rows in sorted(groups.items())}
+    totals = {move: len(rows) for move, rows in queues.items()}
+    taken = dict.fromkeys(queues, 0)
+    order: list[int] = []
+    for _ in range(len(moves)):
+        move = min((m for m in queues if taken[m] < totals[m]), key=lambda m: ((taken[m] + 1) / totals[m], m))
+        order.append(int(queues[move][taken[move]]))
+        taken[move] += 1
+
+    batches: list[list[int]] = []
+    waiting: list[int] = []  # rows deferred from earlier batches go first
+    position = 0
+    while position < len(order) or waiting:
+        batch: list[int] = []
+        seen: set[str] = set()
+        deferred: list[int] = []
+        candidates = waiting
+        while len(batch) < batch_size and (candidates or position < len(order)):
+            if candidates:
+                index, candidates = candidates[0], candidates[1:]
+            else:
+                index, position = order[position], position + 1
+            if set(texts[index]) & seen:
+                deferred.append(index)
+            else:
+                batch.append(index)
+                seen.update(texts[index])
+        waiting = deferred + candidates
+        batches.append(batch)
+    if drop_last and batches and len(batches[-1]) < batch_size:
+        batches.pop()
+    return batches
+
+
+def _default_batch_sampler():
+    from sentence_transformers.sampler import DefaultBatchSampler
+
+    return DefaultBatchSampler
+
+
+class MoveMixingBatchSampler(_default_batch_sampler()):
+    """sentence-transformers batch sampler around `move_mixed_batches` (a new shuffle every epoch).
+
+    The moves travel beside the dataset (the dataset must hold only the trainer's input columns):
+    pass `functools.partial(MoveMixingBatchSampler, moves=...)` as the batch sampler.
+    """
+
+    def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
+                 seed: int = 0, *, moves: Sequence[str]):
+        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns,
+                         generator=generator, seed=seed)
+        if len(moves) != len(dataset):
+            raise ValueError(f"{len(moves)} move labels for {len(dataset)} training rows")
+        self.moves = list(moves)
+        self.texts = [tuple(row.values()) for row in dataset]
+
+    def _batches(self) -> list[list[int]]:
+        rng = np.random.default_rng(self.seed + self.epoch)
+        return move_mixed_batches(self.moves, self.texts, self.batch_size, rng, self.drop_last)
+
+    def __iter__(self):
+        yield from self._batches()
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation: every move, its own instruction, the shared pool, macro-averaged MRR@10
+# ---------------------------------------------------------------------------------------------
+
+
+def score_moves(model: Any, evalsets: dict[Move, EvalSet], template: str, doc_prefix: str, *,
+                batch_size: int = 64, cache_dir: Path | None = None) -> dict[str, float]:
+    """Per-move scores ('<move>/MRR@10' …) of one model, each move's queries with its instruction,
+    and their macro averages ('MRR@10' …: each move counts once, whatever its number of queries).
+
+    The pool is embedded once per call when `cache_dir` is given (the moves share it)."""
+    from .metrics import evaluate_run
+    from .retrieval import DenseRetriever
+
+    scores: dict[str, float] = {}
+    for move, evalset in evalsets.items():
+        retriever = DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
+                                   batch_size=batch_size, cache_dir=cache_dir)
+        for key, value in evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS).items():
+            scores[f"{move.value}/{key}"] = value
+    for key in {k.split("/", 1)[1] for k in scores}:
+        scores[key] = float(np.mean([scores[f"{m.value}/{key}"] for m in evalsets]))
+    return scores
+
+
+class MoveMixEvaluator(PoolRetrievalEvaluator):
+    """The per-move models' validation evaluator, over every move at once (macro MRR@10 selects)."""
+
+    def __init__(self, evalsets: dict[Move, EvalSet], *, template: str, doc_prefix: str, batch_size: int,
+                 cache_dir: Path):
+        super().__init__(next(iter(evalsets.values())), query_prefix="", doc_prefix=doc_prefix, batch_size=batch_size)
+        self.evalsets = evalsets
+        self.template = template
+        self.cache_dir = cache_dir  # a scratch cache: the live model's pool vectors, shared by the moves
+
+    def score(self, model) -> dict[str, float]:
+        return score_moves(model, self.evalsets, self.template, self.doc_prefix, batch_size=self.batch_size,
+                           cache_dir=self.cache_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training, selection, the single test evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def unified_model_dir(cfg: Config, params: UnifiedParams) -> Path:
+    return cfg.paths.tuned_model_dir(params.base_model, UNIFIED_SUFFIX)
+
+
+def unified_runs_dir(cfg: Config, params: UnifiedParams) -> Path:
+    return cfg.paths.tuned_runs_dir(params.base_model, UNIFIED_SUFFIX)
+
+
+def _train_params(params: UnifiedParams) -> TrainParams:
+    # The instruction is inside each anchor, so the trainer's query prefix is empty.
+    return TrainParams(base_model=params.base_model, configs_file=params.configs_file, max_train_pairs=None,
+                       max_seq_length=params.max_seq_length, query_prefix="", doc_prefix=params.doc_prefix,
+                       eval_batch_size=params.eval_batch_size, logging_steps=params.logging_steps, device=params.device)
+
+
+def unified_run_key(fingerprints: dict[str, str], params: UnifiedParams, hp: HyperParams, seed: int) -> str:
+    """A checksum of every input that changes a run's outcome (a changed input means a new run)."""
+    payload = {**fingerprints, "moves": params.moves, "hp": hp.training_values(), "pairs_per_move": params.pairs_per_move,
+               "max_repeats": params.max_repeats, "template": params.instruction_template, "doc_prefix": params.doc_prefix,
+               "max_seq_length": params.max_seq_length, "seed": seed, "sampler": "move-mixing/1"}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class UnifiedResult:
+    """What notebook 13 shows about the unified model."""
+
+    runs: list[RunResult]
+    selected: RunResult
+    balance: pd.DataFrame
+    final: dict[str, Any]  # results.json of the published model
+    model_dir: Path
+    trained_now: list[int]
+    sensitivity: pd.DataFrame  # sensitivity_ranks of the published model on params.sensitivity_split
+
+
+def plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
+    """The training pairs each move contributes (the balance) under these params."""
+    params = params or load_unified_params(cfg)
+    bench = load_benchmark(cfg.paths.benchmark)
+    _, balance = balanced_pairs(_pairs_by_move(bench, params), params.pairs_per_move, params.max_repeats, cfg.seed)
+    return balance
+
+
+def _pairs_by_move(bench: Benchmark, params: UnifiedParams) -> dict[Move, pd.DataFrame]:
+    from .train import training_pairs
+
+    return {m: training_pairs(bench, m, None, 0) if bench.has(m, Split.TRAIN) else pd.DataFrame(columns=["anchor", "positive"])
+            for m in params.selected_moves()}
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedResult:
+    """Train every configuration not yet done, select by validation macro MRR@10, publish, score test once."""
+    import functools
+
+    from .models import model_fingerprint, resolve_model_path
+
+    params = params or load_unified_params(cfg)
+    bench = load_benchmark(cfg.paths.benchmark)
+    base_path = resolve_model_path(params.base_model)
+    fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
+    pairs, balance = balanced_pairs(_pairs_by_move(bench, params), params.pairs_per_move, params.max_repeats, cfg.seed)
+    if pairs.empty:
+        raise ValueError(f"no training pairs for the moves {params.moves} in {cfg.paths.benchmark}")
+    moves = [m for m in params.selected_moves() if bench.has(m, Split.VALIDATION) and len(bench.queries(m, Split.VALIDATION))]
+    train_params = _train_params(params)
+    runs_dir = unified_runs_dir(cfg, params)
+    validation = {m: EvalSet.load(bench, m, Split.VALIDATION) for m in moves}
+
+    def train_one(hp: HyperParams, key: str) -> RunResult:
+        run_dir = runs_dir / f"{hp.name}-{key}"
+        evaluator = MoveMixEvaluator(validation, template=params.instruction_template, doc_prefix=params.doc_prefix,
+                                     batch_size=params.eval_batch_size, cache_dir=run_dir / "scratch_embeddings")
+        sampler = functools.partial(MoveMixingBatchSampler, moves=list(pairs["move"]))
+        logger.info("training the unified retriever, %s, on %d pairs", hp.name, len(pairs))
+        result, _ = train_configuration(base_path, instruct_anchors(pairs, params.instruction_template), evaluator, hp,
+                                        run_dir, train_params, move=moves[0], run_key=key, seed=cfg.seed,
+                                        batch_sampler=sampler)
+        shutil.rmtree(run_dir / "scratch_embeddings", ignore_errors=True)
+        result = dataclasses.replace(result, move="all")  # one model for every move
+        write_json_atomic(run_dir / RESULT_FILE, result.to_json())  # last: marks the run finished
+        return result
+
+    runs: list[RunResult] = []
+    trained_now: list[int] = []
+    for hp in load_hyperparams(params.configs_file, None, params.configs):
+        key = unified_run_key(fingerprints, params, hp, cfg.seed)
+        done = _read_json(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
+        if done is not None:
+            # The folder may have moved with the output root: trust the location, not the stored path.
+            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(runs_dir / f"{hp.name}-{key}" / "model")))
+        else:
+            runs.append(train_one(hp, key))
+            trained_now.append(hp.id)
+    selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
+    final_dir = unified_model_dir(cfg, params)
+    published = (_read_json(final_dir / RESULTS_FILE) or {}).get("selected_run_key") == selected.run_key
+    if not published and not Path(selected.model_dir).exists():
+        # Its weights were removed when it lost an earlier selection over other configurations: retrain it.
+        fresh = train_one(HyperParams(**selected.config), selected.run_key)
+        runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
+        selected = fresh
+        trained_now.append(fresh.config["id"])
+    final = _publish(cfg, params, bench, selected, runs, balance, fingerprints, final_dir)
+    for run in runs:
+        if run.run_key != selected.run_key:
+            shutil.rmtree(run.model_dir, ignore_errors=True)
+    sensitivity = pd.read_parquet(sensitivity_path(cfg, params, selected.run_key))
+    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity)
+
+
+def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
+    """Per-pair ranks of the published model's move-sensitivity analysis (written with its test scores)."""
+    return unified_runs_dir(cfg, params) / f"sensitivity_{Split.parse(params.sensitivity_split).value}-{run_key}.parquet"
+
+
+def query_format(params: UnifiedParams) -> dict[str, Any]:
+    """unified.json: how a caller phrases queries and candidates for the model (ratio_utils.search reads it)."""
+    return {"kind": "unified", "instruction_template": params.instruction_template, "doc_prefix": params.doc_prefix,
+            "query_prefixes": {m.value: query_prefix(m, params.instruction_template) for m in MOVES}}
+
+
+def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, runs, balance, fingerprints,
+             final_dir: Path) -> dict[str, Any]:
+    existing = _read_json(final_dir / RESULTS_FILE)
+    if (existing and existing.get("selected_run_key") == selected.run_key
+            and sensitivity_path(cfg, params, selected.run_key).exists()):
+        return existing  # the test split was already used for this selection
+    staging = final_dir.with_name(final_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(selected.model_dir, staging)
+    write_json_atomic(staging / FORMAT_FILE, query_format(params))
+    cache = cfg.paths.cache / "embeddings"
+    final_scores: dict[str, Any] = {}
+    for split in (Split.TEST, Split.SILVER):
+        evalsets = {m: EvalSet.load(bench, m, split) for m in params.selected_moves()
+                    if bench.has(m, split) and len(bench.queries(m, split))}
+        if evalsets:
+            scores = score_moves(str(staging), evalsets, params.instruction_template, params.doc_prefix,
+                                 batch_size=params.eval_batch_size, cache_dir=cache)
+            final_scores[split.value] = {m.value: {k.split("/", 1)[1]: v for k, v in scores.items() if k.startswith(m.value + "/")}
+                                         for m in evalsets}
+    # Every test query under every move, while the staged folder's fingerprint still keys the cached
+    # test-pool vectors (files written below change it).
+    from .retrieval import DenseRetriever
+
+    sens_moves = [m for m in params.selected_moves() if bench.has(m, params.sensitivity_split)]
+    ranks = sensitivity_ranks(DenseRetriever(str(staging), batch_size=params.eval_batch_size, cache_dir=cache), bench,
+                              params.sensitivity_split, sens_moves, params.instruction_template, params.doc_prefix)
+    write_parquet_atomic(ranks, sensitivity_path(cfg, params, selected.run_key))
+    results = {
+        "base_model": params.base_model, "moves": params.moves, "benchmark_checksum": fingerprints["benchmark"],
+        "base_model_fingerprint": fingerprints["base_model"], "query_format": query_format(params),
+        "balance": balance.to_dict(orient="records"), "pairs_per_move": params.pairs_per_move,
+        "max_repeats": params.max_repeats, "seed": cfg.seed, "selected_config": selected.config,
+        "selected_run_key": selected.run_key, "best_epoch": selected.best_epoch, "validation": selected.validation,
+        "test": final_scores.get("test", {}), "silver": final_scores.get("silver"),
+        "configs_tried": [{"config": r.config, "validation": r.validation, "run_key": r.run_key} for r in runs],
+    }
+    write_text_atomic(staging / "README.md", model_card(results))
+    write_json_atomic(staging / RESULTS_FILE, results)
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    staging.replace(final_dir)
+    return results
+
+
+def model_card(results: dict[str, Any]) -> str:
+    fmt = results["query_format"]
+    test = results.get("test") or {}
+    rows = [f"| {move} | {100 * scores[PRIMARY]:.1f} |" for move, scores in test.items()]
+    return "\n".join([
+        f"# {base_name(results['base_model'])} fine-tuned as one retriever for every Ratio move",
+        "",
+        "Trained by `ratio_utils.unified` (notebook 13) on the training pairs of the moves "
+        f"{', '.join(results['moves'])} with the move's instruction on the query, balanced shares per move and "
+        "batches that mix the moves (MultipleNegativesRankingLoss).",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "model = SentenceTransformer(PATH_TO_THIS_FOLDER)",
+        f"q = model.encode([{fmt['query_prefixes']['specify']!r} + \"...\"], normalize_embeddings=True)",
+        f"d = model.encode([{fmt['doc_prefix']!r} + \"...\"], normalize_embeddings=True)",
+        "```",
+        "",
+        "The query prefix of each move is in `unified.json`; `python -m ratio_utils.search` reads it.",
+        "",
+        f"Selected configuration {results['selected_config']['id']} by mean validation MRR@10 over the moves "
+        f"({100 * results['validation'][PRIMARY]:.1f}); test split scored once:",
+        "",
+        "| move | test MRR@10 (%) |",
+        "|---|---|",
+        *rows,
+    ]) + "\n"
+
+
+def summary(result: UnifiedResult) -> pd.DataFrame:
+    """One row per configuration tried: validation MRR@10 per move and their mean; selected marked."""
+    rows = []
+    for run in result.runs:
+        row = {"config": run.config["id"], "epochs": run.config["epochs"], "batch": run.config["batch_size"],
+               "lr": run.config["learning_rate"], "train pairs": run.train_pairs, "best epoch": run.best_epoch}
+        for key, value in sorted(run.validation.items()):
+            if key.endswith("/" + PRIMARY):
+                row[f"val {key}"] = round(100 * value, 1)
+        row[f"val {PRIMARY} (mean of moves)"] = round(100 * run.score, 1)
+        row["selected"] = "✓" if run.run_key == result.selected.run_key else ""
+        row["trained in this call"] = run.config["id"] in result.trained_now
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Move sensitivity: every query issued under every move
+# ---------------------------------------------------------------------------------------------
+
+TOP = 10
+
+
+def sensitivity_ranks(encoder, bench: Benchmark, split: Split | str, moves: Sequence[Move], template: str,
+                      doc_prefix: str, chunk: int = 512) -> pd.DataFrame:
+    """One row per (query, gold) pair of `split` for every move: the gold's rank in the whole pool
+    when the query is issued under each move's instruction, and the top-10 overlap with the own move's.
+
+    `encoder` is a DenseRetriever of the model (with a cache, the pool vectors of the test evaluation
+    are reused). Ranks are exact over the pool (the query's
+    own sentence excluded; a candidate scoring equal to the gold counts as ahead of it only when its id
+    sorts first, the benchmark's tie order). Columns: qid, move, gold_id, rank_<m>, overlap_<m>, changed.
+    """
+    split = Split.parse(split)
+    pool = bench.pool(split)[["docid", "text"]].drop_duplicates("docid").reset_index(drop=True)
+    position = {d: i for i, d in enumerate(pool["docid"])}
+    pairs = pd.concat([bench.queries(m, split)[["query_id", "querySentence", "gold_id"]].assign(move=m.value)
+                       for m in moves if bench.has(m, split)], ignore_index=True)
+    pairs = pairs.rename(columns={"query_id": "qid", "querySentence": "text"}).drop_duplicates(["qid", "gold_id", "move"])
+    queries = pairs.drop_duplicates("qid")[["qid", "text"]].reset_index(drop=True)
+    query_row = {q: i for i, q in enumerate(queries["qid"])}
+    docids = pool["docid"].to_numpy()
+    id_order = np.argsort(np.argsort(docids))  # rank of each docid in ascending order (tie-break)
+    pool_vectors = np.asarray(encoder.embeddings(list(pool["docid"]), list(pool["text"]), doc_prefix, "pool")[0], dtype=np.float32)
+    self_col = np.array([position.get(q, -1) for q in queries["qid"]])
+    gold_col = np.array([position.get(g, -1) for g in pairs["gold_id"]])
+    pair_query = pairs["qid"].map(query_row).to_numpy()
+    ranks: dict[str, np.ndarray] = {}
+    tops: dict[str, np.ndarray] = {}
+    for move in moves:
+        prefix = query_prefix(move, template)
+        qvec = np.asarray(encoder.embeddings(list(queries["qid"]), list(queries["text"]), prefix, "queries")[0], dtype=np.float32)
+        rank = np.full(len(pairs), np.nan)
+        top = np.zeros((len(queries), min(TOP, len(pool))), dtype=np.int64)
+        for start in range(0, len(queries), chunk):
+            scores = qvec[start:start + chunk] @ pool_vectors.T
+            rows = np.arange(scores.shape[0])
+            own = self_col[start:start + chunk]
+            scores[rows[own >= 0], own[own >= 0]] = -np.inf
+            part = np.argpartition(-scores, top.shape[1] - 1, axis=1)[:, :top.shape[1]]
+            top[start:start + chunk] = part
+            in_chunk = np.flatnonzero((pair_query >= start) & (pair_query < start + chunk) & (gold_col >= 0))
+            local = pair_query[in_chunk] - start
+            gold_scores = scores[local, gold_col[in_chunk]][:, None]
+            ahead = (scores[local] > gold_scores) | ((scores[local] == gold_scores) & (id_order[None, :] < id_order[gold_col[in_chunk]][:, None]))
+            rank[in_chunk] = 1 + ahead.sum(axis=1)
+        ranks[move.value] = rank
+        tops[move.value] = top
+    out = pairs[["qid", "move", "gold_id"]].reset_index(drop=True)
+    for move in moves:
+        out[f"rank_{move.value}"] = ranks[move.value]
+    top_sets = {m: [frozenset(row) for row in t] for m, t in tops.items()}
+    for move in moves:
+        out[f"overlap_{move.value}"] = [len(top_sets[own][q] & top_sets[move.value][q]) for own, q in zip(out["move"], pair_query)]
+    changed = [len({top_sets[m.value][q] for m in moves}) > 1 for q in range(len(queries))]
+    out["changed"] = [changed[q] for q in pair_query]
+    return out
+
+
+def sensitivity_summary(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFrame:
+    """Per own move: how often the top 10 changes with the move, and where the gold ranks under its own move."""
+    names = [m.value for m in moves]
+    rows = []
+    groups = [(m, ranks[ranks["move"] == m]) for m in names] + [("all", ranks)]
+    for own, frame in groups:
+        frame = frame.dropna(subset=[f"rank_{m}" for m in names])
+        if frame.empty:
+            continue
+        own_rank = np.array([row[f"rank_{row['move']}"] for _, row in frame.iterrows()])
+        best_other = np.array([min(row[f"rank_{m}"] for m in names if m != row["move"]) for _, row in frame.iterrows()])
+        overlap = np.array([np.mean([row[f"overlap_{m}"] for m in names if m != row["move"]]) for _, row in frame.iterrows()])
+        rows.append({
+            "Move": own.capitalize() if own != "all" else "All",
+            "Pairs": len(frame),
+            "Top 10 changes with the move (%)": 100 * frame.drop_duplicates("qid")["changed"].mean(),
+            "Mean top-10 overlap with other moves (of 10)": float(overlap.mean()),
+            "Gold higher under own move than under both others (%)": 100 * float((own_rank < best_other).mean()),
+            "Tied with the best other (%)": 100 * float((own_rank == best_other).mean()),
+            "Lower under own move than under another (%)": 100 * float((own_rank > best_other).mean()),
+            "Median gold rank, own move": float(np.median(own_rank)),
+            "Median gold rank, best other move": float(np.median(best_other)),
+        })
+    return pd.DataFrame(rows)
+
+
+def pairwise_own_vs_other(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFrame:
+    """For each own move and each other move: % of pairs whose gold ranks higher / equal / lower under the own move."""
+    rows = []
+    for own in moves:
+        frame = ranks[ranks["move"] == own.value]
+        for other in moves:
+            if other is own or frame.empty:
+                continue
+            a, b = frame[f"rank_{own.value}"], frame[f"rank_{other.value}"]
+            valid = a.notna() & b.notna()
+            a, b = a[valid], b[valid]
+            rows.append({"own move": own.value, "other move": other.value, "pairs": int(valid.sum()),
+                         "higher under own": 100 * float((a < b).mean()), "equal": 100 * float((a == b).mean()),
+                         "lower under own": 100 * float((a > b).mean())})
+    return pd.DataFrame(rows)

@@ -1,0 +1,51 @@
+"""Builders shared by the human-study tests: run files for the tiny benchmark, a packet, label rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ratio_utils.benchmark import load_benchmark
+from ratio_utils.human_eval import LABEL_FIELDS, HumanEvalParams, build_packets, write_packets
+from ratio_utils.retrieval.runs import run_path, write_run
+from ratio_utils.schema import MOVES, Split
+
+BASELINE, TUNED = "toy-baseline", "toy-tuned"
+
+
+def write_toy_runs(bench_root: Path, runs_dir: Path, split: Split = Split.TEST) -> None:
+    """Two systems over the tiny benchmark: one ranks the pool in id order, the other in reverse."""
+    bench = load_benchmark(bench_root)
+    docids = sorted(bench.pool(split)["docid"])
+    for move in MOVES:
+        for system, order in ((BASELINE, docids), (TUNED, docids[::-1])):
+            rows = [(qid, d, r, 1.0 / r) for qid in bench.queries(move, split)["query_id"].unique()
+                    for r, d in enumerate(order, start=1)]
+            write_run(pd.DataFrame(rows, columns=["qid", "docid", "rank", "score"]), run_path(runs_dir, system, move, split), system)
+
+
+def toy_params(**overrides) -> HumanEvalParams:
+    values = dict(baseline_system=BASELINE, tuned_system=TUNED, pool_per_move=3, labelled_per_move=2,
+                  annotators={"ann1": None, "ann2": None}, double_labelled_per_move=1)
+    values.update(overrides)
+    return HumanEvalParams(**values)
+
+
+def make_packets(tmp_path: Path, bench_root: Path, **overrides) -> tuple[Path, Path]:
+    """Packets of the tiny benchmark under tmp_path/study: (packets dir, key path)."""
+    runs = tmp_path / "runs"
+    write_toy_runs(bench_root, runs)
+    packets = build_packets(load_benchmark(bench_root), runs, toy_params(**overrides), seed=7)
+    out = tmp_path / "study"
+    write_packets(packets, out / "packets", out / "unblinding_key.jsonl", out / "report.json", k=10)
+    return out / "packets", out / "unblinding_key.jsonl"
+
+
+def label_row(annotator: str, item: str, list_name: str, rank: int, candidate_id: str, label: str | None,
+              preference: str | None = None, comment: str | None = None) -> dict:
+    row = dict.fromkeys(LABEL_FIELDS)
+    row.update(annotator=annotator, item=item, move=item.split("/")[0], query_id=item.split("/")[1], list=list_name,
+               rank=rank, candidate_id=candidate_id, label=label, labelled_at="2026-01-01T00:00:00+00:00" if label else None,
+               preference=preference, preference_at="2026-01-01T00:00:00+00:00" if preference else None, comment=comment)
+    return row

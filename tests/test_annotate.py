@@ -1,0 +1,250 @@
+"""The annotation app (ratio_utils.annotate): the label store and HTTP API on 127.0.0.1, and the page itself
+in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/bootstrap.sh
+installs them). Browser tests skip, saying why, only where no browser can be had."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from human_eval_helpers import make_packets
+from ratio_utils import annotate, human_eval
+from ratio_utils.io import InputError
+
+
+@pytest.fixture
+def packets_dir(tmp_path, tiny_benchmark) -> Path:
+    return make_packets(tmp_path, tiny_benchmark)[0]
+
+
+@pytest.fixture
+def server(packets_dir):
+    """A running app for ann1 on a free port; stopped (and its lock released) after the test."""
+    store = annotate.open_store(packets_dir, "ann1")
+    app = annotate.AnnotateServer(store, port=0)
+    thread = threading.Thread(target=app.serve_forever, daemon=True)
+    thread.start()
+    yield app
+    app.shutdown()
+    app.server_close()
+    store.close()
+
+
+def _post(app, change: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(app.url + "api/answer", data=json.dumps(change).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _state(app) -> dict:
+    with urllib.request.urlopen(app.url + "api/state") as response:
+        return json.loads(response.read())
+
+
+def _label_rows(packets_dir: Path, annotator: str = "ann1") -> list[dict]:
+    path = packets_dir / "labels" / f"{annotator}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# --- store and API, no browser ------------------------------------------------------------------------
+
+
+def test_answers_are_saved_at_once_in_the_documented_format(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item["item"], "list": "B", "rank": 3, "value": "useful"})
+    assert status == 200 and body["progress"] == {"complete": 0, "assigned": len(state["queries"])}
+    status, body = _post(server, {"etag": body["etag"], "kind": "preference", "item": item["item"], "value": "tie"})
+    assert status == 200
+    rows = _label_rows(packets_dir)
+    assert len(rows) == 20 and list(rows[0]) == list(human_eval.LABEL_FIELDS)
+    marked = [r for r in rows if r["label"] is not None]
+    assert [(r["list"], r["rank"], r["label"]) for r in marked] == [("B", 3, "useful")]
+    assert marked[0]["candidate_id"] == item["lists"]["B"][2]["candidate_id"]
+    assert {r["preference"] for r in rows} == {"tie"}
+    # no unblinding information in a label row
+    assert not {"setup", "system", "gold"} & set(rows[0])
+
+
+def test_a_stale_version_is_refused_and_nothing_is_overwritten(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    assert _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful"})[0] == 200
+    before = (packets_dir / "labels" / "ann1.jsonl").read_bytes()
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "not_useful"})
+    assert status == 409 and "another tab" in body["error"]
+    assert (packets_dir / "labels" / "ann1.jsonl").read_bytes() == before
+
+
+def test_bad_answers_are_refused(server):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    for change, message in (
+        ({"kind": "label", "item": item, "list": "C", "rank": 1, "value": "useful"}, "no candidate"),
+        ({"kind": "label", "item": item, "list": "A", "rank": 11, "value": "useful"}, "no candidate"),
+        ({"kind": "label", "item": item, "list": "A", "rank": 1, "value": "maybe"}, "label must be"),
+        ({"kind": "preference", "item": item, "value": "C"}, "preference must be"),
+        ({"kind": "label", "item": "specify/unknown", "list": "A", "rank": 1, "value": "useful"}, "not assigned"),
+    ):
+        status, body = _post(server, {"etag": state["etag"], **change})
+        assert status == 400 and message in body["error"]
+
+
+def test_restart_resumes_and_unknown_annotators_are_refused(packets_dir):
+    store = annotate.open_store(packets_dir, "ann1")
+    item = store.items[0]
+    store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": "A", "rank": 2, "value": "not_useful"})
+    store.answer({"etag": store.etag, "kind": "comment", "item": item["item"], "value": "hard one"})
+    store.close()
+    again = annotate.open_store(packets_dir, "ann1")
+    assert again.answers[item["item"]]["labels"]["A"][1] == "not_useful"
+    assert again.answers[item["item"]]["comment"] == "hard one"
+    again.close()
+    with pytest.raises(annotate.AnnotateError, match="unknown annotator 'nobody'.*ann1, ann2"):
+        annotate.open_store(packets_dir, "nobody")
+
+
+def test_one_server_per_annotator(packets_dir):
+    first = annotate.open_store(packets_dir, "ann1")
+    try:
+        with pytest.raises(annotate.AnnotateError, match="open in another annotate server"):
+            annotate.open_store(packets_dir, "ann1")
+        annotate.open_store(packets_dir, "ann2").close()  # another annotator is fine
+    finally:
+        first.close()
+
+
+def test_broken_packets_and_label_files_stop_the_app_with_file_and_line(packets_dir, capsys):
+    lines = (packets_dir / "queries.jsonl").read_text().splitlines()
+    broken = packets_dir.parent / "broken"
+    shutil.copytree(packets_dir, broken)
+    (broken / "queries.jsonl").write_text(lines[0] + "\n{not json\n")
+    with pytest.raises(InputError, match=r"queries.jsonl:2: malformed JSON"):
+        human_eval.load_packet(broken)
+    assert annotate.main(["--packets", str(broken), "--annotator", "ann1"]) == 2
+    assert "queries.jsonl:2" in capsys.readouterr().err
+    assert annotate.main(["--packets", str(packets_dir), "--annotator", "eve"]) == 2
+    assert "unknown annotator 'eve'" in capsys.readouterr().err
+    labels = packets_dir / "labels" / "ann1.jsonl"
+    labels.parent.mkdir()
+    labels.write_text('{"annotator": "ann1"\n')
+    with pytest.raises(InputError, match=r"ann1.jsonl:1"):
+        annotate.open_store(packets_dir, "ann1")
+    assert labels.read_text() == '{"annotator": "ann1"\n'  # left as it was
+
+
+# --- the page in a real browser -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt)")
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not (Path(binary).exists() and Path(driver).exists()):
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/bootstrap.sh does as root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    chrome = webdriver.Chrome(options=options, service=Service(driver))
+    chrome.set_page_load_timeout(30)
+    yield chrome
+    chrome.quit()
+
+
+def _wait_saved(browser):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "status").text == "All answers saved")
+
+
+def _open(browser, app):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(app.url)
+    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "query").text != "")
+
+
+def _pressed(browser, css: str) -> bool:
+    return browser.find_element("css selector", css).get_attribute("aria-pressed") == "true"
+
+
+def test_browser_marking_preference_and_reload(browser, server, packets_dir):
+    _open(browser, server)
+    first = server.store.items[0]
+    assert browser.find_element("id", "query").text == first["query"]
+    assert browser.find_element("id", "move-name").text.lower() == first["move"]
+    assert browser.find_element("css selector", "#cand-A-1 .text").text == first["lists"]["A"][0]["text"]
+    browser.find_element("css selector", "#cand-A-1 .mark.useful").click()
+    browser.find_element("css selector", "#cand-B-2 .mark.not_useful").click()
+    browser.find_element("css selector", ".pref[data-value='B']").click()
+    _wait_saved(browser)
+    rows = {(r["list"], r["rank"]): r for r in _label_rows(packets_dir)}
+    assert rows[("A", 1)]["label"] == "useful" and rows[("B", 2)]["label"] == "not_useful"
+    assert rows[("A", 2)]["label"] is None and rows[("A", 1)]["preference"] == "B"
+    _open(browser, server)  # a reload: a fresh page that knows only what the server saved
+    assert _pressed(browser, "#cand-A-1 .mark.useful") and _pressed(browser, "#cand-B-2 .mark.not_useful")
+    assert not _pressed(browser, "#cand-A-2 .mark.useful")
+    assert _pressed(browser, ".pref[data-value='B']")
+
+
+def test_browser_keyboard_shortcuts_and_completion(browser, server, packets_dir):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, server)
+    total = len(server.store.items)
+    assert browser.find_element("id", "progress-text").text == f"0 of {total} queries complete"
+    keys = ActionChains(browser)
+    for i in range(20):  # y / n mark the candidate under the cursor and move it down: A1..A10, then B1..B10
+        keys.send_keys("y" if i % 3 == 0 else "n")
+    # the cursor stays on B10: mark it useful; two up is B8: useful too; then preference tie
+    keys.send_keys("y").send_keys(Keys.ARROW_UP).send_keys(Keys.ARROW_UP).send_keys("1").send_keys("t").perform()
+    _wait_saved(browser)
+    assert browser.find_element("id", "progress-text").text == f"1 of {total} queries complete"
+    assert "complete" in browser.find_elements("css selector", ".dot")[0].get_attribute("class")
+    rows = _label_rows(packets_dir)
+    assert len(rows) == 20 and all(r["label"] is not None for r in rows)
+    assert [r["label"] == "useful" for r in rows] == [i % 3 == 0 or i in (17, 19) for i in range(20)]
+    assert {r["preference"] for r in rows} == {"tie"}
+    assert server.store.progress()["complete"] == 1
+    ActionChains(browser).send_keys("]").perform()
+    assert browser.find_element("id", "position").text == f"Query 2 of {total}"
+    # a comment is typed without triggering shortcuts, and saved
+    ActionChains(browser).send_keys("c").send_keys("y n a").send_keys(Keys.ESCAPE).perform()
+    _wait_saved(browser)
+    second = server.store.items[1]["item"]
+    assert server.store.answers[second]["comment"] == "y n a"
+    assert all(v is None for v in server.store.answers[second]["labels"]["A"])
+    # reload: the page opens at the first incomplete query and keeps the finished one
+    _open(browser, server)  # a reload: a fresh page that knows only what the server saved
+    assert browser.find_element("id", "position").text == f"Query 2 of {total}"
+
+
+def test_browser_second_tab_is_stopped_not_overwriting(browser, server, packets_dir):
+    _open(browser, server)
+    first_tab = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    _open(browser, server)
+    browser.find_element("css selector", "#cand-A-1 .mark.useful").click()
+    _wait_saved(browser)
+    browser.switch_to.window(first_tab)
+    browser.find_element("css selector", "#cand-A-1 .mark.not_useful").click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "error").is_displayed())
+    assert "another tab" in browser.find_element("id", "error").text
+    assert [r["label"] for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("A", 1)] == ["useful"]
+    assert not browser.find_element("css selector", "#cand-A-2 .mark.useful").is_enabled()

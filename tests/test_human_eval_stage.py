@@ -1,0 +1,75 @@
+"""Notebook 12's stage (ratio_utils.stages.human_eval_stats) through the config: packets under cfg.paths, no
+numbers without labels, Tables 2, 11, 12 written once label files exist."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
+from ratio_utils import annotate
+from ratio_utils.config import load_config
+from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
+from ratio_utils.stages import human_eval_stats
+
+SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 3, "labelled_per_move": 2,
+           "annotators": {"ann1": None, "ann2": None}, "double_labelled_per_move": 1}
+
+
+def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, monkeypatch):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
+    config = load_config(overrides={"human_eval": SECTION})
+    summary = human_eval_stats.write_packets(config)
+    assert summary[["move", "split", "labelled"]].values.tolist() == [["address", "test", 2], ["broaden", "test", 2], ["specify", "test", 2]]
+    assert (config.paths.human_eval_packets / "queries.jsonl").exists() and config.paths.human_eval_key.exists()
+    assert not config.paths.human_eval_key.is_relative_to(config.paths.human_eval_packets)
+    assert human_eval_stats.assignment_table(config)["total"].sum() == 6 + 3
+
+    nothing = human_eval_stats.results(config)
+    assert nothing.tables == {} and nothing.status["status"].tolist() == ["no labels yet"]
+    assert nothing.table("table2_human_eval") is nothing.status
+    assert not (config.paths.tables / "table2_human_eval.csv").exists()
+
+    # ann1 labels everything through the app's store: List A useful at rank 1 only, prefers A
+    store = annotate.open_store(config.paths.human_eval_packets, "ann1")
+    for item in store.items:
+        for name in "AB":
+            for candidate in item["lists"][name]:
+                value = "useful" if (name, candidate["rank"]) == ("A", 1) else "not_useful"
+                store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": name, "rank": candidate["rank"], "value": value})
+        store.answer({"etag": store.etag, "kind": "preference", "item": item["item"], "value": "A"})
+    store.close()
+    # ann2 has started one query only: incomplete, left out
+    first = store.items[0]
+    (config.paths.human_eval_packets / "labels" / "ann2.jsonl").write_text(json.dumps(
+        label_row("ann2", first["item"], "A", 1, first["lists"]["A"][0]["candidate_id"], "useful")) + "\n")
+
+    labelled = load_config(overrides={"human_eval": {**SECTION, "labels_dir": "data/human_eval/packets/labels"}})
+    result = human_eval_stats.results(labelled)
+    table2 = result.table("table2_human_eval").set_index(["move", "setup"])
+    key = [json.loads(line) for line in labelled.paths.human_eval_key.read_text().splitlines()]
+    mine = {e["item"]: e for e in key if e["item"] in {i["item"] for i in store.items}}
+    tuned_first = sum(e["lists"]["A"]["setup"] == "tuned" for e in mine.values())
+    n = len(mine)
+    assert table2.loc[("all", "Tuned"), "queries"] == n
+    assert table2.loc[("all", "Tuned"), "MRR@10"] == 100 * tuned_first / n  # only List A's first candidate is useful
+    assert table2.loc[("all", "Tuned"), "Pref."] == tuned_first and table2.loc[("all", "Baseline"), "Pref."] == n - tuned_first
+    assert result.status.set_index("annotator").loc["ann2", "incomplete queries"] == 1
+    for name in ("table2_human_eval", "table11_beyond_gold", "table12_cross_paper", "human_eval_agreement"):
+        assert (labelled.paths.tables / f"{name}.md").exists()
+    notes = (labelled.paths.tables / "table2_human_eval.md").read_text()
+    assert "no silver set" in notes and "1 incomplete annotation" in notes and str(labelled.paths.root) not in notes
+
+
+@pytest.mark.models
+def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
+    config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2", "moves": ["broaden"]}})
+    human_eval_stats.write_packets(config)
+    run_file = run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
+    assert read_run_info(run_file).system == "all-MiniLM-L6-v2" and len(read_run(run_file)) > 0
+    assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in human_eval_stats.packet_notes(config)

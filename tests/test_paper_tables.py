@@ -1,0 +1,230 @@
+"""Tables 1, 7, 8 assembled from run files: cells equal the metrics of the runs, every cell carries an
+interval, the assembler refuses runs of another benchmark, does not depend on the order the run files
+were written in, names the query set it used, and compares reranked rows with their first stage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ratio_utils import paper_tables
+from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.metrics import evaluate_run
+from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, IntervalCache, assemble_tables
+from ratio_utils.retrieval import BM25Retriever, benchmark_queries, read_run
+from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
+from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+from ratio_utils.stats import bootstrap_ci
+
+EXPECTED = Expected(bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("all-MiniLM-L6-v2",),
+                    tuned_moves=("address",))
+
+
+@pytest.fixture
+def bench(cfg, tiny_benchmark):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    return load_benchmark(cfg.paths.benchmark)
+
+
+def _baselines(cfg, bench):
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test", "silver"]))
+
+
+def _fake_tuned(cfg, bench, move="address", split="test", source="BM25-bigram"):
+    """A 'tuned' run file as notebook 09 writes it (here: a copy of a BM25 run with its own sidecar)."""
+    run = read_run(run_path(cfg.paths.retrieval_runs, source, move, split))
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned", "dense", move, split, bench.checksum(), "09_finetune", k=10)
+    write_system_run(run, cfg.paths.retrieval_runs, info)
+    return run
+
+
+def test_system_names_are_one_function():
+    assert system_name("all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+    assert system_name("all-MiniLM-L6-v2", "generic", "Tuned") == "all-MiniLM-L6-v2 (tuned)"
+    assert system_name("all-MiniLM-L6-v2", "generic", "Tuned + rerank") == "all-MiniLM-L6-v2 (tuned) + rerank"
+    assert system_name("Stella", "per-move", "Baseline") == "Stella (per-move)"
+    assert system_name("BM25-unigram", "-") == "BM25-unigram"
+
+
+def test_cells_are_the_run_metrics_with_intervals(cfg, bench):
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=500)
+    numeric = result.numeric["table7_test_full"].set_index("System")
+    shown = result.tables["table7_test_full"].set_index("System")
+    queries, qrels = benchmark_queries(bench, "broaden", "test")
+    run = BM25Retriever(2).search(queries, bench.pool("test"), k=10)
+    direct = evaluate_run(run, qrels, ks=(10,))
+    assert numeric.loc["BM25-bigram", "Broaden M@10"] == pytest.approx(100 * direct["MRR@10"])
+    # the interval is the bootstrap of the per-query reciprocal ranks, same seed
+    rr = [1.0 / r if r <= 10 else 0.0 for r in _gold_ranks(run, qrels)]
+    low, high = bootstrap_ci(rr, n_resamples=500, seed=cfg.seed)
+    assert numeric.loc["BM25-bigram", "Broaden M@10 low"] == pytest.approx(100 * low)
+    assert numeric.loc["BM25-bigram", "Broaden M@10 high"] == pytest.approx(100 * high)
+    assert numeric.loc["BM25-bigram", "Broaden queries"] == len(queries)
+    # Markdown: "value [low, high]" and a dagger (2 queries < 30)
+    assert shown.loc["BM25-bigram", "Broaden M@10"] == f"{100 * direct['MRR@10']:.1f} [{100 * low:.1f}, {100 * high:.1f}]{DAGGER}"
+    md = (cfg.paths.tables / "table7_test_full.md").read_text()
+    assert f"{DAGGER}: fewer than 30 queries" in md
+    csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv")
+    assert {"Broaden M@10", "Broaden M@10 low", "Broaden M@10 high", "Broaden queries"} <= set(csv.columns)
+    # every filled metric cell of every table has an interval
+    for name, table in result.tables.items():
+        if name == paper_tables.RERANK_TABLE:
+            continue
+        cells = table.iloc[:, 3:].to_numpy().ravel()
+        filled = [c for c in cells if c]
+        assert filled and all("[" in c and c.endswith(f"]{DAGGER}") for c in filled), name
+
+
+def _gold_ranks(run, qrels):
+    ranks = []
+    for qid, gold in qrels.itertuples(index=False):
+        hit = run[(run.qid == qid) & (run.docid == gold)]
+        ranks.append(int(hit["rank"].iloc[0]) if len(hit) else 10**9)
+    return ranks
+
+
+def test_indicative_marking_starts_below_thirty_queries(tmp_path):
+    cache = IntervalCache(None, seed=13, n_resamples=200)
+    assert paper_tables.cell(pd.Series(np.linspace(0, 1, 29)), cache).text().endswith(DAGGER)
+    assert not paper_tables.cell(pd.Series(np.linspace(0, 1, 30)), cache).text().endswith(DAGGER)
+
+
+def test_captions_name_the_query_set_used(cfg, bench):
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    assert "unfiltered test set (silver absent)" in result.captions["table1_silver_main"]
+    assert "silver test set" not in result.captions["table1_silver_main"].replace("(silver absent)", "")
+    # a silver split for one move: the caption says which moves use it
+    write_pairs(bench.queries("specify", "test").head(2), bench.root, "specify", "silver")
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    caption = result.captions["table8_silver_full"]
+    assert "silver test set for Specify" in caption and "unfiltered test set for Address, Broaden" in caption
+    assert result.numeric["table8_silver_full"].set_index("System").loc["BM25-unigram", "Specify queries"] == 2
+
+
+def test_refuses_runs_of_another_benchmark(cfg, bench):
+    _baselines(cfg, bench)
+    path = run_path(cfg.paths.retrieval_runs, "BM25-unigram", "address", "test")
+    sidecar = json.loads(info_path(path).read_text())
+    sidecar["benchmark_checksum"] = "0" * 64
+    info_path(path).write_text(json.dumps(sidecar))
+    with pytest.raises(ForeignRunError, match=r"BM25-unigram/address/test.parquet: computed on benchmark 000000000000"):
+        assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    info_path(path).unlink()
+    with pytest.raises(ForeignRunError, match="no sidecar"):
+        assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+
+
+def test_result_does_not_depend_on_the_order_runs_were_written(cfg, bench, tmp_path):
+    _baselines(cfg, bench)
+    _fake_tuned(cfg, bench)
+    first = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    # the same run files written in reverse order (as another fan-out order would)
+    files = sorted(cfg.paths.retrieval_runs.rglob("*.parquet"))
+    saved = {p: (read_run(p), RunInfo.from_json(json.loads(info_path(p).read_text()))) for p in files}
+    shutil.rmtree(cfg.paths.retrieval_runs)
+    for path in reversed(files):
+        run, info = saved[path]
+        write_system_run(run, cfg.paths.retrieval_runs, info)
+    second = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    for name in first.tables:
+        pd.testing.assert_frame_equal(first.tables[name], second.tables[name])
+        pd.testing.assert_frame_equal(first.numeric[name], second.numeric[name])
+    tuned = first.tables["table1_silver_main"].set_index(["System", "Setup"]).loc[("all-MiniLM-L6-v2", "Tuned")]
+    assert tuned["Address M@10"] and not tuned["Broaden M@10"]
+    assert "no run file for broaden, specify" in " ".join(first.notes["table1_silver_main"])
+
+
+def test_rerank_rows_and_paired_comparison(cfg, bench):
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    notes = " ".join(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200).notes["table1_silver_main"])
+    assert "(generic, Tuned + rerank): not run: no LLM endpoint; request files written by notebook 10" in notes
+    # notebook 10's reranked run: the gold moved to rank 1 for every query
+    _, qrels = benchmark_queries(bench, "specify", "test")
+    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
+        qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
+    name = system_name("all-MiniLM-L6-v2", "generic", "Tuned")
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, first_stage=name)
+    write_system_run(reranked, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    row = result.numeric["table8_silver_full"].set_index(["System", "Setup"]).loc[("all-MiniLM-L6-v2", "Tuned + rerank")]
+    assert row["Specify M@10"] == pytest.approx(100.0)
+    assert pd.isna(row["Specify M@100"])  # reranked rows have no M@100
+    comparison = result.numeric[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10"]
+    rr_first = evaluate_run(first_stage, qrels, ks=(10,))["MRR@10"]
+    assert comparison["Difference"] == pytest.approx(100 * (1.0 - rr_first))
+    assert comparison["Difference low"] <= comparison["Difference"] <= comparison["Difference high"]
+    assert 0 < comparison["p (permutation)"] <= 1
+
+
+def test_every_empty_row_has_a_note(cfg, bench):
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    for name in paper_tables.TABLE_SPECS:
+        table = result.tables[name]
+        md = (cfg.paths.tables / f"{name}.md").read_text()
+        empty = table[(table.iloc[:, 3:] == "").all(axis=1)]
+        assert len(empty) > 0
+        for system, prefix, setup in empty[["System", "Prefix", "Setup"]].itertuples(index=False):
+            assert f"- {system} ({prefix}, {setup}):" in md, (name, system, prefix, setup)
+    assert "Baseline + rerank" in set(result.tables["table8_silver_full"]["Setup"])
+    assert "per-move" not in set(result.tables["table7_test_full"]["Prefix"])
+
+
+@pytest.mark.models
+def test_tuned_run_files_score_their_own_move(cfg, bench):
+    from ratio_utils.models import resolve_model_path
+    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+
+    tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
+    (tuned / "results.json").write_text(json.dumps({"prefixes": {"query": "query: ", "document": "document: "}}))
+    run_baselines(cfg, bench, RetrievalParams(bm25_ngrams=[], move_instructions=False, k=10, splits=["test"]))
+    written = record_tuned_runs(cfg, "all", bench, RetrievalParams(k=10, splits=["test"]))
+    assert set(written.loc[written["status"] == "written", "move"]) == {"address"}
+    result = assemble_tables(cfg, bench, n_resamples=200)
+    rows = result.numeric["table7_test_full"].set_index(["System", "Setup"])
+    # same weights and prefixes as the baseline: the address cell must equal the baseline's
+    assert rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Address M@10"] == pytest.approx(rows.loc[("all-MiniLM-L6-v2", "Baseline"), "Address M@10"])
+    assert pd.isna(rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Specify M@10"])
+
+
+def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
+    _baselines(cfg, bench)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200, write=False)
+    summary = paper_tables.primary_metric_summary(result)
+    assert list(summary["System"]) == ["BM25-unigram", "BM25-bigram"]
+    assert list(summary.columns) == ["System", "Prefix", "Setup", "Address M@10", "Broaden M@10", "Specify M@10"]
+    assert not (cfg.paths.tables / "table1_silver_main.md").exists()  # write=False writes nothing
+
+
+def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
+    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+
+    cfg.sections["train"] = {"moves": ["address"]}
+    assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
+    assert "no fine-tuned model" in record_tuned_runs(cfg, "address", bench).iloc[0]["status"]
+
+
+def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
+    _baselines(cfg, bench)
+    _fake_tuned(cfg, bench)
+    tuned = run_path(cfg.paths.retrieval_runs, "all-MiniLM-L6-v2 (tuned)", "address", "test")
+    sidecar = json.loads(info_path(tuned).read_text())
+    sidecar["benchmark_checksum"] = "f" * 64  # 09's run of an earlier benchmark
+    info_path(tuned).write_text(json.dumps(sidecar))
+    with pytest.raises(ForeignRunError):
+        assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    _baselines(cfg, bench)  # notebook 08 on the current benchmark
+    assert not tuned.exists()
+    assert (cfg.paths.retrieval_runs / "_stale" / ("f" * 12) / tuned.relative_to(cfg.paths.retrieval_runs)).exists()
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    assert set(result.runs["stage"]) == {"08_retrieval_baselines"}
