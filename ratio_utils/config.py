@@ -51,6 +51,7 @@ PARAMS_SECTIONS: dict[str, str] = {
     "rerank": "ratio_utils.rerank:RerankParams",
     "human_eval": "ratio_utils.human_eval:HumanEvalParams",
     "unified": "ratio_utils.unified:UnifiedParams",
+    "summary": "ratio_utils.stages.summary:SummaryParams",
     "pipeline": "ratio_utils.pipeline:PipelineParams",
 }
 
@@ -267,6 +268,15 @@ class Paths:
     def analysis_runs(self) -> Path:
         """Runs of the Appendix F analyses: analysis_runs/<pool>/<system>/<move>/<split>.parquet (+ sidecar)."""
         return self.root / "data" / "analysis_runs"
+    # -- stage 14 (summary) --
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def summary_report(self) -> Path:
+        """The Markdown export of notebook 14 (ratio_utils.stages.summary)."""
+        return self.reports / "summary.md"
 
     # -- stage 00, partitioned build (corpus.papers_per_part): one report per part, the resume record --
     @property

@@ -413,6 +413,8 @@ def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -
         row("pool", source, {s: int((built.pools[s]["source"] == source).sum()) for s in SPLITS})
     row("pool", "all sources", {s: len(built.pools[s]) for s in SPLITS})
     row("papers", "with a pair", {s: int(pairs.loc[pairs["split"] == s, "paper_id"].nunique()) for s in SPLITS})
+    # notebook 06's report counts these as papers.assigned.<split>: every paper that mined a pair or a distractor
+    row("papers", "with a mined pair or distractor", {s: int((built.papers["split"] == s).sum()) for s in SPLITS})
     if corpus_papers is not None:
         row("papers", "in the corpus", {s: int(corpus_papers.get(s, 0)) for s in SPLITS})
     frame = pd.DataFrame(rows)
@@ -427,6 +429,30 @@ TABLE5_NOTES = [
     "its other Table 5 cells are not in the text available here and are left empty.",
     "Ours: the corpus of this run; the paper mined S2ORC computer-science papers (366.6M consecutive pairs).",
 ]
+
+
+def table5_notes(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -> list[str]:
+    """TABLE5_NOTES plus the notes computed from this build: the three paper counts, pairs vs queries."""
+    notes = list(TABLE5_NOTES)
+    papers = "papers: 'in the corpus' counts every paper of the corpus with a usable date; 'with a mined pair or " \
+             "distractor' (notebook 06's papers.assigned.<split>) only those that mined at least one pair or distractor " \
+             "before de-duplication; 'with a pair' those with a kept pair after it."
+    if corpus_papers is not None:
+        assigned = built.papers["split"].value_counts()
+        gaps = {s: int(corpus_papers.get(s, 0)) - int(assigned.get(s, 0)) for s in SPLITS}
+        papers += " Corpus papers that mined nothing: " + ", ".join(f"{s} {n}" for s, n in gaps.items()) + "."
+    notes.append(papers)
+    pairs = built.pairs
+    for split in SPLITS:
+        for move in MOVES:
+            part = pairs[(pairs["split"] == split) & (pairs["move"] == move.value)]
+            queries = part["query_id"].nunique()
+            if len(part) != queries:
+                golds = part.groupby("query_id").size()
+                notes.append(f"{move.value.capitalize()} {split}: {len(part):,} pairs but {queries:,} queries: "
+                             f"{int((golds > 1).sum())} quer{'y has' if (golds > 1).sum() == 1 else 'ies have'} more than one "
+                             "gold sentence (each gold is a qrel; metrics count each query once, Recall@k over its golds).")
+    return notes
 
 
 def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
@@ -446,4 +472,53 @@ def marker_frequency_figure(pairs: pd.DataFrame, top: int = 15):
         ax.set_xlabel("pairs (log scale)")
         ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
+    # Closed here, returned for display: a figure left open is shown a second time by the notebook's
+    # inline backend at the end of the cell (notebook 06 showed it twice).
+    plt.close(fig)
     return fig
+
+
+def split_boundaries(params: DatasetParams) -> list[float]:
+    """Where one split window ends and the next begins, as a fractional year (2006 | 2007 -> 2006.5 + 0.5 = 2007.0).
+
+    Year windows end after their last year; date windows at their end day. Used to draw the windows on
+    a per-year axis whose bar for year Y spans [Y - 0.5, Y + 0.5]."""
+    edges = []
+    for window in params.windows()[:-1]:
+        end = window.end
+        if isinstance(end, int):
+            edges.append(end + 0.5)
+        else:
+            edges.append(end.year - 0.5 + end.timetuple().tm_yday / (366 if end.year % 4 == 0 else 365))
+    return edges
+
+
+def papers_per_year_figure(papers: pd.DataFrame, params: DatasetParams):
+    """Stacked bars of papers per publication year and corpus, with the split windows drawn and named."""
+    import matplotlib.pyplot as plt
+
+    counts = papers.dropna(subset=["year"]).astype({"year": int}).groupby(["year", "corpus"]).size().unstack(fill_value=0)
+    years = range(int(counts.index.min()), int(counts.index.max()) + 1)
+    counts = counts.reindex(years, fill_value=0)
+    fig, ax = plt.subplots(figsize=(8, 3))
+    bottom = pd.Series(0, index=counts.index)
+    for corpus in counts.columns:
+        ax.bar(counts.index, counts[corpus], bottom=bottom, width=0.85, label=corpus)
+        bottom += counts[corpus]
+    edges = [min(years) - 0.5, *split_boundaries(params), max(years) + 0.5]
+    top = float(bottom.max()) * 1.12 or 1.0
+    for edge in edges[1:-1]:
+        ax.axvline(edge, color="black", linestyle="--", linewidth=0.9)
+    for window, left, right in zip(params.windows(), edges, edges[1:]):
+        left, right = max(left, edges[0]), min(right, edges[-1])
+        if right > left:
+            ax.text((left + right) / 2, top, window.name, ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_xlabel("publication year")
+    ax.set_ylabel("papers")
+    ax.legend(title="corpus", fontsize=7, loc="upper left")
+    ax.set_title("Papers per year; dashed lines: split windows (dataset.splits)", fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)  # returned for display once
+    return fig
+

@@ -124,6 +124,12 @@ def per_query_metrics(run: pd.DataFrame, qrels: pd.DataFrame, metrics: Iterable[
     return pd.DataFrame({m: by_k[k][_PER_QUERY_COLUMN[kind]] for m, (kind, k) in parsed.items()})
 
 
+def per_query_metric(run: pd.DataFrame, qrels: pd.DataFrame, metric: str, k: int) -> pd.Series:
+    """One metric ("R", "MRR" or "HR", or "MRR@10"-style with the same k) per query of the qrels, index qid."""
+    name = f"{str(metric).split('@')[0].upper()}@{k}"
+    return per_query_metrics(run, qrels, [name])[name]
+
+
 def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:
     """Mean Recall@k, MRR@k and HR@k over the queries of the qrels; keys 'R@k', 'MRR@k', 'HR@k'."""
     ks = sorted(set(int(k) for k in ks))

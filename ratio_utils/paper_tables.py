@@ -421,6 +421,9 @@ def _paper_table(
                 c = cell(run.per_query[metric], cache)
                 shown[name] = c.text()
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
+        for move in MOVES:
+            run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
+            notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
         if len(absent) == len(MOVES):
             notes.append(f"{model} ({prefix}, {setup}): {why.get(key, 'no run file')}.")
         elif absent:

@@ -32,6 +32,8 @@ from .io import write_text_atomic
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
+TIMINGS_FILE = "timings.csv"  # runs/<run-id>/timings.csv, rewritten after every notebook
+RUN_DIR_ENV = "RATIO_RUN_DIR"  # set for the executed notebooks: this run's folder
 
 
 @dataclass
@@ -173,12 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"params: {params_file}; outputs under: {cfg.paths.root}; executed notebooks: {cfg.paths.executed_notebooks}")
     timings: list[tuple[str, float]] = []
     width = max(len(job.output_name) for job in jobs)
+    # The summary notebook (14) reads this run's timings so far from here (ratio_utils.stages.summary).
+    os.environ[RUN_DIR_ENV] = str(out_dir)
     try:
         for job in jobs:
             print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name:<{width}} ", end="", flush=True)
             timings.append((job.output_name, execute(job, out_dir)))
             publish_executed(out_dir / job.output_name, cfg)
             print(f"{timings[-1][1]:7.1f}s", flush=True)
+            _write_timings(timings, out_dir)
     except Exception as exc:  # papermill's PapermillExecutionError carries the failing cell
         cell = getattr(exc, "exec_count", None)
         print(
@@ -193,11 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _write_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
+    lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
+    (out_dir / TIMINGS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _report_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
     if not timings:
         return
-    lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
-    (out_dir / "timings.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _write_timings(timings, out_dir)
     print(f"total: {sum(s for _, s in timings):.1f}s (runs/{out_dir.name}/timings.csv)")
 
 

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -85,6 +86,41 @@ class HyperParams:
         return values
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The optimizer steps one configuration takes on a given number of pairs (see training_schedule)."""
+
+    batch_size: int  # per device, after capping at the pairs each device sees
+    repeats: int  # passes over the training pairs in one (evaluated) epoch
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+
+def training_schedule(n_pairs: int, hp: HyperParams, *, world_size: int = 1, min_steps_per_epoch: int = 10) -> Schedule:
+    """Batch, passes per epoch and warm-up in whole steps, so that a tiny move really trains.
+
+    Three rules, each for a failure seen on Broaden (32 pairs; batch 32 or 64 gave one step whose
+    learning rate was 0 because transformers rounds a 10% warm-up of one step *up* to one step):
+    - the batch is capped at the pairs a device sees (a batch of 64 on 32 pairs is a batch of 32);
+    - an epoch repeats the pairs until it has at least `min_steps_per_epoch` optimizer steps, so the
+      validation after every epoch still comes at the configured number of epochs (validation passes
+      dominate the CPU budget; more epochs would multiply them, repeating the pairs does not);
+    - warm-up = floor(warmup_ratio x total steps) whole steps, so warm-up never takes every step
+      (a floor: with fewer than 1/warmup_ratio steps there is no warm-up at all).
+    Moves with enough pairs (steps per pass >= min_steps_per_epoch) keep one pass per epoch.
+    """
+    if n_pairs < 1:
+        raise ValueError("no training pairs")
+    devices = max(world_size, 1)
+    batch = max(1, min(hp.batch_size, n_pairs // devices or 1))
+    steps_per_pass = math.ceil(n_pairs / (batch * devices))
+    repeats = 1 if steps_per_pass >= min_steps_per_epoch else math.ceil(min_steps_per_epoch / steps_per_pass)
+    steps_per_epoch = math.ceil(n_pairs * repeats / (batch * devices))
+    total = steps_per_epoch * hp.epochs
+    return Schedule(batch, repeats, steps_per_epoch, total, math.floor(hp.warmup_ratio * total))
+
+
 @dataclass
 class TrainParams:
     """The `train:` section of a params file. Defaults follow the paper where it states a value."""
@@ -98,6 +134,9 @@ class TrainParams:
     query_prefix: str = "query: "  # the paper's generic prefixes (Appendix C, Input prefixes)
     doc_prefix: str = "document: "
     eval_batch_size: int = 64
+    # Tiny moves (Broaden: 32 training pairs) give one optimizer step per epoch at batch 32; a pass over
+    # the pairs is then repeated until an epoch has at least this many steps (training_schedule).
+    min_steps_per_epoch: int = 10
     logging_steps: int = 10
     keep_unselected_models: bool = False  # delete the weights of configurations that lost
     device: str | None = None  # None: cuda when present, else cpu (the trainer decides under torchrun)
@@ -201,6 +240,18 @@ def training_pairs(bench: Benchmark, move: Move, max_pairs: int | None, seed: in
 # ---------------------------------------------------------------------------------------------
 
 
+PER_QUERY_METRICS = ("MRR@10", "R@10", "R@100")  # kept per query: intervals and paired tests need them
+
+
+def per_query_values(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, list]:
+    """{"qid": [...], "MRR@10": [...], ...}: the per-query values behind the reported means (JSON-ready)."""
+    from .metrics import per_query_metric
+
+    columns = {name: per_query_metric(run, qrels, *name.split("@")[:1], int(name.split("@")[1])) for name in PER_QUERY_METRICS}
+    frame = pd.DataFrame(columns)
+    return {"qid": [str(q) for q in frame.index], **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
+
+
 def _sentence_evaluator_base():
     from sentence_transformers.evaluation import SentenceEvaluator
 
@@ -227,7 +278,9 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         self.name = name
         self.primary_metric = PRIMARY
         self.history: list[dict[str, Any]] = []
+        self.per_query: dict[int, dict[str, list]] = {}  # step -> per-query values of that evaluation
         self.seconds = 0.0
+        self._last_run: pd.DataFrame | None = None
 
     def score(self, model: "SentenceTransformer") -> dict[str, float]:
         from .metrics import evaluate_run
@@ -235,6 +288,7 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
 
         retriever = DenseRetriever(model, query_prefix=self.query_prefix, doc_prefix=self.doc_prefix, batch_size=self.batch_size)
         run = retriever.search(self.evalset.queries, self.evalset.pool, max(self.ks))
+        self._last_run = run
         return evaluate_run(run, self.evalset.qrels, self.ks)
 
     def __call__(self, model, output_path: str | None = None, epoch: float = -1, steps: int = -1) -> dict[str, float]:
@@ -246,6 +300,7 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         # The weights' checksum ties each score to the weights scored: the restored model must match
         # the best epoch's checksum (tests/test_train.py checks it).
         self.history.append({"epoch": float(epoch), "step": int(steps), "weights": model_fingerprint(model)[:16], **scores})
+        self.per_query[int(steps)] = per_query_values(self._last_run, self.evalset.qrels)
         metrics = self.prefix_name_to_metrics(scores, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
@@ -294,6 +349,9 @@ class RunResult:
     world_size: int
     device: str
     model_dir: str
+    schedule: dict[str, int] = field(default_factory=dict)  # training_schedule(...) as used
+    optimizer_steps: int = 0  # steps the trainer took (its global step)
+    validation_per_query: dict[str, list] = field(default_factory=dict)  # of the restored checkpoint
 
     @property
     def score(self) -> float:
@@ -304,7 +362,7 @@ class RunResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunResult":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 def train_configuration(
@@ -340,13 +398,17 @@ def train_configuration(
     checkpoints = run_dir / "checkpoints"
     # With one epoch the last weights are the best ones: no checkpoint to write and restore.
     restore_best = hp.epochs > 1
+    schedule = training_schedule(len(pairs), hp, world_size=_world_size(), min_steps_per_epoch=params.min_steps_per_epoch)
+    # A tiny move's epoch passes over its pairs `repeats` times (training_schedule says why); the
+    # no-duplicates sampler keeps each batch free of repeated texts.
+    epoch_pairs = pd.concat([pairs] * schedule.repeats, ignore_index=True)
     args = SentenceTransformerTrainingArguments(
         output_dir=str(checkpoints),
         num_train_epochs=hp.epochs,
-        per_device_train_batch_size=hp.batch_size,
+        per_device_train_batch_size=schedule.batch_size,
         learning_rate=hp.learning_rate,
         weight_decay=hp.weight_decay,
-        warmup_steps=hp.warmup_ratio,  # a float < 1 is a ratio of the training steps (transformers ≥ 5)
+        warmup_steps=schedule.warmup_steps,  # whole steps (an int), not transformers' rounded-up ratio
         max_grad_norm=hp.max_grad_norm,
         # A query whose gold sentence appears twice in a batch would be pushed away from its own gold.
         batch_sampler=batch_sampler or BatchSamplers.NO_DUPLICATES,
@@ -369,7 +431,7 @@ def train_configuration(
     trainer = SentenceTransformerTrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_pandas(pairs, preserve_index=False),
+        train_dataset=Dataset.from_pandas(epoch_pairs, preserve_index=False),
         loss=loss,
         evaluator=evaluator,
     )
@@ -403,10 +465,13 @@ def train_configuration(
         loss_history=losses,
         train_seconds=round(train_seconds, 3),
         eval_seconds=round(evaluator.seconds, 3),
-        pairs_per_second=round(len(pairs) * hp.epochs * _world_size() / train_seconds, 3),
+        pairs_per_second=round(len(epoch_pairs) * hp.epochs * _world_size() / train_seconds, 3),
         world_size=_world_size(),
         device=str(model.device),
         model_dir=str(model_dir),
+        schedule=dataclasses.asdict(schedule),
+        optimizer_steps=int(state.global_step),
+        validation_per_query=evaluator.per_query.get(int(best.get("step", -1)), {}),
     )
     return result, model
 
@@ -439,6 +504,9 @@ def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, 
         "max_seq_length": params.max_seq_length,
         "prefixes": [params.query_prefix, params.doc_prefix],
         "seed": seed,
+        # The step schedule (capped batch, repeated passes, whole-step warm-up) changed what a configuration
+        # trains; runs made before it ("schedule" absent) are not reused.
+        "schedule": {"min_steps_per_epoch": params.min_steps_per_epoch, "warmup": "floor-steps"},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -455,6 +523,10 @@ class MoveResult:
     model_dir: str
     trained_now: list[int]  # configuration ids trained in this call (empty on a full resume)
 
+    @property
+    def beats_baseline(self) -> bool | None:
+        return beats_baseline(self.selected, self.baseline)
+
 
 def _read_json(path: Path) -> dict | None:
     if not path.exists():
@@ -466,8 +538,10 @@ FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries
 
 
 def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, params: TrainParams,
-                    cache_dir: Path | None) -> dict[str, dict[str, float]]:
-    """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors)."""
+                    cache_dir: Path | None, per_query: dict[str, dict] | None = None) -> dict[str, dict[str, float]]:
+    """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors).
+
+    `per_query`, when given, receives each split's per-query values (per_query_values)."""
     from .metrics import evaluate_run
     from .retrieval import DenseRetriever
 
@@ -477,7 +551,10 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     for split in splits:
         if bench.has(move, split):
             evalset = EvalSet.load(bench, move, split)
-            scores[split.value] = evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS)
+            run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
+            scores[split.value] = evaluate_run(run, evalset.qrels, EVAL_KS)
+            if per_query is not None:
+                per_query[split.value] = per_query_values(run, evalset.qrels)
     return scores
 
 
@@ -485,15 +562,19 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
                     fingerprints: dict[str, str]) -> dict[str, dict[str, float]]:
     """The base model before fine-tuning, scored like the tuned one (same prefixes, pools); cached."""
     path = move_runs_dir(cfg, params, move) / "baseline.json"
-    key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix]}, sort_keys=True).encode()).hexdigest()[:12]
+    # "per_query": files written before per-query values were kept are recomputed.
+    key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix], "per_query": list(PER_QUERY_METRICS)},
+                                    sort_keys=True).encode()).hexdigest()[:12]
     cached = _read_json(path)
     if cached and cached.get("key") == key:
         return cached["scores"]
     scores = {}
     if _is_main_process():
         # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
-        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache)
-        write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix], "scores": scores})
+        per_query: dict[str, dict] = {}
+        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache, per_query)
+        write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix],
+                                 "scores": scores, "per_query": per_query})
     _barrier()
     return (_read_json(path) or {}).get("scores", scores)
 
@@ -573,8 +654,10 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(selected.model_dir, staging)
         # The only use of the test split (and of silver, its judge-filtered subset) for this selection.
-        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.embedding_cache)
+        tuned_per_query: dict[str, dict] = {Split.VALIDATION.value: selected.validation_per_query}
+        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.embedding_cache, tuned_per_query)
         test = final.get(Split.TEST.value, {})
+        baseline_file = _read_json(move_runs_dir(cfg, params, move) / "baseline.json") or {}
         results = {
             "base_model": params.base_model,
             "move": move.value,
@@ -588,12 +671,19 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
             "seed": cfg.seed,
             "selected_config": selected.config,
             "selected_run_key": selected.run_key,
+            # False: no configuration beat the untuned model on validation MRR@10; the tables say so
+            # instead of presenting this model as an improvement.
+            "beats_baseline_on_validation": beats_baseline(selected, baseline),
+            "schedule": selected.schedule,
+            "optimizer_steps": selected.optimizer_steps,
             "best_epoch": selected.best_epoch,
             "validation": selected.validation,
             "test": test,
             "silver": final.get(Split.SILVER.value),
             "baseline": baseline,
             "configs_tried": [{"config": r.config, "validation": r.validation, "run_key": r.run_key} for r in runs],
+            # Per-query values (same queries, same order of qids per split) for intervals and paired tests.
+            "per_query": {"tuned": tuned_per_query, "baseline": baseline_file.get("per_query", {})},
         }
         write_text_atomic(staging / "README.md", model_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
@@ -602,6 +692,23 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         os.replace(staging, final_dir)
     _barrier()
     return (_read_json(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
+
+
+def beats_baseline(selected: RunResult, baseline: dict[str, dict[str, float]]) -> bool | None:
+    """Whether the selected configuration's validation MRR@10 is above the untuned model's (None: no baseline)."""
+    base = (baseline.get(Split.VALIDATION.value) or {}).get(PRIMARY)
+    return None if base is None else bool(selected.score > base)
+
+
+NOT_BEATEN = ("no configuration beat the untuned model on validation MRR@10 ({tuned} vs {base}): the tuned model "
+              "is the best of the configurations tried, not an improvement")
+
+
+def not_beaten_note(results: dict[str, Any]) -> str | None:
+    """The sentence a table or card shows when results.json says no configuration beat the baseline."""
+    if results.get("beats_baseline_on_validation") is not False:
+        return None
+    return NOT_BEATEN.format(tuned=_fmt(results.get("validation")), base=_fmt((results.get("baseline") or {}).get("validation")))
 
 
 def _fmt(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
@@ -643,6 +750,7 @@ def model_card(results: dict[str, Any]) -> str:
         f"- rationale: {hp.get('rationale') or '-'}",
         f"- best epoch (restored): {results['best_epoch']}; {len(results['configs_tried'])} configuration(s) tried, "
         "selected by validation MRR@10",
+        *([f"- **{not_beaten_note(results)}**"] if not_beaten_note(results) else []),
         "",
         "## Scores (MRR@10, %, the whole pool of the split)",
         "",
@@ -682,6 +790,8 @@ def summary(results: list[MoveResult]) -> pd.DataFrame:
          "train pairs": r.selected.train_pairs, "pairs/s": r.selected.pairs_per_second,
          "val MRR@10 baseline": _fmt(r.baseline.get("validation")), "val MRR@10 tuned": _fmt(r.selected.validation),
          "test MRR@10 baseline": _fmt(r.baseline.get("test")), "test MRR@10 tuned": _fmt(r.test),
+         "beats baseline on validation": {True: "yes", False: "no", None: "n/a"}[r.beats_baseline],
+         "optimizer steps": r.selected.optimizer_steps,
          "trained in this call": r.trained_now, "model": r.model_dir}
         for r in results
     ])
@@ -725,6 +835,8 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
             "LR": f"{hp['learning_rate']:.0e}",
             "Other": f"wd={hp['weight_decay']}, wu={hp['warmup_ratio']}, mgn={hp['max_grad_norm']}",
             "Pairs": run.train_pairs,
+            # optimizer steps actually taken, with the passes over the pairs per epoch when a tiny move repeats them
+            "Steps": f"{run.optimizer_steps} ({run.schedule.get('repeats', 1)}x/ep)" if run.schedule.get("repeats", 1) > 1 else run.optimizer_steps,
             "Best ep": run.best_epoch,
             "Val M@10": 100 * run.score,
             "Selected": "✓" if final.get("selected_run_key") == run.run_key else "",
@@ -755,6 +867,9 @@ def table6_notes(params: TrainParams) -> list[str]:
         + f"max sequence length {params.max_seq_length}; one device (CPU unless a GPU is present), so in-batch "
         "candidates per query = Batch, where the paper used four GPUs for Address and Specify.",
         "Pairs/s = training pairs per second, evaluation time excluded.",
+        f"Steps = optimizer steps taken. A move with fewer than {params.min_steps_per_epoch} steps per pass over its pairs "
+        "repeats the pass within each epoch (Nx/ep) until an epoch has that many steps (train.min_steps_per_epoch); the "
+        "batch is capped at the number of pairs and the warm-up is floor(wu x steps) whole steps (docs/training.md).",
     ]
 
 
@@ -775,29 +890,132 @@ def write_table6(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     return shown
 
 
+SPLIT_LABELS = {"validation": "Val", "test": "Test", "silver": "Silver"}
+
+
+def paired_comparison(tuned: dict[str, list], baseline: dict[str, list], metric: str = PRIMARY) -> dict[str, Any]:
+    """Means, 95% bootstrap intervals, the paired difference's interval and a paired permutation p-value.
+
+    `tuned` and `baseline` are per_query_values of the same split; they are paired by qid (both score
+    every query of the split's qrels, so the qids agree; a mismatch is an error, not a silent subset).
+    """
+    from . import stats
+
+    a = pd.Series(tuned[metric], index=tuned["qid"], dtype=float)
+    b = pd.Series(baseline[metric], index=baseline["qid"], dtype=float)
+    if set(a.index) != set(b.index):
+        raise ValueError(f"tuned and baseline were scored on different queries ({len(a)} vs {len(b)})")
+    b = b.loc[a.index]
+    tuned_ci, base_ci = stats.bootstrap_ci(a.to_numpy()), stats.bootstrap_ci(b.to_numpy())
+    diff_ci = stats.paired_bootstrap_ci(a.to_numpy(), b.to_numpy())
+    return {
+        "queries": len(a),
+        "baseline": float(b.mean()), "baseline_low": base_ci[0], "baseline_high": base_ci[1],
+        "tuned": float(a.mean()), "tuned_low": tuned_ci[0], "tuned_high": tuned_ci[1],
+        "difference": float((a - b).mean()), "difference_low": diff_ci[0], "difference_high": diff_ci[1],
+        "p_value": float(stats.paired_permutation_test(a.to_numpy(), b.to_numpy())),
+        "indicative": len(a) < stats.INDICATIVE_BELOW,
+    }
+
+
 def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
+    """One row per move and split: baseline and tuned MRR@10 with intervals, their paired difference and p-value.
+
+    Values are fractions (0-1); `write_tuned_vs_baseline` shows them in %. Splits without per-query
+    values in results.json (a model published before they were kept) get means only.
+    """
     params = params or load_train_params(cfg)
     rows = []
     for move in params.selected_moves("all"):
         final = _read_json(move_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
         if not final:
             continue
-        base = final.get("baseline", {})
-        row = {"Move": move.value.capitalize(), "Model": base_name(params.base_model), "Config": final["selected_config"]["id"]}
-        for split, tuned in (("validation", final.get("validation")), ("test", final.get("test")), ("silver", final.get("silver"))):
-            if split == "silver" and not tuned:
-                continue  # no silver set without the LLM judge (notebook 07)
-            b = (base.get(split) or {}).get(PRIMARY)
-            t = (tuned or {}).get(PRIMARY)
-            label = {"validation": "Val", "test": "Test", "silver": "Silver"}[split]
-            row[f"{label} M@10 baseline"] = None if b is None else 100 * b
-            row[f"{label} M@10 tuned"] = None if t is None else 100 * t
-            row[f"{label} ratio"] = None if not b or t is None else t / b
-        rows.append(row)
+        per_query = final.get("per_query") or {}
+        for split, label in SPLIT_LABELS.items():
+            tuned_scores = final.get(split)
+            base_scores = (final.get("baseline") or {}).get(split)
+            if not tuned_scores or not base_scores:
+                continue  # silver: none without the LLM judge (notebook 07)
+            row = {"move": move.value, "split": split, "config": final["selected_config"]["id"],
+                   "beats_baseline_on_validation": final.get("beats_baseline_on_validation")}
+            tuned_q = (per_query.get("tuned") or {}).get(split)
+            base_q = (per_query.get("baseline") or {}).get(split)
+            if tuned_q and base_q:
+                row.update(paired_comparison(tuned_q, base_q))
+            else:
+                row.update({"baseline": base_scores.get(PRIMARY), "tuned": tuned_scores.get(PRIMARY)})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _pct(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    from . import stats
+
+    if value is None or pd.isna(value):
+        return ""
+    if low is None or pd.isna(low):
+        return f"{100 * value:.1f}"
+    return stats.format_ci(value, low, high)
+
+
+def tuned_vs_baseline_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The Markdown form: `23.3 [21.4, 25.2]` cells, † on cells computed on fewer than 30 queries."""
+    def cell(row, name):
+        text = _pct(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"))
+        return text + (" †" if text and row.get("indicative") is True else "")
+
+    return pd.DataFrame([{
+        "Move": row["move"].capitalize(),
+        "Split": SPLIT_LABELS[row["split"]],
+        "Queries": row.get("queries"),
+        "Config": row["config"],
+        "Baseline M@10": cell(row, "baseline"),
+        "Tuned M@10": cell(row, "tuned"),
+        "Δ (tuned - baseline)": cell(row, "difference"),
+        "p (paired permutation)": "" if pd.isna(row.get("p_value", float("nan"))) else f"{row['p_value']:.3f}",
+        "Ratio": "" if not row.get("baseline") else f"{row['tuned'] / row['baseline']:.2f}",
+        "Beats baseline on val": {True: "yes", False: "no"}.get(row.get("beats_baseline_on_validation"), "n/a"),
+    } for row in table.to_dict("records")])
+
+
+def tuned_vs_baseline_notes(table: pd.DataFrame, params: TrainParams) -> list[str]:
+    notes = [
+        "MRR@10 (%) of the same model before (Baseline) and after (Tuned) fine-tuning, both with the generic prefixes, "
+        "ranking the whole pool of the split. Cells: mean [95% percentile bootstrap interval over queries, 10,000 "
+        "resamples, seed 13]; Δ: mean paired difference over the same queries with its paired bootstrap interval; "
+        "p: two-sided paired sign-flip permutation test (10,000 permutations). Ratio = tuned / baseline.",
+        "Val rows are the data the configuration was selected on (optimistic for Tuned); Test rows are the held-out "
+        "estimate, computed once for the selected configuration.",
+        "The paper's tuned ModernBERT-embed-large multiplies MRR@10 by 1.6–2.4 on the silver set; these are our "
+        "measured values for a smaller model under a CPU budget, not a reproduction of that claim.",
+    ]
+    if not table.empty and "indicative" in table and table["indicative"].fillna(False).astype(bool).any():
+        small = table[table["indicative"].fillna(False).astype(bool)]
+        notes.append("† indicative only: fewer than 30 queries (" + ", ".join(
+            f"{r.move}/{r.split} {int(r.queries)}" for r in small.itertuples()) + "); intervals on so few queries are wide and unstable.")
+    if not table.empty and "p_value" not in table:
+        notes.append("No per-query values in results.json (a model published before they were kept): means only; rerun notebook 09.")
+    for move in table["move"].unique() if not table.empty else []:
+        sentence = _not_beaten_sentence(table, move)
+        if sentence is not None:
+            notes.append(f"{move.capitalize()}: {sentence}.")
+    notes.append(table6_notes(params)[1])
+    return notes
+
+
+def _not_beaten_sentence(table: pd.DataFrame, move: str) -> str | None:
+    rows = table[(table["move"] == move) & (table["split"] == "validation")]
+    beats = None if rows.empty else rows.iloc[0].get("beats_baseline_on_validation")
+    if beats is None or pd.isna(beats) or bool(beats):
+        return None
+    row = rows.iloc[0]
+    return NOT_BEATEN.format(tuned=f"{100 * row['tuned']:.1f}", base=f"{100 * row['baseline']:.1f}")
+
+
 def write_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
+    """tables/finetune_tuned_vs_baseline.*: Markdown/LaTeX with intervals in the cells; the CSV keeps the numbers
+    (fractions, with *_low/*_high, p_value, queries, indicative columns)."""
+    from .io import atomic_path
     from .report import write_table
 
     params = params or load_train_params(cfg)
@@ -805,18 +1023,17 @@ def write_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> p
     if table.empty:
         logger.warning("no fine-tuned retriever under %s: tuned-vs-baseline table not written", cfg.paths.models)
         return table
+    shown = tuned_vs_baseline_display(table)
     write_table(
-        table, "finetune_tuned_vs_baseline", cfg,
-        caption="Fine-tuned vs baseline (the same model before fine-tuning), MRR@10 (%) per move",
-        notes=[
-            "Both rows use the generic prefixes and rank the whole pool of the split; ratio = tuned / baseline. "
-            "The paper's tuned ModernBERT-embed-large multiplies MRR@10 by 1.6–2.4 on the silver set; these are our "
-            "measured values for a smaller model under a CPU budget, not a reproduction of that claim.",
-            *table6_notes(params)[1:2],
-        ],
-        inputs=[cfg.paths.benchmark], float_format="{:.2f}",
+        shown, "finetune_tuned_vs_baseline", cfg,
+        caption="Fine-tuned vs baseline (the same model before fine-tuning), MRR@10 (%) per move and split, "
+                "with 95% bootstrap intervals and paired tests",
+        notes=tuned_vs_baseline_notes(table, params),
+        inputs=[cfg.paths.benchmark],
     )
-    return table
+    with atomic_path(cfg.paths.tables / "finetune_tuned_vs_baseline.csv") as tmp:
+        table.to_csv(tmp, index=False)  # the numbers, not the formatted cells
+    return shown
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from .train import (
     _world_size,
     base_name,
     load_train_params,
+    per_query_values,
     training_pairs,
 )
 
@@ -101,9 +102,10 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     else:
         loss_history, pairs_per_second = _train(base_path, pairs, params, staging, cfg.seed)
     test: dict[str, float] = {}
+    per_query: dict[str, dict] = {}
     if _is_main_process():
         if params.colbert_evaluate_test and bench.has(move, Split.TEST):
-            test = evaluate_colbert(staging, EvalSet.load(bench, move, Split.TEST), params)
+            test = evaluate_colbert(staging, EvalSet.load(bench, move, Split.TEST), params, per_query)
         results = {
             "key": key,
             "base_model": params.base_model,
@@ -117,6 +119,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
             "loss_history": loss_history,
             "pairs_per_second": pairs_per_second,
             "test": test,
+            "per_query": per_query,  # per-query test values: the table's bootstrap intervals
             "test_evaluated": bool(params.colbert_evaluate_test),
         }
         write_text_atomic(staging / "README.md", colbert_card(results))
@@ -175,10 +178,12 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
     return losses_seen, round(rate, 3)
 
 
-def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> dict[str, float]:
+def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams,
+                     per_query: dict[str, dict] | None = None) -> dict[str, float]:
     """Score a ColBERT checkpoint with the benchmark's own late-interaction retriever and metrics.
 
     Queries are expanded to the length the model was trained with; candidates keep the paper's 300.
+    `per_query`, when given, receives the per-query test values under "test".
     """
     from .metrics import evaluate_run
     from .retrieval import ColBERTRetriever
@@ -186,6 +191,8 @@ def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams) -> 
     retriever = ColBERTRetriever(str(model_dir), query_length=params.colbert_query_length, document_length=300,
                                  device=params.device)
     run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
+    if per_query is not None:
+        per_query[Split.TEST.value] = per_query_values(run, evalset.qrels)
     return evaluate_run(run, evalset.qrels, EVAL_KS)
 
 
@@ -224,6 +231,16 @@ def train_colbert(cfg: Config, move: str = "all", params: TrainParams | None = N
     return [train_colbert_move(cfg, m, params, bench) for m in colbert_moves(params, move)]
 
 
+def skipped_reason(params: TrainParams, move: str = "all") -> str:
+    """Why `train_colbert` trained nothing for this call (notebook 09 shows it instead of a table)."""
+    if not params.colbert:
+        return "train.colbert is false: no late-interaction row"
+    if not params.selected_moves(move):
+        return f"{move} is not among train.moves {params.moves}: nothing to train"
+    return (f"no ColBERT for {move}: train.colbert_moves is {params.colbert_moves} (the CPU budget trains the "
+            "late-interaction row for those moves only; set it to null for every move)")
+
+
 def colbert_moves(params: TrainParams, move: str = "all") -> list[Move]:
     """The moves that get a ColBERT: those selected for this call, restricted to `colbert_moves`."""
     wanted = None if params.colbert_moves is None else {Move.parse(m) for m in params.colbert_moves}
@@ -250,13 +267,29 @@ def collect_colbert_rows(cfg: Config, params: TrainParams | None = None) -> pd.D
         if not done:
             continue
         test = done.get("test") or {}
-        rows.append({
+        per_query = (done.get("per_query") or {}).get(Split.TEST.value) or {}
+        row = {
             "Move": move.value.capitalize(),
             "System": f"{base_name(params.base_model)}-ColBERT (tuned)",
             "Pairs": done["train_pairs"],
-            **{f"Test {m} (%)": (100 * test[m]) if m in test else None for m in ("R@1", "R@10", "R@100", "MRR@10")},
-        })
+            "Queries": len(per_query.get("qid", [])) or None,
+        }
+        for metric in ("R@10", "R@100", "MRR@10"):
+            row[f"Test {metric.replace('MRR@', 'M@')}"] = _with_interval(test.get(metric), per_query.get(metric))
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _with_interval(mean: float | None, values: list[float] | None) -> str:
+    """'27.2 [8.1, 50.0] †' (%, 95% bootstrap interval; † under 30 queries); the mean alone without per-query values."""
+    from . import stats
+
+    if mean is None:
+        return ""
+    if not values:
+        return f"{100 * mean:.1f}"
+    low, high = stats.bootstrap_ci(values)
+    return stats.format_ci(mean, low, high) + (" †" if stats.is_indicative(len(values)) else "")
 
 
 def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
@@ -272,8 +305,12 @@ def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.Da
         table, "finetune_colbert", cfg,
         caption="Tuned late-interaction row: a PyLate ColBERT trained per move on top of the base encoder (test split)",
         notes=[
+            "Kept out of Tables 1, 7 and 8: unlike the tuned dense rows, this model has no untuned baseline and no "
+            "validation-based selection (one configuration, scored directly on test), so it is not comparable with them.",
             "No pretrained ColBERT checkpoint is installable offline, so there is no late-interaction baseline row; "
             "the untrained model (base encoder + random projection) is not a meaningful baseline and is not reported.",
+            "Cells: MRR@10 / Recall@k (%) with a 95% percentile bootstrap interval over test queries (10,000 resamples, "
+            "seed 13); † indicative only (fewer than 30 queries).",
             f"Reduced relative to the paper's ColBERT setup: at most {s['colbert_max_train_pairs']} training pairs per move, "
             f"{s['colbert_epochs']} epoch(s), batch {s['colbert_batch_size']}, lr {s['colbert_learning_rate']}, one "
             "configuration without validation-based selection, query length "

@@ -17,9 +17,6 @@ from ratio_utils.config import OUTPUTS_DIR, PARAMS_SECTIONS, REPO_ROOT, _datacla
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MACHINE_PATH = re.compile(r"/work/|/home/|/tmp/|/Users/|[A-Z]:\\\\Users")
-# Notebooks being rewritten into this shape on other branches (helpers `tables`: 08, `trust`: 09);
-# delete an entry once its branch is merged.
-NOT_YET_THIN = {"09_finetune"}
 
 
 def _code_cells(path):
@@ -32,8 +29,6 @@ def _is_parameters(cell) -> bool:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_code_cell_is_one_statement(path):
-    if path.stem in NOT_YET_THIN:
-        pytest.xfail(f"{path.stem} is rewritten on another branch")
     for number, cell in enumerate(_code_cells(path)):
         if _is_parameters(cell):
             continue
@@ -54,6 +49,8 @@ def test_parameters_cell_has_params_file_and_overrides(path):
         values[node.targets[0].id] = ast.literal_eval(node.value)
     assert values.get("params_file") == "params/default.yaml"
     assert values.get("overrides") == {}
+    body = "\n".join(c.source for c in _code_cells(path) if not _is_parameters(c))
+    assert "overrides" in body, f"{path.name}: `overrides` is never passed on, so papermill -p overrides has no effect"
 
 
 def test_every_registered_section_names_its_dataclass_fields():

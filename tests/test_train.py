@@ -18,7 +18,7 @@ import yaml
 from ratio_utils import train
 from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
-from ratio_utils.models import load_sentence_transformer, model_fingerprint
+from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
 from ratio_utils.schema import Move, Split
 
 FIXTURES = Path(__file__).parent / "fixtures" / "train"
@@ -28,8 +28,10 @@ def _cfg(tiny_benchmark: Path, tmp_path: Path, monkeypatch, configs_file: Path, 
     """The default config on the tiny benchmark, writing under tmp_path/out."""
     root = tmp_path / "out"
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
+    # min_steps_per_epoch 1: these tests count epochs and steps of the configured schedule (a few seconds each);
+    # test_tiny_move_training_changes_the_weights sets it to exercise the repeated passes.
     train_section = {"configs_file": str(configs_file), "configs": None, "max_train_pairs": None, "logging_steps": 1,
-                     "colbert": False, "device": "cpu", **train_values}
+                     "colbert": False, "device": "cpu", "min_steps_per_epoch": 1, **train_values}
     cfg = load_config(overrides={"train": train_section})
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     return cfg
@@ -113,9 +115,11 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     table6 = train.write_table6(cfg)
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
-    tuned = train.write_tuned_vs_baseline(cfg)
-    assert tuned.loc[0, "Test M@10 tuned"] == pytest.approx(100 * results["test"]["MRR@10"])
-    assert tuned.loc[0, "Silver M@10 tuned"] == pytest.approx(100 * results["silver"]["MRR@10"])
+    train.write_tuned_vs_baseline(cfg)
+    tuned = train.collect_tuned_vs_baseline(cfg).set_index("split")
+    assert tuned.loc["test", "tuned"] == pytest.approx(results["test"]["MRR@10"])
+    assert tuned.loc["silver", "tuned"] == pytest.approx(results["silver"]["MRR@10"])
+    assert tuned.loc["test", "queries"] == 3 and tuned.loc["test", "indicative"]
 
 
 @pytest.mark.models
@@ -183,3 +187,88 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     (again,) = train_colbert.train_colbert(cfg, "address")
     assert not again.trained_now and again.test == result.test
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
+
+
+def test_training_schedule_gives_tiny_moves_real_steps():
+    """Broaden's 32 pairs at batch 32/64 used to be one step at learning rate 0 (a rounded-up 10% warm-up)."""
+    for batch in (32, 64):
+        schedule = train.training_schedule(32, train.HyperParams(id=1, batch_size=batch, warmup_ratio=0.1))
+        assert schedule.batch_size == 32  # a batch cannot hold more pairs than there are
+        assert schedule.total_steps >= 10 and schedule.repeats == 10
+        assert 0 <= schedule.warmup_steps < schedule.total_steps  # steps at a learning rate above zero remain
+    one_step = train.training_schedule(32, train.HyperParams(id=1, batch_size=32, warmup_ratio=0.1), min_steps_per_epoch=1)
+    assert (one_step.total_steps, one_step.warmup_steps) == (1, 0)  # warm-up rounds down, never takes the only step
+    large = train.training_schedule(1000, train.HyperParams(id=1, batch_size=32, epochs=2, warmup_ratio=0.1))
+    assert (large.repeats, large.steps_per_epoch, large.total_steps, large.warmup_steps) == (1, 32, 64, 6)
+    # Under DDP the capped batch is per device.
+    assert train.training_schedule(32, train.HyperParams(id=1, batch_size=64), world_size=4).batch_size == 8
+
+
+@pytest.mark.models
+def test_tiny_move_training_changes_the_weights(tiny_benchmark, tmp_path, monkeypatch):
+    """The configuration that trained nothing on Broaden (batch 64 on a handful of pairs, 10% warm-up) now moves the weights."""
+    configs = _configs_file(tmp_path, [{**_row(1, epochs=1, lr=2e-5, batch=64), "warmup_ratio": 0.1}])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["broaden"], min_steps_per_epoch=4)
+    (result,) = train.finetune(cfg, "broaden")
+    assert result.selected.optimizer_steps >= 4 and result.selected.schedule["repeats"] >= 2
+    base = load_sentence_transformer(resolve_model_path(train.load_train_params(cfg).base_model), device="cpu")
+    tuned = load_sentence_transformer(result.model_dir, device="cpu")
+    assert model_fingerprint(tuned) != model_fingerprint(base)
+    results = json.loads((Path(result.model_dir) / "results.json").read_text(encoding="utf-8"))
+    assert results["beats_baseline_on_validation"] in (True, False)
+    assert results["optimizer_steps"] == result.selected.optimizer_steps
+    # Per-query values behind every mean, for the same queries before and after.
+    per_query = results["per_query"]
+    for split in ("validation", "test"):
+        assert sorted(per_query["tuned"][split]["qid"]) == sorted(per_query["baseline"][split]["qid"])
+        values = per_query["tuned"][split]["MRR@10"]
+        assert sum(values) / len(values) == pytest.approx(results[split]["MRR@10"])
+
+
+def _write_results(cfg, move: Move, tuned: list[float], base: list[float], beats: bool) -> None:
+    params = train.load_train_params(cfg)
+    folder = train.move_model_dir(cfg, params, move)
+    folder.mkdir(parents=True)
+    qids = [f"q{i}" for i in range(len(tuned))]
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    results = {
+        "selected_config": {"id": 2}, "beats_baseline_on_validation": beats,
+        "validation": {"MRR@10": mean(tuned)}, "test": {"MRR@10": mean(tuned)}, "silver": None,
+        "baseline": {"validation": {"MRR@10": mean(base)}, "test": {"MRR@10": mean(base)}},
+        # baseline listed in another query order: the comparison must pair by qid
+        "per_query": {"tuned": {s: {"qid": qids, "MRR@10": tuned} for s in ("validation", "test")},
+                      "baseline": {s: {"qid": qids[::-1], "MRR@10": base[::-1]} for s in ("validation", "test")}},
+    }
+    (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
+
+
+def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothing_won(tmp_path, monkeypatch):
+    from scipy import stats as scipy_stats
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config(overrides={"train": {"moves": ["address", "broaden"]}})
+    rng = __import__("numpy").random.default_rng(0)
+    base = rng.uniform(0, 1, 40).round(3).tolist()
+    tuned = [min(1.0, b + d) for b, d in zip(base, rng.uniform(0, 0.3, 40).round(3))]
+    _write_results(cfg, Move.ADDRESS, tuned, base, beats=True)
+    _write_results(cfg, Move.BROADEN, [0.5, 0.25, 0.0], [0.5, 0.25, 0.0], beats=False)
+    table = train.collect_tuned_vs_baseline(cfg)
+    address = table[(table.move == "address") & (table.split == "test")].iloc[0]
+    diffs = [t - b for t, b in zip(tuned, base)]
+    assert address.difference == pytest.approx(sum(diffs) / len(diffs))
+    assert address.difference_low < address.difference < address.difference_high
+    assert address.tuned_low < address.tuned < address.tuned_high and address.queries == 40 and not address.indicative
+    # the sign-flip test agrees with scipy's paired permutation test
+    expected = scipy_stats.permutation_test((tuned, base), lambda x, y: (x - y).mean(), permutation_type="samples",
+                                            n_resamples=10_000, random_state=0).pvalue
+    assert address.p_value == pytest.approx(expected, abs=0.02)
+    broaden = table[(table.move == "broaden") & (table.split == "test")].iloc[0]
+    assert broaden.indicative and broaden.difference == 0 and broaden.p_value == pytest.approx(1.0)
+
+    shown = train.write_tuned_vs_baseline(cfg)
+    markdown = (cfg.paths.tables / "finetune_tuned_vs_baseline.md").read_text(encoding="utf-8")
+    assert "[" in shown.loc[0, "Tuned M@10"] and shown.loc[2, "Tuned M@10"].endswith("†")
+    assert "Broaden: no configuration beat the untuned model on validation MRR@10 (25.0 vs 25.0)" in markdown
+    assert "indicative only" in markdown and "broaden/test 3" in markdown
+    numbers = pd.read_csv(cfg.paths.tables / "finetune_tuned_vs_baseline.csv")
+    assert {"tuned_low", "tuned_high", "difference_low", "p_value", "indicative"} <= set(numbers.columns)

@@ -57,7 +57,7 @@ class PairMiningStage:
         write_table(
             table4, "table4", self.cfg,
             caption="Table 4: discourse markers by source and move (Lexicon: in the lexicon; Data: in at least one mined pair)",
-            notes=[TABLE4_DATA_NOTE],
+            notes=[TABLE4_DATA_NOTE, *lx.table4_notes(table4)],
             inputs=[self.cfg.paths.lexicon, self.cfg.paths.pairs],
         )
         return table4

@@ -49,6 +49,14 @@ class RetrievalParams:
     tuned_models: bool = True  # notebook 09 writes run files of its models/<base>__<move>/
 
 
+def _tuned_notes(results: dict) -> list[str]:
+    """What the tables must say about a tuned model beside its numbers (notebook 09's results.json)."""
+    if results.get("beats_baseline_on_validation") is False:
+        return ["no fine-tuning configuration beat the untuned model on validation MRR@10; the row shows the best "
+                "configuration tried, not an improvement (tables/finetune_tuned_vs_baseline)"]
+    return []
+
+
 def load_retrieval_params(cfg: Config) -> RetrievalParams:
     return cfg.section("retrieval", RetrievalParams)
 
@@ -204,7 +212,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
             if (target, split) not in _runnable(bench, [split]):
                 continue
             info = dataclasses.replace(system.info(target, split, checksum, params, stage=TUNED_STAGE),
-                                       model_fingerprint=model_fingerprint(folder))
+                                       model_fingerprint=model_fingerprint(folder), notes=_tuned_notes(results))
             retriever = retriever or DenseRetriever(
                 str(folder), query_prefix, doc_prefix, batch_size=params.batch_size,
                 cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system)

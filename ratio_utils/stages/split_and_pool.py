@@ -33,11 +33,12 @@ class SplitAndPoolStage:
 
     def table5(self) -> pd.DataFrame:
         """Pairs per move and split, pool sentences by source, papers per split, beside the paper's."""
-        table5 = dataset.table5(self.built, dataset.corpus_papers_per_split(self.cfg, self.params))
+        corpus_papers = dataset.corpus_papers_per_split(self.cfg, self.params)
+        table5 = dataset.table5(self.built, corpus_papers)
         write_table(
             table5, "table5_split_and_pool", self.cfg,
             caption="Table 5: temporal split and shared candidate pools (ours beside the paper's)",
-            notes=dataset.TABLE5_NOTES + [f"Split windows ({self.params.split_by}, inclusive): {self.params.splits}."],
+            notes=dataset.table5_notes(self.built, corpus_papers) + [f"Split windows ({self.params.split_by}, inclusive): {self.params.splits}."],
             inputs=[self.cfg.paths.pairs, self.cfg.paths.distractors],
         )
         return table5

@@ -1,0 +1,440 @@
+"""Stage 14 (notebook 14_summary): the page a reviewer opens first, written last.
+
+Collects what the other stages wrote, computes nothing new about retrieval, and says where each number
+comes from:
+
+- the headline Table 1 of this run (MRR@10 and R@10 with 95% intervals where the table carries them)
+  beside the numbers the paper's text states for its strongest retriever;
+- queries (and pairs) per move and split, read from the benchmark on disk;
+- a figure of MRR@10 per move and system with interval bars, and papers per year with the split windows;
+- everything reduced, replaced by a stand-in or not run, and why: the notes of every table whose
+  provenance record says so (collected, not restated);
+- the run's provenance: git commit, a hash of the params, checksums of the inputs, wall time per notebook
+  (runs/<run-id>/timings.csv of the pipeline).
+
+Reads:  cfg.paths.tables (Table 1 CSV and every *.provenance.json), cfg.paths.benchmark, cfg.paths.papers,
+        runs/<run-id>/timings.csv.
+Writes: cfg.paths.summary_report (reports/summary.md), figures/summary_mrr10.*, figures/papers_per_year_splits.*
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config import Config
+from ..io import sha256_tree, write_text_atomic
+from ..schema import MOVES, Split
+
+
+@dataclass
+class SummaryParams:
+    """The `summary:` section of a params file."""
+
+    table1: str = "table1_silver_main"  # the headline table's name under cfg.paths.tables
+    metrics: tuple[str, ...] = ("M@10", "R@10")  # Table 1 columns shown in the headline (M@10 first: primary)
+
+
+# The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
+# text states them (its Table 1 body is not in the text available here). Values in %.
+PAPER_REFERENCE = [
+    # §5.2 and Appendix D "Unfiltered test set": MRR@10 before/after fine-tuning on the unfiltered test set (Table 7)
+    *({"query set": "test (unfiltered)", "setup": setup, "move": move, "metric": "M@10", "value": value,
+       "where": "§5.2; Appendix D (Table 7)"}
+      for setup, values in (("Baseline", (21.7, 9.7, 15.5)), ("Tuned", (39.1, 21.5, 22.2)))
+      for move, value in zip(("specify", "address", "broaden"), values)),
+    # Appendix D: gold in the tuned model's top 10 on the unfiltered test set
+    *({"query set": "test (unfiltered)", "setup": "Tuned", "move": move, "metric": "R@10", "value": value,
+       "where": "Appendix D"} for move, value in zip(("specify", "address", "broaden"), (56.7, 35.4, 34.6))),
+    # §5.2: silver set, tuned + GPT-5-mini reranking (Table 1)
+    *({"query set": "silver", "setup": "Tuned + rerank", "move": move, "metric": "M@10", "value": value,
+       "where": "§5.2 (Table 1)"} for move, value in zip(("specify", "address", "broaden"), (55.1, 37.7, 28.2))),
+]
+PAPER_SYSTEM = "ModernBERT-embed-large (recommended prefix)"
+
+# A table note that says a part of the paper was reduced, replaced or not run contains one of these.
+REDUCTION_MARKERS = re.compile(
+    r"not run|not available|reduced|stand-in|instead|absent|needs an llm|no endpoint|cannot|not produced|"
+    r"at most|seeded sample|not reachable|left empty|stay empty|smoke run|indicative|(?:trained|scored|run)\b[^.;]*\bonly\b",
+    re.IGNORECASE,
+)
+
+
+def load_summary_params(cfg: Config) -> SummaryParams:
+    params = cfg.section("summary", SummaryParams)
+    params.metrics = tuple(params.metrics)
+    return params
+
+
+# --- the headline table ------------------------------------------------------------------------------------------------
+
+_CELL_WITH_INTERVAL = re.compile(r"^\s*(-?[\d.]+)\s*\[\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*\]")
+
+
+def _interval_columns(columns: list[str], metric_column: str) -> tuple[str | None, str | None]:
+    """The low/high columns of one metric column, whatever the separator: `X_low`, `X low`, `X (low)`, `X_lo` …"""
+    def find(words: tuple[str, ...]) -> str | None:
+        for column in columns:
+            if column != metric_column and column.lower().startswith(metric_column.lower()):
+                rest = re.sub(r"[\s_\-()\[\]]", "", column[len(metric_column):].lower())
+                if rest in words:
+                    return column
+        return None
+
+    return find(("low", "lo", "lower", "cilow")), find(("high", "hi", "upper", "cihigh"))
+
+
+def _number(value: Any) -> float | None:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        match = _CELL_WITH_INTERVAL.match(str(value))
+        return float(match.group(1)) if match else None
+
+
+def read_results_table(path: Path) -> pd.DataFrame:
+    """A Tables 1/7/8 CSV as long rows: system, prefix, setup, move, metric, value, low, high (%).
+
+    Tolerant of the interval layout: separate `<column>_low`/`<column>_high` columns (any common
+    separator) or cells written as `23.3 [21.4, 25.2]`; rows without a value are left out.
+    """
+    frame = pd.read_csv(path)
+    columns = list(frame.columns)
+    metric_columns = [c for c in columns if re.match(r"^(Address|Broaden|Specify) (R|M|MRR|HR)@\d+$", c)]
+    rows = []
+    for record in frame.to_dict("records"):
+        for column in metric_columns:
+            value = _number(record[column])
+            if value is None:
+                continue
+            low_column, high_column = _interval_columns(columns, column)
+            low = _number(record.get(low_column)) if low_column else None
+            high = _number(record.get(high_column)) if high_column else None
+            cell = _CELL_WITH_INTERVAL.match(str(record[column]))
+            if cell and low is None:
+                low, high = float(cell.group(2)), float(cell.group(3))
+            move, metric = column.split(" ", 1)
+            rows.append({"system": record.get("System"), "prefix": record.get("Prefix", "-"), "setup": record.get("Setup"),
+                         "move": move.lower(), "metric": metric.replace("MRR@", "M@"), "value": value, "low": low, "high": high})
+    return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high"])
+
+
+def _cell(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None or pd.isna(value):
+        return ""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return f"{value:.1f}"
+    return f"{value:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.DataFrame | None = None) -> pd.DataFrame:
+    """This run's rows (one per system and move) beside the paper's stated numbers; cells in %, `value [low, high]`."""
+    rows = []
+    ours = long[long["metric"].isin(metrics)]
+    for (system, prefix, setup, move), part in ours.groupby(["system", "prefix", "setup", "move"], sort=False):
+        by_metric = part.set_index("metric")
+        row = {"source": "this run", "system": system if prefix in ("-", None) or pd.isna(prefix) else f"{system} ({prefix})",
+               "setup": setup, "move": move}
+        if queries is not None:
+            row["queries"] = _queries_for(queries, move)
+        for metric in metrics:
+            r = by_metric.loc[metric] if metric in by_metric.index else None
+            row[metric] = "" if r is None else _cell(r["value"], r["low"], r["high"])
+        rows.append(row)
+    paper = pd.DataFrame(PAPER_REFERENCE)
+    for (query_set, setup, move), part in paper.groupby(["query set", "setup", "move"], sort=False):
+        by_metric = part.set_index("metric")
+        row = {"source": f"paper ({query_set}; {by_metric['where'].iloc[0]})", "system": PAPER_SYSTEM, "setup": setup,
+               "move": move}
+        if queries is not None:
+            row["queries"] = None
+        for metric in metrics:
+            row[metric] = f"{by_metric.loc[metric, 'value']:.1f}" if metric in by_metric.index else ""
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = {m.value: i for i, m in enumerate(MOVES)}
+    table["_move"] = table["move"].map(order)
+    table["_paper"] = table["source"].str.startswith("paper")
+    return table.sort_values(["_move", "_paper"], kind="stable").drop(columns=["_move", "_paper"]).reset_index(drop=True)
+
+
+def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
+    """Test queries of a move (the query set of this run's Table 1 when silver is absent)."""
+    part = queries[(queries["move"] == move) & (queries["split"] == Split.TEST.value)]
+    return None if part.empty else int(part["queries"].iloc[0])
+
+
+def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
+    """Notebook 09's paired comparison (tables/finetune_tuned_vs_baseline.csv) in its display form; empty before 09."""
+    from ..train import tuned_vs_baseline_display
+
+    path = Path(cfg.paths.tables) / "finetune_tuned_vs_baseline.csv"
+    if not path.exists():
+        return pd.DataFrame()
+    frame = pd.read_csv(path)
+    if "move" not in frame.columns:  # a table written before intervals were kept: show it as it is
+        return frame
+    return tuned_vs_baseline_display(frame.astype(object).where(frame.notna(), None))
+
+
+# --- queries per move and split ----------------------------------------------------------------------------------------
+
+
+def queries_per_split(cfg: Config) -> pd.DataFrame:
+    """Pairs and distinct queries of every move and split on disk (a query with two golds is one query, two pairs)."""
+    from ..benchmark import load_benchmark
+
+    if not Path(cfg.paths.benchmark).exists():
+        return pd.DataFrame(columns=["move", "split", "pairs", "queries"])
+    bench = load_benchmark(cfg.paths.benchmark)
+    rows = []
+    for move in MOVES:
+        for split in Split:
+            if bench.has(move, split):
+                frame = bench.queries(move, split)
+                rows.append({"move": move.value, "split": split.value, "pairs": len(frame),
+                             "queries": int(frame["query_id"].nunique())})
+    return pd.DataFrame(rows)
+
+
+# --- figures -----------------------------------------------------------------------------------------------------------
+
+
+def mrr_figure(long: pd.DataFrame, metric: str = "M@10"):
+    """Grouped bars: MRR@10 (%) per move (groups) and system (bars), with the 95% interval as error bars."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    part = long[long["metric"] == metric].copy()
+    part["label"] = part["system"] + " · " + part["setup"]
+    labels = list(dict.fromkeys(part["label"]))
+    moves = [m.value for m in MOVES if m.value in set(part["move"])]
+    fig, ax = plt.subplots(figsize=(9.0, 4.2))
+    width = 0.8 / max(len(labels), 1)
+    for i, label in enumerate(labels):
+        rows = part[part["label"] == label].set_index("move").reindex(moves)
+        x = np.arange(len(moves)) + (i - (len(labels) - 1) / 2) * width
+        values = rows["value"].to_numpy(dtype=float)
+        low = (values - rows["low"].to_numpy(dtype=float))
+        high = (rows["high"].to_numpy(dtype=float) - values)
+        has_ci = ~(np.isnan(low) | np.isnan(high))
+        ax.bar(x, values, width, label=label)
+        if has_ci.any():
+            ax.errorbar(x[has_ci], values[has_ci], yerr=[low[has_ci], high[has_ci]], fmt="none", ecolor="black",
+                        capsize=2, linewidth=0.8)
+    ax.set_xticks(range(len(moves)), [m.capitalize() for m in moves])
+    ax.set_ylabel(f"{metric.replace('M@', 'MRR@')} (%)")
+    ax.set_title("MRR@10 per move and system (bars: 95% bootstrap interval over queries, where the table has one)", fontsize=8)
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    plt.close(fig)  # returned for display once (an open figure would be shown twice by the notebook)
+    return fig
+
+
+# --- what was reduced, replaced or not run -----------------------------------------------------------------------------
+
+
+def reductions(cfg: Config) -> pd.DataFrame:
+    """Every table note that says something was reduced, replaced by a stand-in, or not run (one row per note).
+
+    Collected from the provenance records the tables were written with, so the list is the tables'
+    own words; a note repeated by several tables appears once, with the tables that carry it.
+    """
+    found: dict[str, dict[str, list[str]]] = {}  # reason -> {"rows": [...], "tables": [...]}
+    for path in sorted(Path(cfg.paths.tables).glob("*.provenance.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for note in record.get("notes", []):
+            if not REDUCTION_MARKERS.search(note):
+                continue
+            note = _shorten_paths(cfg, note)
+            # "<system> (<prefix>, <setup>): <reason>" notes of Tables 1/7/8: one line per reason, its rows listed
+            row_note = _ROW_NOTE.match(note)
+            reason, row = (row_note.group(2), row_note.group(1)) if row_note else (note, None)
+            entry = found.setdefault(reason, {"rows": [], "tables": []})
+            if row and row not in entry["rows"]:
+                entry["rows"].append(row)
+            entry["tables"].append(path.name.removesuffix(".provenance.json"))
+    rows = [{"what": "; ".join(entry["rows"]) or "-", "why / how": reason, "tables": ", ".join(dict.fromkeys(entry["tables"]))}
+            for reason, entry in found.items()]
+    return pd.DataFrame(rows, columns=["what", "why / how", "tables"])
+
+
+_ROW_NOTE = re.compile(r"^([^:()]+ \([^()]*, [^()]*\)): (.+)$")
+_ABSOLUTE_OUTPUT_PATH = re.compile(r"(?<![\w.])/(?:[^\s/]+/)*?(?=(?:data|models|tables|figures|cache|runs|reports)/)")
+
+
+def _shorten_paths(cfg: Config, text: str) -> str:
+    """No absolute path of any machine in the report: output folders relative, the shared folder a name."""
+    text = text.replace(str(cfg.paths.shared), "<shared>").replace(str(cfg.paths.root) + os.sep, "")
+    return _ABSOLUTE_OUTPUT_PATH.sub("", text)
+
+
+# --- provenance --------------------------------------------------------------------------------------------------------
+
+
+def params_hash(cfg: Config) -> str:
+    """sha256 of the params that change results (name, seed, every section), independent of where the repo lives."""
+    payload = {"name": cfg.name, "seed": cfg.seed, "sections": cfg.sections}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def input_checksums(cfg: Config) -> pd.DataFrame:
+    """sha256 of the files and folders the results rest on (absent ones are listed as absent)."""
+    inputs = {
+        "papers (stage 00)": cfg.paths.papers,
+        "lexicon (stages 01-04)": cfg.paths.lexicon,
+        "pairs (stage 05)": cfg.paths.pairs,
+        "distractors (stage 05)": cfg.paths.distractors,
+        "benchmark (stage 06)": cfg.paths.benchmark,
+    }
+    rows = []
+    for what, path in inputs.items():
+        path = Path(path)
+        rows.append({"input": what, "path": _shorten_paths(cfg, str(path)),
+                     "sha256": sha256_tree(path)[:16] if path.exists() else "absent"})
+    return pd.DataFrame(rows)
+
+
+def find_timings(cfg: Config) -> Path | None:
+    """This run's timings (the pipeline names its folder in RATIO_RUN_DIR), else the newest runs/*/timings.csv."""
+    from ..pipeline import RUN_DIR_ENV, TIMINGS_FILE
+
+    current = os.environ.get(RUN_DIR_ENV)
+    if current and (Path(current) / TIMINGS_FILE).exists():
+        return Path(current) / TIMINGS_FILE
+    found = sorted(Path(cfg.paths.root, "runs").glob(f"*/{TIMINGS_FILE}"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def wall_times(cfg: Config) -> pd.DataFrame:
+    """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed)."""
+    path = find_timings(cfg)
+    if path is None:
+        return pd.DataFrame(columns=["run", "notebook", "seconds"])
+    frame = pd.read_csv(path)
+    return frame.assign(run=path.parent.name)[["run", "notebook", "seconds"]]
+
+
+def provenance(cfg: Config) -> dict[str, Any]:
+    from ..report import git_commit
+
+    return {"git commit": git_commit() or "unknown", "params file": Path(cfg.source).name if cfg.source else None,
+            "params name": cfg.name, "params sha256": params_hash(cfg)[:16], "seed": cfg.seed}
+
+
+# --- the report --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    headline: pd.DataFrame
+    tuned_vs_baseline: pd.DataFrame
+    queries: pd.DataFrame
+    reductions: pd.DataFrame
+    provenance: dict[str, Any]
+    inputs: pd.DataFrame
+    timings: pd.DataFrame
+    figure: Any  # matplotlib figure or None
+    table1_caption: str
+    table1_notes: list[str]
+
+
+def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
+    params = params or load_summary_params(cfg)
+    table1_path = Path(cfg.paths.tables) / f"{params.table1}.csv"
+    long = read_results_table(table1_path) if table1_path.exists() else _empty_results()
+    record_path = table1_path.with_name(f"{params.table1}.provenance.json")
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
+    queries = queries_per_split(cfg)
+    figure = mrr_figure(long) if not long.empty else None
+    return Summary(
+        headline=headline_table(long, params.metrics, queries),
+        tuned_vs_baseline=tuned_vs_baseline(cfg),
+        queries=queries,
+        reductions=reductions(cfg),
+        provenance=provenance(cfg),
+        inputs=input_checksums(cfg),
+        timings=wall_times(cfg),
+        figure=figure,
+        table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
+        table1_notes=[_shorten_paths(cfg, n) for n in record.get("notes", [])],
+    )
+
+
+def _empty_results() -> pd.DataFrame:
+    return pd.DataFrame(columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high"])
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "_(nothing recorded)_"
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
+
+
+def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
+    """reports/summary.md: every section of the notebook as Markdown (figures linked, relative paths)."""
+    lines = ["# Ratio rebuild: summary of this run", "",
+             "Written by notebook 14 (`ratio_utils.stages.summary`) from the tables, benchmark and timings of the run; "
+             "numbers are not typed in by hand. Cells: value [95% bootstrap interval over queries] where the table "
+             "carries one; † marks cells on fewer than 30 queries in the tables that mark them.", "",
+             "## Headline: Table 1 of this run beside the paper", "",
+             f"Source table: {summary.table1_caption}", "", _markdown(summary.headline), "",
+             f"Paper rows: {PAPER_SYSTEM}, the numbers its text states (its Table 1 body is not in the text available here); "
+             "compare query sets with care: this run's Table 1 uses the query set its notes name.", ""]
+    if "mrr" in figure_files:
+        lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
+    lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
+              "MRR@10 (%); Δ with its paired bootstrap interval, p from a paired sign-flip permutation test "
+              "(tables/finetune_tuned_vs_baseline).", "", _markdown(summary.tuned_vs_baseline), ""]
+    lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
+    if "years" in figure_files:
+        lines += ["## Papers per year and the split windows", "", f"![papers per year]({figure_files['years']})", ""]
+    lines += ["## Reduced, replaced by a stand-in, or not run (from the tables' notes)", ""]
+    lines += [f"- {'**' + r['what'] + '**: ' if r['what'] != '-' else ''}{r['why / how']} _({r['tables']})_"
+              for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
+    lines += ["", "## Provenance", ""]
+    lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
+    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
+              "Wall time per notebook (pipeline timings; the summary notebook itself is not yet timed):", "",
+              _markdown(summary.timings), ""]
+    if not summary.timings.empty:
+        lines += [f"Total: {summary.timings['seconds'].sum():.0f} s over {len(summary.timings)} notebook runs.", ""]
+    return "\n".join(lines)
+
+
+def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
+    """Collect the summary, save its figures and write reports/summary.md."""
+    from ..report import save_figure, set_figure_style
+
+    set_figure_style()
+    summary = collect(cfg, params)
+    report = Path(cfg.paths.summary_report)
+    figure_files = {}
+    if summary.figure is not None:
+        saved = save_figure(summary.figure, "summary_mrr10", cfg, inputs=[cfg.paths.tables])
+        figure_files["mrr"] = os.path.relpath(saved["png"], report.parent)
+    years = papers_per_year(cfg)
+    if years is not None:
+        saved = save_figure(years, "papers_per_year_splits", cfg, inputs=[cfg.paths.papers])
+        figure_files["years"] = os.path.relpath(saved["png"], report.parent)
+    write_text_atomic(report, render_markdown(summary, figure_files))
+    return summary
+
+
+def papers_per_year(cfg: Config):
+    """Papers per year and corpus with the split windows drawn (None before notebook 00 has run)."""
+    from ..dataset import DatasetParams, papers_per_year_figure
+
+    if not Path(cfg.paths.papers).exists():
+        return None
+    papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "year"])
+    return papers_per_year_figure(papers, cfg.section("dataset", DatasetParams))
