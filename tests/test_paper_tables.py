@@ -228,3 +228,21 @@ def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
     assert (cfg.paths.retrieval_runs / "_stale" / ("f" * 12) / tuned.relative_to(cfg.paths.retrieval_runs)).exists()
     result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     assert set(result.runs["stage"]) == {"08_retrieval_baselines"}
+
+
+def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
+    """A Tuned row whose configurations all lost to the untuned model on validation carries a note instead
+    of passing for an improvement; the tuned ColBERT of notebook 09 writes no run file, so no row."""
+    from ratio_utils.stages.retrieval_baselines import _tuned_notes
+
+    _baselines(cfg, bench)
+    run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "broaden", "test"))
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned", "dense", "broaden", "test", bench.checksum(), "09_finetune",
+                   k=10, notes=_tuned_notes({"beats_baseline_on_validation": False}))
+    write_system_run(run, cfg.paths.retrieval_runs, info)
+    tables = assemble_tables(cfg)
+    assert any(n.startswith("all-MiniLM-L6-v2 (generic, Tuned, broaden): no fine-tuning configuration beat the untuned")
+               for n in tables.notes["table7_test_full"])
+    assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
+                   zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
+    assert _tuned_notes({"beats_baseline_on_validation": True}) == []

@@ -99,19 +99,20 @@ def test_marker_frequency_figure_draws_the_counts_once():
     assert fig.number not in plt.get_fignums()
 
 
-def test_primary_metric_summary_pivots_mrr10_in_percent():
-    from ratio_utils.retrieval.experiments import BaselineResults, primary_metric_summary
+def test_primary_metric_summary_keeps_the_mrr10_cells_of_systems_that_ran():
+    from ratio_utils.paper_tables import PaperTables, primary_metric_summary
 
-    rows = [
-        {"system": s, "model": s, "prefix": "-", "setup": "Baseline", "move": m, "split": "test", "split_used": "test",
-         "queries": 10, "metric": metric, "value": v}
-        for s, m, metric, v in [("BM25-unigram", "address", "MRR@10", 0.1234), ("BM25-unigram", "specify", "MRR@10", 0.5),
-                                ("BM25-unigram", "address", "R@10", 0.9), ("MiniLM", "address", "MRR@10", 0.25)]
-    ]
-    summary = primary_metric_summary(BaselineResults(pd.DataFrame(rows), [], {}), "test")
-    assert summary.set_index("model")["address"].to_dict() == {"BM25-unigram": 12.3, "MiniLM": 25.0}
-    assert summary.set_index("model")["specify"].to_dict()["BM25-unigram"] == 50.0
-    assert np.isnan(summary.set_index("model")["specify"]["MiniLM"])
+    frame = pd.DataFrame([
+        {"System": "BM25-unigram", "Prefix": "-", "Setup": "Baseline", "Address M@10": "12.3 [8.0, 17.1]",
+         "Address R@10": "40.0 [30.0, 50.0]", "Specify M@10": "50.0 [45.0, 55.0]"},
+        {"System": "Stella", "Prefix": "generic", "Setup": "Baseline", "Address M@10": "", "Address R@10": "",
+         "Specify M@10": ""},
+    ])
+    tables = PaperTables({"table7_test_full": frame}, {}, {}, {}, pd.DataFrame())
+    summary = primary_metric_summary(tables)
+    assert list(summary.columns) == ["System", "Prefix", "Setup", "Address M@10", "Specify M@10"]
+    assert summary["System"].tolist() == ["BM25-unigram"]  # a row with no cell is left out
+    assert summary.loc[0, "Address M@10"] == "12.3 [8.0, 17.1]"
 
 
 def test_table5_notes_say_when_a_query_has_two_golds_and_why_paper_counts_differ():
@@ -232,33 +233,6 @@ def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
     assert [bar.get_height() for bar in spans.patches] == [2, 1, 5]
     assert [bar.get_height() for bar in sentences.patches] == [90, 10, 5]
     assert "90 (86%)" in [t.get_text() for t in sentences.texts]
-
-
-def test_tuned_colbert_stays_out_of_table1_and_an_unbeaten_tuned_row_says_so(cfg, tiny_benchmark):
-    """The tuned ColBERT (no baseline, no validation selection) has its own table; a Tuned row whose
-    configurations all lost to the untuned model carries a note instead of passing for an improvement."""
-    import shutil
-
-    from ratio_utils.io import write_parquet_atomic
-    from ratio_utils.retrieval.experiments import RetrievalParams, results_path, update_tables_with_tuned
-
-    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
-    bench = load_benchmark(cfg.paths.benchmark)
-    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2"], generic_prefix=False, move_instructions=False,
-                             bm25_ngrams=[1], k=100, splits=["test"])
-    write_parquet_atomic(pd.DataFrame([{"system": "BM25-unigram", "model": "BM25-unigram", "prefix": "-", "setup": "Baseline",
-                                        "move": "address", "split": "test", "split_used": "test", "queries": 3,
-                                        "metric": "MRR@10", "value": 0.5}]), results_path(cfg))
-    stored = {f"{m}@{k}": 0.25 for m in ("R", "MRR", "HR") for k in (1, 3, 5, 10, 100)}
-    for folder, extra in (("all-MiniLM-L6-v2__broaden", {"beats_baseline_on_validation": False}),
-                          ("all-MiniLM-L6-v2-colbert__broaden", {})):
-        (cfg.paths.models / folder).mkdir(parents=True)
-        (cfg.paths.models / folder / "results.json").write_text(json.dumps({"test": stored, **extra}))
-    tables = update_tables_with_tuned(cfg, bench, params)
-    systems = set(tables["table1_silver_main"]["System"])
-    assert "all-MiniLM-L6-v2" in systems and not any("ColBERT (PyLate" in s for s in systems)
-    md = (cfg.paths.tables / "table1_silver_main.md").read_text()
-    assert "all-MiniLM-L6-v2 (Tuned, broaden): no fine-tuning configuration beat the untuned model" in md
 
 
 def test_per_query_metric_values_average_to_the_reported_mean():
