@@ -35,7 +35,7 @@ class S2orcParams:
     api_base_url: str = "https://api.semanticscholar.org/datasets/v1"
     download_dir: str | None = None  # default: <output root>/data/raw/downloads/s2orc/<release>
     max_retries: int = 5  # on HTTP 429/5xx and broken connections, with exponential backoff and jitter
-    backoff_seconds: float = 2.0  # first wait; doubles with each retry (plus up to 100% jitter)
+    backoff_seconds: float = 2.0  # retry n waits backoff_seconds x 2^(n-1) from the second on, plus up to backoff_seconds of jitter
     url_max_age_seconds: float = 3000.0  # list the dataset again before pre-signed URLs this old expire
 
     def __post_init__(self) -> None:
