@@ -278,6 +278,11 @@ class Paths:
         """The Markdown export of notebook 14 (ratio_utils.stages.summary)."""
         return self.reports / "summary.md"
 
+    # -- stage 00, partitioned build (corpus.papers_per_part): one report per part, the resume record --
+    @property
+    def corpus_parts(self) -> Path:
+        return self.interim / "corpus_parts"
+
 
 @dataclass
 class Config:

@@ -34,7 +34,8 @@ import pandas as pd
 
 from .benchmark import load_benchmark, write_pairs, write_pool  # noqa: F401  (load_benchmark re-exported)
 from .io import write_json_atomic
-from .mining import counts_to_report
+from .mining import counts_to_report, read_mined
+from .parts import read_table
 from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS
 
 SPLITS = tuple(s.value for s in POOL_SPLITS)
@@ -373,8 +374,8 @@ def build(cfg) -> BuiltBenchmark:
     for path in (cfg.paths.pairs, cfg.paths.distractors):
         if not Path(path).exists():
             raise FileNotFoundError(f"{path} not found: run notebook 05 (pair mining) first")
-    pairs = pd.read_parquet(cfg.paths.pairs)
-    distractors = pd.read_parquet(cfg.paths.distractors)
+    pairs = read_mined(cfg.paths.pairs)  # a single file, or the parts of a partitioned run (polars scan)
+    distractors = read_mined(cfg.paths.distractors)
     built = build_benchmark(pairs, distractors, params)
     write_release(built, cfg.paths.benchmark)
     report = built.report()
@@ -387,7 +388,7 @@ def corpus_papers_per_split(cfg, params: DatasetParams) -> dict[str, int] | None
     """Papers of the whole corpus per split (papers.parquet), or None when that table is absent."""
     if not Path(cfg.paths.papers).exists():
         return None
-    papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "paper_id", "year", "date"])
+    papers = read_table(cfg.paths.papers, columns=["corpus", "paper_id", "year", "date"])
     decided = paper_splits([papers.assign(para=0, sent=0)], params)
     counts = decided["split"].fillna("excluded").value_counts().to_dict()
     return {k: int(v) for k, v in counts.items()}

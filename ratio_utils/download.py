@@ -1,7 +1,7 @@
 """Resumable, checksummed HTTP downloads for corpus ingestion (stage 00).
 
-Used to fetch S2ORC shards (ratio_utils.s2orc) and, when ../shared is absent, the default ACL
-corpus from its public GitHub snapshot (ratio_utils.corpus). A download goes to `<target>.part`;
+Used to fetch S2ORC shards (ratio_utils.corpus.s2_api) and, when ../shared is absent, the default ACL
+corpus from its public GitHub snapshot (ratio_utils.corpus.acl_scisumm). A download goes to `<target>.part`;
 an interrupted one resumes with an HTTP Range request; the finished file is verified (size,
 SHA-256, git blob SHA-1 or an MD5 ETag, whichever is known) and only then renamed onto `target`,
 so a file at `target` is always complete and verified. A checksum mismatch deletes the partial
@@ -25,7 +25,11 @@ import requests
 
 
 class DownloadError(RuntimeError):
-    """A download failed (HTTP error, truncated body)."""
+    """A download failed (HTTP error, truncated body); `status` is the HTTP status, None for a broken transfer."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class ChecksumError(DownloadError):
@@ -62,6 +66,26 @@ class RateLimiter:
             self._last = time.monotonic()
 
 
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+
+
+def retrying_session(max_retries: int = 5, backoff_seconds: float = 2.0) -> requests.Session:
+    """A requests Session that retries GETs on HTTP 429/5xx and failed connections: urllib3's Retry
+    with exponential backoff (backoff_seconds x 2^n, from the second retry on), up to backoff_seconds
+    of random jitter, and the server's Retry-After when it sends one."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    retry = Retry(total=max_retries, connect=max_retries, read=max_retries, status=max_retries,
+                  status_forcelist=RETRY_STATUSES, allowed_methods=frozenset({"GET"}), backoff_factor=backoff_seconds,
+                  backoff_jitter=backoff_seconds, respect_retry_after_header=True, raise_on_status=False)
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return session
+
+
 @dataclass(frozen=True)
 class Checksums:
     """What a downloaded file must match; any field left None is not checked."""
@@ -81,6 +105,9 @@ class DownloadResult:
     skipped: bool  # the verified file was already there
 
 
+# A plain MD5 ETag (an S3 object uploaded in one part). A multipart upload's ETag is `<md5 of the parts'
+# MD5s>-<parts>`, which cannot be checked without the part size the uploader chose: it does not match
+# here, and the SHA-256 computed on arrival (recorded in the manifest) is what later runs verify.
 _MD5_ETAG = re.compile(r'^"?([0-9a-f]{32})"?$')
 
 
@@ -153,7 +180,7 @@ def download_file(
             resumed_from = 0  # the server ignored the Range header: start over
             total = int(response.headers["Content-Length"]) if "Content-Length" in response.headers else None
         else:
-            raise DownloadError(f"{label}: HTTP {response.status_code} from {redact_url(url)}")
+            raise DownloadError(f"{label}: HTTP {response.status_code} from {redact_url(url)}", response.status_code)
         etag = response.headers.get("ETag", "")
         mode = "ab" if resumed_from else "wb"
         if response.status_code != 416:

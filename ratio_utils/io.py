@@ -95,18 +95,24 @@ def iter_jsonl(
     path: "str | Path",
     required: tuple[str, ...] = (),
     on_error: "Callable[[InputError], None] | None" = None,
+    lines: "tuple[int, int] | None" = None,
 ) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL(.gz) file.
 
     A bad line (non-UTF-8 bytes, malformed JSON, not an object, a missing required field) raises
     InputError naming the file and line; with `on_error`, the error is passed to it instead (to be
-    quarantined and counted) and reading goes on.
+    quarantined and counted) and reading goes on. `lines`: only lines first..last (1-based,
+    inclusive; the others are skipped unparsed), for reading a file in parts.
     """
     path = Path(path)
     # Read bytes so that a decoding error can be tied to its line instead of a buffer offset.
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
+            if lines is not None and not lines[0] <= lineno <= lines[1]:
+                if lineno > lines[1]:
+                    break
+                continue
             if not raw.strip():
                 continue
             try:

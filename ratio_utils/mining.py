@@ -21,7 +21,9 @@ against the non-rejected markers:
 
 Pairs are then cleaned by the Appendix B.1 rules (`clean_candidate` for the gold side, shared with
 distractors; `clean_query`), each rule counted. The same `mine_sentences` function runs on the whole
-table or, through Dask, on shards of papers (`mine_with_dask`), and both give the same rows.
+table or, through Dask, on shards of papers (`mine_with_dask`), and both give the same rows. A partitioned
+sentence table (corpus.papers_per_part) is mined part by part, locally or one Dask task per part, each
+writing its own pairs/distractors part (`mine_parts`): no process holds the corpus.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .io import InputError, atomic_path, write_json_atomic, write_parquet_atomic, require_columns
+from .io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
+from .parts import part_files, part_path, read_table, remove_parts_from, reset_table
 from .schema import (
     DISTRACTOR_CATEGORIES,
     LEXICON_COLUMNS,
@@ -667,67 +670,119 @@ def _mine_shard(shard: pd.DataFrame, matcher: MarkerMatcher, params: MiningParam
     return mine_sentences(shard, matcher, params)
 
 
-def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: MiningParams, client=None) -> MiningResult:
-    """Run `mine_sentences` over shards of papers on a Dask cluster and combine the results.
+def dask_client(params: MiningParams, client=None):
+    """`client` if given; else one for `params.dask_scheduler` or a LocalCluster (ratio_utils.cluster)."""
+    from .cluster import dask_client as make_client
 
-    `client`: an existing distributed.Client; otherwise one is made for `params.dask_scheduler`, or
-    for a LocalCluster of `params.dask_workers` workers, and closed afterwards.
+    return make_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client)
+
+
+def _quiet(params: MiningParams) -> MiningParams:
+    return MiningParams(**{**params.__dict__, "progress": False})
+
+
+def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: MiningParams, client=None) -> MiningResult:
+    """Run `mine_sentences` over shards of papers of one in-memory table on a Dask cluster and combine the results.
+
+    `client`: an existing distributed.Client; otherwise see `dask_client`. For a corpus that does not
+    fit in memory, build it in parts (`corpus.papers_per_part`) and use `mine_parts`.
     """
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import as_completed
     from tqdm.auto import tqdm
 
-    own = client is None
-    cluster = None
-    if own:
-        if params.dask_scheduler:
-            client = Client(params.dask_scheduler)
-        else:
-            cluster = LocalCluster(
-                n_workers=params.dask_workers, threads_per_worker=1, processes=params.dask_processes,
-                dashboard_address=None,
-            )  # fmt: skip
-            client = Client(cluster)
-    try:
-        quiet = MiningParams(**{**params.__dict__, "progress": False})
+    with dask_client(params, client) as client:
         shards = shard_by_paper(sentences, params.shards)
         matcher_future = client.scatter(matcher, broadcast=True)
         # Shards are scattered (sent once, as data) rather than embedded in the task graph.
         shard_futures = client.scatter(shards)
-        futures = [client.submit(_mine_shard, shard, matcher_future, quiet, pure=False) for shard in shard_futures]
+        futures = [client.submit(_mine_shard, shard, matcher_future, _quiet(params), pure=False) for shard in shard_futures]
         results = []
         for future in tqdm(as_completed(futures), total=len(futures), desc="shards", disable=not params.progress):
             results.append(future.result())
         return combine(results)
-    finally:
-        if own:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+
+
+def mine_part(sentence_part: str, index: int, matcher: MarkerMatcher, params: MiningParams, pairs: str, distractors: str) -> Counter:
+    """Mine one sentence part and write its pairs and distractors parts (same number); return the counts.
+
+    Runs on a Dask worker (or in the local process): the worker reads its own part and writes its
+    own outputs, so only the matcher and the counts travel. Paths must be visible to every worker.
+    """
+    frame = pd.read_parquet(sentence_part, columns=list(SENTENCE_COLUMNS))
+    result = mine_sentences(frame, matcher, params, sentence_part)
+    write_parquet_atomic(_string_columns(result.pairs), part_path(pairs, index))
+    write_parquet_atomic(_string_columns(result.distractors), part_path(distractors, index))
+    return result.counts
+
+
+def _string_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns typed as strings even when a part is empty, so every part has one parquet schema."""
+    return frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
+
+
+def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str | Path", matcher: MarkerMatcher,
+               params: MiningParams, client=None) -> Counter:
+    """Mine every part of a partitioned sentence table into pairs/distractors parts; return the summed counts.
+
+    `engine: local` mines the parts one after another in this process; `engine: dask` (or a given
+    client) sends the matcher once to every worker and one task per part. Both write the same parts.
+    """
+    from tqdm.auto import tqdm
+
+    parts = part_files(sentences)
+    for table in (pairs, distractors):
+        reset_table(table, partitioned=True)
+        remove_parts_from(table, len(parts))
+    jobs = [(str(path), index) for index, path in enumerate(parts)]
+    counts: Counter = Counter()
+    if params.engine == "local" and client is None:
+        for path, index in tqdm(jobs, desc="sentence parts", disable=not params.progress):
+            counts.update(mine_part(path, index, matcher, _quiet(params), str(pairs), str(distractors)))
+        return counts
+    from dask.distributed import as_completed
+
+    with dask_client(params, client) as client:
+        matcher_future = client.scatter(matcher, broadcast=True)
+        futures = [client.submit(mine_part, path, index, matcher_future, _quiet(params), str(pairs), str(distractors), pure=False)
+                   for path, index in jobs]
+        for future in tqdm(as_completed(futures), total=len(futures), desc="sentence parts", disable=not params.progress):
+            counts.update(future.result())
+    return counts
 
 
 # --- the stage ------------------------------------------------------------------------------------
 
 
-def load_inputs(cfg) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _check_inputs(cfg) -> None:
     for path in (cfg.paths.sentences, cfg.paths.lexicon):
         if not Path(path).exists():
             raise FileNotFoundError(f"{path} not found: run the earlier notebooks (00 corpus, 01-04 lexicon) first")
-    sentences = pd.read_parquet(cfg.paths.sentences, columns=list(SENTENCE_COLUMNS))
-    lexicon = pd.read_parquet(cfg.paths.lexicon)
-    return sentences, lexicon
 
 
 def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
-    """Stage 05 end to end: read inputs, mine (locally or with Dask), write pairs, distractors, report."""
+    """Stage 05 end to end: read inputs, mine (locally or with Dask), write pairs, distractors, report.
+
+    A partitioned sentence table (a folder of parts, from `corpus.papers_per_part`) is mined part by
+    part into pairs/distractors parts (`mine_parts`); the returned result then holds the kept rows read
+    back from the parts (kept pairs are about 1% of the sentences).
+    """
     params: MiningParams = cfg.section("mining", MiningParams)
-    sentences, lexicon = load_inputs(cfg)
+    _check_inputs(cfg)
+    lexicon = pd.read_parquet(cfg.paths.lexicon)
     matcher, check = build_matcher(lexicon, params.extension_max_words, cfg.paths.lexicon)
-    if params.engine == "dask" or client is not None:
-        result = mine_with_dask(sentences, matcher, params, client)
+    if Path(cfg.paths.sentences).is_dir():
+        counts = mine_parts(cfg.paths.sentences, cfg.paths.pairs, cfg.paths.distractors, matcher, params, client)
+        result = MiningResult(read_mined(cfg.paths.pairs), read_mined(cfg.paths.distractors), counts)
     else:
-        result = mine_sentences(sentences, matcher, params, cfg.paths.sentences)
-    write_parquet_atomic(result.pairs, cfg.paths.pairs)
-    write_parquet_atomic(result.distractors, cfg.paths.distractors)
+        sentences = pd.read_parquet(cfg.paths.sentences, columns=list(SENTENCE_COLUMNS))
+        if params.engine == "dask" or client is not None:
+            result = mine_with_dask(sentences, matcher, params, client)
+        else:
+            result = mine_sentences(sentences, matcher, params, cfg.paths.sentences)
+        for table in (cfg.paths.pairs, cfg.paths.distractors):
+            reset_table(table, partitioned=False)
+        write_parquet_atomic(result.pairs, cfg.paths.pairs)
+        write_parquet_atomic(result.distractors, cfg.paths.distractors)
     report = result.report()
     report["lexicon"] = check.summary()
     report["params"] = dict(params.__dict__)
@@ -736,6 +791,14 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     with atomic_path(lexicon_conflicts_path(cfg)) as tmp:
         check.conflicts.to_csv(tmp, index=False)
     return result, check
+
+
+MINED_ORDER = ["corpus", "paper_id", "para", "sent"]  # the row order of `_sorted`
+
+
+def read_mined(table: "str | Path") -> pd.DataFrame:
+    """Pairs or distractors as one frame: a single file, or every part (a polars scan) in `_sorted`'s order."""
+    return read_table(table, parts_order=MINED_ORDER)
 
 
 def lexicon_conflicts_path(cfg) -> Path:

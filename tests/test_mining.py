@@ -355,3 +355,55 @@ def test_params_files_parse(tmp_path, monkeypatch, shared_dir):
     assert paper.engine == "dask" and paper.extension_max_words == 5 and paper.min_chars == 35
     with pytest.raises(ValueError, match="engine"):
         MiningParams(engine="spark")
+
+
+# --- partitioned input: one task per sentence part ---------------------------------------------------------
+
+
+def _mine_partitioned(root, monkeypatch, shared_dir, sentences, lexicon, mining_section):
+    from ratio_utils.config import load_config
+    from ratio_utils.parts import part_path
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
+    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
+    cfg = load_config(overrides={"mining": {"progress": False} | mining_section})
+    for index, shard in enumerate(mining.shard_by_paper(sentences, 3)):
+        part_path(cfg.paths.sentences, index).parent.mkdir(parents=True, exist_ok=True)
+        shard.to_parquet(part_path(cfg.paths.sentences, index), index=False)
+    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    return cfg, mining.mine(cfg)[0]
+
+
+def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch, shared_dir, sentences, lexicon, mined):
+    from ratio_utils.parts import part_files
+
+    local_cfg, local = _mine_partitioned(tmp_path / "local", monkeypatch, shared_dir, sentences, lexicon, {"engine": "local"})
+    dask_cfg, on_dask = _mine_partitioned(tmp_path / "dask", monkeypatch, shared_dir, sentences, lexicon,
+                                          {"engine": "dask", "dask_processes": False, "dask_workers": 2})
+    for table in ("pairs", "distractors"):
+        local_parts, dask_parts = part_files(getattr(local_cfg.paths, table)), part_files(getattr(dask_cfg.paths, table))
+        assert len(local_parts) == len(dask_parts) == 3
+        for a, b in zip(local_parts, dask_parts):
+            pd.testing.assert_frame_equal(pd.read_parquet(a), pd.read_parquet(b))
+    # the parts, read back in order, hold the rows and counts of mining the whole table at once
+    assert local.counts == on_dask.counts == mined.counts
+    pd.testing.assert_frame_equal(local.pairs, mined.pairs, check_dtype=False)
+    pd.testing.assert_frame_equal(on_dask.distractors, mined.distractors, check_dtype=False)
+    assert json.loads(local_cfg.paths.mining_report.read_text())["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
+
+
+def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypatch, shared_dir, sentences, lexicon, cfg):
+    from ratio_utils import dataset
+
+    parts_cfg, _ = _mine_partitioned(tmp_path / "parts", monkeypatch, shared_dir, sentences, lexicon, {"engine": "local"})
+    from_parts = dataset.build(parts_cfg)
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "single"))
+    cfg.paths.interim.mkdir(parents=True, exist_ok=True)
+    sentences.to_parquet(cfg.paths.sentences, index=False)
+    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    mining.mine(cfg)
+    from_file = dataset.build(cfg)
+    assert from_parts.counts == from_file.counts
+    pd.testing.assert_frame_equal(from_parts.pairs, from_file.pairs, check_dtype=False)
+    for split, pool in from_file.pools.items():
+        pd.testing.assert_frame_equal(from_parts.pools[split], pool, check_dtype=False)

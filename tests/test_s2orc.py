@@ -1,4 +1,4 @@
-"""S2ORC (ratio_utils.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
+"""S2ORC (ratio_utils.corpus.s2_api, ratio_utils.corpus.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
 against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags, pre-signed-style
 query strings), and the shard parser on fixture shards written in the S2ORC schema."""
 
@@ -17,6 +17,7 @@ from conftest import loopback_http
 from ratio_utils.corpus import IngestLog, read_papers
 from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
 from ratio_utils.io import InputError
+from ratio_utils.corpus import s2_api
 from ratio_utils.s2orc import (
     S2DatasetsClient,
     S2orcParams,
@@ -33,13 +34,23 @@ SIGNATURE = "X-Amz-Signature=deadbeefsecret"
 
 
 class FakeS3AndApi:
-    """Serves `files` (path -> bytes) with Range support and MD5 ETags, and the Datasets API."""
+    """Serves `files` (path -> bytes) with Range support and MD5 ETags, and the Datasets API.
+
+    Like the real service it can also answer 429/503 (`fail`: path -> statuses to send first),
+    expire pre-signed URLs (each listing signs URLs with a new generation; `expire()` makes every URL
+    listed so far answer 403), break a transfer off after some bytes (`break_after`: path -> bytes,
+    once), and send multipart ETags (`etags`).
+    """
 
     def __init__(self):
         self.files: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}  # override: a wrong ETag simulates corruption in transit
         self.ignore_range = False
         self.requests: list[tuple[str, dict]] = []
+        self.fail: dict[str, list[int]] = {}
+        self.break_after: dict[str, int] = {}
+        self.generation = 0  # signature generation of the latest listing
+        self.valid_from = 0  # URLs signed before this generation have expired
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -49,8 +60,18 @@ class FakeS3AndApi:
             def do_GET(self):
                 path = self.path.split("?", 1)[0]
                 outer.requests.append((self.path, dict(self.headers)))
+                if outer.fail.get(path):
+                    self.send_response(outer.fail[path].pop(0))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if path.startswith("/datasets/v1/release/"):
                     return self._api(path)
+                if "gen=" in self.path and int(self.path.split("gen=")[1].split("&")[0]) < outer.valid_from:
+                    self.send_response(403)  # S3's answer to an expired pre-signed URL
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = outer.files.get(path)
                 if body is None:
                     self.send_response(404)
@@ -72,6 +93,11 @@ class FakeS3AndApi:
                 self.send_header("Content-Length", str(len(body) - start))
                 self.send_header("ETag", f'"{etag}"')
                 self.end_headers()
+                if path in outer.break_after:  # send a few bytes, then drop the connection
+                    self.wfile.write(body[start:start + outer.break_after.pop(path)])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.wfile.write(body[start:])
 
             def _api(self, path):
@@ -80,7 +106,8 @@ class FakeS3AndApi:
                     self.end_headers()
                     return
                 dataset = path.rstrip("/").rsplit("/", 1)[1]
-                urls = [f"{outer.base}{p}?{SIGNATURE}" for p in sorted(outer.files) if p.startswith(f"/bucket/{dataset}/")]
+                outer.generation += 1
+                urls = [f"{outer.base}{p}?gen={outer.generation}&{SIGNATURE}" for p in sorted(outer.files) if p.startswith(f"/bucket/{dataset}/")]
                 payload = json.dumps({"name": dataset, "description": "fixture", "README": "", "files": urls}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -89,6 +116,9 @@ class FakeS3AndApi:
                 self.wfile.write(payload)
 
         self.serving = loopback_http(Handler)
+
+    def expire(self) -> None:
+        self.valid_from = self.generation + 1
 
     def __enter__(self):
         self.base = self.serving.__enter__()
@@ -241,7 +271,8 @@ def test_s2orc_reader_joins_metadata_filters_and_quarantines(tmp_path):
     shutil.copytree(FIXTURES, shards)
     (shards / "s2orc" / "shard-000.jsonl.part").write_text("an unfinished download is not read\n")
     log = IngestLog()
-    papers = list(S2orcReader(shards, release="2026-05-05").papers(log))
+    by_year = {"selection": "year", "abstract_spans": True}  # the rule before the paper's (a documented option)
+    papers = list(S2orcReader(shards, release="2026-05-05", **by_year).papers(log))
     assert [p.paper_id for p in papers] == ["1001"]
     paper = papers[0]
     assert (paper.year, paper.date, paper.venue, paper.corpus) == (2024, "2024-02-29", "Fixture Conference", "s2orc")
@@ -253,16 +284,138 @@ def test_s2orc_reader_joins_metadata_filters_and_quarantines(tmp_path):
     assert [(q["reason"], q["line"], q["paper_id"]) for q in log.quarantined["s2orc"]] == [
         ("wrong_type", 3, "1004"), ("malformed_json", 4, None)]
     # With a lower year bound the 2012 paper passes the filter (it has no full text, so still no paper).
-    assert "1003" in S2orcReader(shards, min_year=2010).metadata(IngestLog())
+    assert "1003" in S2orcReader(shards, min_year=2010, **by_year).metadata(IngestLog())
     with pytest.raises(InputError, match=r"shard-000.jsonl:3: wrong_type"):
-        list(S2orcReader(shards).papers(IngestLog(strict=True)))
+        list(S2orcReader(shards, **by_year).papers(IngestLog(strict=True)))
 
 
 def test_s2orc_reader_output_goes_through_the_builder(tmp_path):
-    papers, _ = read_papers([S2orcReader(FIXTURES)], IngestLog(), progress=False)
+    papers, _ = read_papers([S2orcReader(FIXTURES, metadata_path=tmp_path / "meta.parquet")], IngestLog(), progress=False)
     assert [p.paper_id for p in papers] == ["1001"]
 
 
 def test_missing_shards_give_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m ratio_utils.s2orc"):
         S2orcReader(tmp_path)
+
+
+# --- the real service: rate limits, expiring URLs, multipart ETags ---------------------------------------------------
+
+
+def _fast_client(server) -> S2DatasetsClient:
+    return S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0, max_retries=5, backoff_seconds=0.01)
+
+
+def test_429_and_5xx_are_retried_with_backoff(server, tmp_path):
+    server.fail["/datasets/v1/release/2026-05-05/dataset/papers"] = [429, 503]
+    server.fail["/bucket/papers/shard-000.gz"] = [429, 502, 503]
+    manifest = download_release(_fast_client(server), S2orcParams(release="2026-05-05", datasets=["papers", "s2orc"]), tmp_path, progress=False)
+    assert (tmp_path / "papers" / "shard-000.gz").read_bytes() == server.files["/bucket/papers/shard-000.gz"]
+    assert len([r for r in server.requests if r[0].startswith("/bucket/papers/shard-000.gz")]) == 4
+    assert len(manifest["papers"]) == 2
+    server.fail["/datasets/v1/release/2026-05-05/dataset/s2orc"] = [503] * 6  # more than max_retries: a clear error
+    with pytest.raises(DownloadError, match="HTTP 503") as info:
+        _fast_client(server).dataset_files("2026-05-05", "s2orc")
+    assert info.value.status == 503
+
+
+def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server, tmp_path, monkeypatch):
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    server.break_after["/bucket/s2orc/shard-000.gz"] = 200  # the transfer breaks off ...
+    client = _fast_client(server)
+    params = S2orcParams(release="2026-05-05", datasets=["s2orc", "papers"])
+    original_download = s2_api.download_file
+
+    def expire_after_the_break(url, target, **kwargs):
+        try:
+            return original_download(url, target, **kwargs, chunk_size=64)  # small chunks: what arrived is kept
+        except DownloadError:
+            server.expire()  # ... and meanwhile the signature expires: the retry gets a 403
+            raise
+
+    monkeypatch.setattr(s2_api, "download_file", expire_after_the_break)
+    download_release(client, params, tmp_path, progress=False)
+    assert (tmp_path / "s2orc" / "shard-000.gz").read_bytes() == body
+    shard_requests = [(path, headers) for path, headers in server.requests if path.startswith("/bucket/s2orc/")]
+    # first try (broken at 200 bytes), the resume with the expired URL (403), the resume with a fresh URL
+    assert [h.get("Range") for _, h in shard_requests] == [None, "bytes=192-", "bytes=192-"]  # 3 whole chunks kept
+    assert "gen=1&" in shard_requests[1][0] and "gen=2&" in shard_requests[2][0]
+    assert len([p for p, _ in server.requests if p.endswith("/dataset/s2orc")]) == 2
+
+
+def test_urls_older_than_the_limit_are_listed_again_before_use(server, tmp_path):
+    params = S2orcParams(release="2026-05-05", datasets=["papers", "s2orc"], url_max_age_seconds=0.0)
+    download_release(_fast_client(server), params, tmp_path, progress=False)
+    # papers: one listing, then a fresh one before each of its two shards; no URL was used after its age limit
+    assert len([p for p, _ in server.requests if p.endswith("/dataset/papers")]) == 3
+    assert not [r for r in server.requests if r[0].startswith("/bucket/") and "gen=1&" in r[0]]
+
+
+def test_multipart_etag_is_not_mistaken_for_an_md5(server, tmp_path):
+    body = server.files["/bucket/s2orc/shard-000.gz"]
+    server.etags["/bucket/s2orc/shard-000.gz"] = hashlib.md5(b"part md5s").hexdigest() + "-3"
+    result = download_file(f"{server.base}/bucket/s2orc/shard-000.gz?{SIGNATURE}", tmp_path / "shard.gz")
+    assert result.sha256 == hashlib.sha256(body).hexdigest() and (tmp_path / "shard.gz").read_bytes() == body
+
+
+# --- the paper's selection rule, the s2orc_v2 layout, duplicated spans, streamed metadata --------------------------------
+
+
+def test_paper_rule_keeps_papers_dated_from_2015_and_paragraph_spans_only(tmp_path):
+    shards = tmp_path / "shards"
+    shutil.copytree(FIXTURES, shards)
+    with open(shards / "papers" / "shard-000.jsonl", "a") as handle:  # one day before the window
+        handle.write(json.dumps({"corpusid": 1010, "title": "Eve", "year": 2015, "publicationdate": "2014-12-31",
+                                 "s2fieldsofstudy": [{"category": "Computer Science"}]}) + "\n")
+    log = IngestLog()
+    papers = list(S2orcReader(shards).papers(log))  # the defaults are the paper's rule
+    assert [p.paper_id for p in papers] == ["1001"]
+    assert papers[0].paragraphs == [[p] for p in s2orc_paragraphs(
+        json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0]), abstract_spans=False)[0]]
+    assert len(papers[0].paragraphs) == 2  # no abstract span
+    counts = log.counts["s2orc"]
+    assert counts["papers_without_publication_date"] == 3 and counts["papers_before_min_date"] == 1
+    assert counts["papers_before_min_year"] == 0
+
+
+def test_s2orc_v2_layout_and_duplicated_spans():
+    log = IngestLog()
+    reader = S2orcReader(FIXTURES.parent / "s2orc_v2", text_dataset="s2orc_v2", metadata_path=None)
+    try:
+        papers = list(reader.papers(log))
+    finally:
+        for made in (reader.metadata_path, reader.metadata_path.with_suffix(".json")):
+            made.unlink(missing_ok=True)
+    assert [p.paper_id for p in papers] == ["2001"]
+    assert papers[0].paragraphs == [["We retrieve sentences that answer a statement."],
+                                    ["Dense retrievers miss rhetorical relations between sentences. "
+                                     "To address this issue, we condition the query on a move."]]
+    assert papers[0].paragraph_sections == ["Abstract", "1 Method"]
+    counts = log.counts["s2orc"]
+    assert counts["records_s2orc_v2"] == 1 and counts["duplicate_paragraph_spans_removed"] == 1
+    assert counts["paragraphs_dropped_references"] == 1 and counts["bibref_spans"] == 1
+    # the s2orc layout with the same doubled span
+    record = json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0])
+    spans = json.loads(record["content"]["annotations"]["paragraph"])
+    record["content"]["annotations"]["paragraph"] = json.dumps(spans + spans[:2])
+    paragraphs, _, doubled = s2orc_paragraphs(record)
+    assert paragraphs == s2orc_paragraphs(json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0]))[0]
+    assert doubled["duplicate_paragraph_spans_removed"] == 2 and doubled["records_s2orc"] == 1
+
+
+def test_papers_metadata_is_streamed_to_parquet_and_joined_per_shard(tmp_path):
+    import pandas as pd
+
+    meta = tmp_path / "meta.parquet"
+    reader = S2orcReader(FIXTURES, metadata_path=meta, selection="year")
+    record = reader.build_metadata(batch_rows=1)  # one row per batch: the writer never holds more
+    assert sorted(pd.read_parquet(meta)["corpusid"]) == ["1001", "1004"] and record["counts"]["papers_records"] == 5
+    assert set(reader._shard_metadata(FIXTURES / "s2orc" / "shard-000.jsonl")) == {"1001", "1004"}
+    written = meta.stat().st_mtime_ns
+    reader.build_metadata()
+    assert meta.stat().st_mtime_ns == written  # unchanged shards and selection: reused
+    parts = reader.parts(papers_per_part=1000)
+    assert [Path(p.files[0]).name for p in parts] == ["shard-000.jsonl"]  # one part per full-text shard
+    log = IngestLog()
+    assert [p.paper_id for p in reader.read_part(parts[0], log)] == ["1001"]
+    assert log.counts["s2orc"]["papers_records"] == 5  # the metadata counts come with the first part

@@ -25,7 +25,7 @@ class CorpusStage:
         """Read, deduplicate, sample, split and clean; write the corpus outputs."""
         self._build = build_corpus(self.cfg, self.params)
         report = self._build.report
-        return Markdown(f"{report['papers_written']} papers, {len(self._build.sentences)} sentences in {report['seconds']} s")
+        return Markdown(f"{report['papers_written']} papers, {self._build.n_sentences} sentences in {report['seconds']} s")
 
     @property
     def written(self) -> dict:

@@ -1,0 +1,278 @@
+"""Stage 00, partitioned: each input part is read, split, cleaned and written on its own (`corpus.papers_per_part`).
+
+For part i (in reader order, then the reader's own order), `cfg.paths.sentences/part-i.parquet` and
+`cfg.paths.papers/part-i.parquet` hold its rows and `cfg.paths.corpus_parts/part-i.json` its report
+(reader counts, cleaning counts, statistics, quarantined records, duplicates) and its key. The report is
+written last, so it marks a finished part; a rerun skips every part whose report carries the same key
+(resume after a crash) and redoes the rest.
+
+Deduplication crosses parts (a paper whose id an earlier paper had is left out), so a part depends on
+the ids of the parts before it:
+- `engine: local` builds the parts one after another, carrying the ids seen so far; a part's key hashes
+  its input files (SHA-256), its line range, the corpus params and the previous part's key (a chain);
+- `engine: dask` first collects every part's paper ids in parallel (reading without splitting), gives
+  each part the ids of earlier parts it must leave out, and builds the parts in parallel, one task per
+  part; a part's key hashes its inputs, the params and those ids.
+Both write the same parts (tests/test_corpus_parts.py).
+
+Peak memory per process: one part's papers and spaCy, plus (driver) the ids of the papers. The run
+report sums the part reports; the tables equal the single-file build's, row for row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
+
+from ..config import Config
+from ..io import InputError, sha256_file, write_json_atomic, write_parquet_atomic, write_text_atomic
+from ..parts import part_path, remove_parts_from, reset_table
+from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
+from .base import CorpusParams, CorpusReader, IngestLog, InputPart
+from .build import CorpusBuild, _valid_paper, admit_papers, corpus_statistics, papers_frame, sentences_frame, split_unsplit
+from .registry import make_readers
+
+COUNT_COLUMNS = ("papers", "paragraphs", "sentences", "sentences_kept", "pairs", "pairs_kept")
+
+
+class _FileHashes:
+    """SHA-256 of each input file, computed once per run (a JSONL file serves many parts)."""
+
+    def __init__(self):
+        self._known: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        if path not in self._known:
+            self._known[path] = sha256_file(path)
+        return self._known[path]
+
+
+EXECUTION_SETTINGS = {"progress", "engine", "dask_scheduler", "dask_workers", "dask_processes"}  # not in a part's key
+
+
+def part_key(part: InputPart, params: CorpusParams, previous: str, hashes: Callable[[str], str]) -> str:
+    settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
+    record = {
+        "previous": previous, "corpus": part.corpus, "lines": part.lines, "params": settings,
+        "files": [[Path(f).name, hashes(f)] for f in part.files],
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_SPLITTERS = threading.local()
+
+
+def _splitter() -> SentenceSplitter:
+    """One spaCy pipeline per thread (and so per Dask worker), loaded once, reused by every part."""
+    if getattr(_SPLITTERS, "splitter", None) is None:
+        _SPLITTERS.splitter = SentenceSplitter()
+    return _SPLITTERS.splitter
+
+
+def build_part(papers, params: CorpusParams, log: IngestLog) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(papers table, sentence table, cleaning counts per corpus) of one part's admitted papers."""
+    split_unsplit(papers, _splitter(), log, progress=False)
+    papers = [p for p in papers if _valid_paper(p, log)]
+    cleaning: dict[str, CleaningCounts] = {}
+    return papers_frame(papers), sentences_frame(papers, SentenceCleaner(params.cleaning_rules()), cleaning, progress=False), cleaning
+
+
+@dataclass(frozen=True)
+class PartOutputs:
+    """Where part `index` goes (plain paths: the task may run on a Dask worker)."""
+
+    index: int
+    papers: Path
+    sentences: Path
+    report: Path
+
+    @classmethod
+    def of(cls, cfg: Config, index: int) -> "PartOutputs":
+        return cls(index, part_path(cfg.paths.papers, index), part_path(cfg.paths.sentences, index),
+                   cfg.paths.corpus_parts / f"part-{index:05d}.json")
+
+    def finished(self, key: str) -> dict | None:
+        """The part's report if it was finished with this key (and its tables are there), else None."""
+        if not (self.report.exists() and self.papers.exists() and self.sentences.exists()):
+            return None
+        done = json.loads(self.report.read_text())
+        return done if done["key"] == key else None
+
+
+def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOutputs, key: str, params: CorpusParams,
+                         seen: dict[str, str]) -> dict:
+    """Read, dedupe (against `seen`: id -> corpus of papers already admitted; updated), split, clean and
+    write one part; its report is written last and returned."""
+    log = IngestLog(strict=params.strict)
+    dedup: dict[str, list[str]] = defaultdict(list)
+    admitted = list(admit_papers(reader.read_part(part, log), reader.corpus, seen, dedup, log))
+    paper_table, sentences, cleaning = build_part(admitted, params, log)
+    write_parquet_atomic(sentences, outputs.sentences)
+    write_parquet_atomic(paper_table, outputs.papers)
+    report = {
+        "key": key, "part": part.describe(), "papers_read": len(admitted), "papers_written": len(paper_table),
+        "deduplicated": dict(dedup),
+        "reader_counts": {corpus: dict(c) for corpus, c in log.counts.items()},
+        "quarantined": [r for records in log.quarantined.values() for r in records],
+        "cleaning": {corpus: counts.to_dict() for corpus, counts in cleaning.items()},
+        "statistics": corpus_statistics(paper_table, sentences).to_dict(orient="records") if len(paper_table) else [],
+        "papers_per_year": {c: {int(y): int(n) for y, n in g["year"].value_counts().items()} for c, g in paper_table.groupby("corpus")},
+    }  # fmt: skip
+    write_json_atomic(outputs.report, report)  # last: marks the part finished
+    return report
+
+
+def _build_locally(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]]) -> tuple[list[dict], int]:
+    """Parts one after another; keys chained, `seen` carried from part to part."""
+    hashes = _FileHashes()
+    seen: dict[str, str] = {}
+    key, skipped, reports = "", 0, []
+    for index, (reader, part) in enumerate(tqdm(jobs, desc="corpus parts", unit="part", disable=not params.progress)):
+        key = part_key(part, params, key, hashes)
+        outputs = PartOutputs.of(cfg, index)
+        done = outputs.finished(key)
+        if done is not None:
+            skipped += 1
+            ids = pd.read_parquet(outputs.papers, columns=["paper_id", "corpus"])
+            seen.update(zip(ids["paper_id"], ids["corpus"].astype(str)))
+            reports.append(done)
+            continue
+        reports.append(build_and_write_part(reader, part, outputs, key, params, seen))
+    return reports, skipped
+
+
+def part_paper_ids(reader: CorpusReader, part: InputPart) -> tuple[list[tuple[str, bool]], dict[str, str]]:
+    """(paper id, valid) of every paper of a part in reading order, and its input files' SHA-256: the
+    cheap first pass of a parallel build (reading without sentence splitting)."""
+    log = IngestLog()  # counts and quarantine are the second pass's to keep
+    ids = [(paper.paper_id, _valid_paper(paper, log)) for paper in reader.read_part(part, log)]
+    return ids, {f: sha256_file(f) for f in part.files}
+
+
+def earlier_ids(ids_per_part: list[list[tuple[str, bool]]], corpora: list[str]) -> list[dict[str, str]]:
+    """For each part, its valid ids that a valid paper of an earlier part already had (id -> that paper's
+    corpus): exactly the `seen` entries the one-after-another build would consult for the part."""
+    first: dict[str, tuple[int, str]] = {}
+    per_part = []
+    for index, (ids, corpus) in enumerate(zip(ids_per_part, corpora)):
+        per_part.append({pid: first[pid][1] for pid, valid in ids if valid and pid in first and first[pid][0] < index})
+        for pid, valid in ids:
+            if valid and pid not in first:
+                first[pid] = (index, corpus)
+    return per_part
+
+
+def _build_on_dask(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]], client=None) -> tuple[list[dict], int]:
+    """One task per part: a first pass gets every part's ids (for deduplication across parts), then each part
+    is built by a worker with the ids it must leave out. A part's key hashes its inputs, the params and those
+    ids, so a part is rebuilt exactly when something it depends on changed."""
+    from dask.distributed import as_completed
+
+    from ..cluster import dask_client
+
+    with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
+        first_pass = client.gather([client.submit(part_paper_ids, reader, part, pure=False) for reader, part in jobs])
+        excluded = earlier_ids([ids for ids, _ in first_pass], [reader.corpus for reader, _ in jobs])
+        reports: list[dict | None] = [None] * len(jobs)
+        futures = {}
+        for index, ((reader, part), (_, hashes), seen) in enumerate(zip(jobs, first_pass, excluded)):
+            key = part_key(part, params, json.dumps(sorted(seen.items())), hashes.__getitem__)
+            outputs = PartOutputs.of(cfg, index)
+            reports[index] = outputs.finished(key)
+            if reports[index] is None:
+                futures[client.submit(build_and_write_part, reader, part, outputs, key, params, seen, pure=False)] = index
+        for future in tqdm(as_completed(futures), total=len(futures), desc="corpus parts", unit="part", disable=not params.progress):
+            reports[futures[future]] = future.result()
+    return reports, len(jobs) - len(futures)
+
+
+def build_corpus_parts(cfg: Config, params: CorpusParams, write: bool = True, client=None) -> CorpusBuild:
+    """The partitioned build; the run report sums the part reports (see the module docstring)."""
+    if not write:
+        raise ValueError("a partitioned build writes its parts (write=False is for the single-file build)")
+    started = time.perf_counter()
+    readers = make_readers(cfg, params)
+    for table in (cfg.paths.papers, cfg.paths.sentences):
+        reset_table(table, partitioned=True)
+    jobs = [(reader, part) for reader in readers for part in reader.parts(params.papers_per_part)]
+    if params.engine == "dask" or client is not None:
+        reports, skipped = _build_on_dask(cfg, params, jobs, client)
+    else:
+        reports, skipped = _build_locally(cfg, params, jobs)
+    index = len(jobs)
+    remove_parts_from(cfg.paths.sentences, index)
+    remove_parts_from(cfg.paths.papers, index)
+    for stale in sorted(cfg.paths.corpus_parts.glob("part-*.json"))[index:]:
+        stale.unlink()
+    report = combine_part_reports(reports, params, [r.corpus for r in readers])
+    if report["papers_written"] == 0:
+        raise InputError(", ".join(r.corpus for r in readers), "no valid paper in any source")
+    report["parts"] = {"total": index, "skipped_unchanged": skipped, "built": index - skipped}
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    quarantine_dir = cfg.paths.quarantine
+    for reader in readers:
+        records = [r for part in reports for r in part["quarantined"] if r["corpus"] == reader.corpus]
+        write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    report["outputs"] = {"papers": str(cfg.paths.papers), "sentences": str(cfg.paths.sentences),
+                         "parts": str(cfg.paths.corpus_parts), "quarantine_dir": str(quarantine_dir)}
+    write_json_atomic(cfg.paths.corpus_report, report)
+    return CorpusBuild(None, None, report, pd.DataFrame(report["statistics"]))
+
+
+def combine_part_reports(reports: list[dict], params: CorpusParams, sources: list[str]) -> dict:
+    """The run report of a partitioned build, in the single-file build's layout (sums over parts)."""
+    reader_counts: dict[str, Counter] = defaultdict(Counter)
+    cleaning: dict[str, CleaningCounts] = {}
+    dedup: dict[str, list[str]] = defaultdict(list)
+    per_year: dict[str, Counter] = defaultdict(Counter)
+    quarantine: dict[str, Counter] = {source: Counter() for source in sources}
+    for part in reports:
+        for corpus, counts in part["reader_counts"].items():
+            reader_counts[corpus].update(counts)
+        for corpus, counts in part["cleaning"].items():
+            cleaning.setdefault(corpus, CleaningCounts()).merge(
+                CleaningCounts(counts["sentences"], Counter(counts["edits"]), Counter(counts["drops"])))
+        for key, ids in part["deduplicated"].items():
+            dedup[key].extend(ids)
+        for corpus, years in part["papers_per_year"].items():
+            per_year[corpus].update({int(y): n for y, n in years.items()})
+        for record in part["quarantined"]:
+            quarantine.setdefault(record["corpus"], Counter())[record["reason"]] += 1
+    total = CleaningCounts()
+    for counts in cleaning.values():
+        total.merge(counts)
+    papers_read = sum(p["papers_read"] for p in reports)
+    return {
+        "params": asdict(params),
+        "sources": sources,
+        "papers_read": papers_read,
+        "papers_written": sum(p["papers_written"] for p in reports),
+        "sampled": False,
+        "deduplicated": {key: {"count": len(ids), "paper_ids": sorted(ids)} for key, ids in dedup.items()},
+        "reader_counts": {corpus: dict(sorted(c.items())) for corpus, c in reader_counts.items()},
+        "quarantine": {corpus: dict(c) for corpus, c in quarantine.items()},
+        "cleaning": {corpus: cleaning[corpus].to_dict() for corpus in sorted(cleaning)} | {"all": total.to_dict()},
+        "statistics": combine_statistics([p["statistics"] for p in reports]),
+        "papers_per_year": {corpus: dict(sorted(years.items())) for corpus, years in sorted(per_year.items())},
+    }
+
+
+def combine_statistics(per_part: list[list[dict]]) -> list[dict]:
+    """Corpus statistics rows summed over parts (counts added, first/last year as min/max); 'all' last."""
+    rows = pd.DataFrame([row for rows in per_part for row in rows])
+    if rows.empty:
+        return []
+    aggregations = {c: "sum" for c in COUNT_COLUMNS} | {"first_year": "min", "last_year": "max"}
+    named = rows[rows["corpus"] != "all"].groupby("corpus", sort=True).agg(aggregations).reset_index()
+    total = rows[rows["corpus"] == "all"].agg(aggregations).to_frame().T.assign(corpus="all")
+    frame = pd.concat([named, total[named.columns]], ignore_index=True)
+    return [{k: (v if k == "corpus" else int(v)) for k, v in row.items()} for row in frame.to_dict(orient="records")]
