@@ -217,9 +217,11 @@ class MoveMixingBatchSampler(_default_batch_sampler()):
                  seed: int = 0, *, moves: Sequence[str]):
         super().__init__(dataset, batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns,
                          generator=generator, seed=seed)
-        if len(moves) != len(dataset):
+        # train.train_configuration repeats a tiny training set in whole passes (train.training_schedule),
+        # so the rows are the labelled pairs n times over, in the same order.
+        if not moves or len(dataset) % len(moves):
             raise ValueError(f"{len(moves)} move labels for {len(dataset)} training rows")
-        self.moves = list(moves)
+        self.moves = list(moves) * (len(dataset) // len(moves))
         self.texts = [tuple(row.values()) for row in dataset]
 
     def _batches(self) -> list[list[int]]:

@@ -92,6 +92,10 @@ def test_sampler_class_yields_the_library_batches(tmp_path):
     assert all(sorted(moves[i] for i in b) == ["address", "broaden", "specify"] for b in batches)
     with pytest.raises(ValueError, match="move labels"):
         unified.MoveMixingBatchSampler(Dataset.from_pandas(frame), batch_size=3, drop_last=False, moves=moves[:4])
+    # a tiny training set repeated in whole passes by train.train_configuration keeps its labels
+    repeated = unified.MoveMixingBatchSampler(Dataset.from_pandas(frame), batch_size=3, drop_last=False,
+                                              moves=["address", "broaden", "specify"])
+    assert repeated.moves == moves
 
 
 def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instruction(tiny_benchmark):
