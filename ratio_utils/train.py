@@ -300,7 +300,8 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         # The weights' checksum ties each score to the weights scored: the restored model must match
         # the best epoch's checksum (tests/test_train.py checks it).
         self.history.append({"epoch": float(epoch), "step": int(steps), "weights": model_fingerprint(model)[:16], **scores})
-        self.per_query[int(steps)] = per_query_values(self._last_run, self.evalset.qrels)
+        if self._last_run is not None:  # a subclass scoring several query sets (ratio_utils.unified) keeps none
+            self.per_query[int(steps)] = per_query_values(self._last_run, self.evalset.qrels)
         metrics = self.prefix_name_to_metrics(scores, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
