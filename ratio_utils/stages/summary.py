@@ -175,7 +175,7 @@ def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
 
 def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
     """Notebook 09's paired comparison (tables/finetune_tuned_vs_baseline.csv) in its display form; empty before 09."""
-    from ..train import tuned_vs_baseline_display
+    from .finetune import tuned_vs_baseline_display
 
     path = Path(cfg.paths.tables) / "finetune_tuned_vs_baseline.csv"
     if not path.exists():
