@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +13,7 @@ from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import REPO_ROOT
 from ..io import require_columns, write_text_atomic
-from .base import IngestLog, InputPart, Paper, file_parts, acl_year_venue, back_matter_kind, decode_bytes
+from .base import IngestLog, OnePaperPerFileReader, Paper, acl_year_venue, back_matter_kind, decode_bytes
 
 SCISUMM_COMMIT = "1dd68e44df5c94cc767cc301cd04e61c52e4bf68"
 PINNED_MANIFEST = REPO_ROOT / "data" / "raw" / "acl_scisumm_manifest.tsv"
@@ -22,7 +21,7 @@ PINNED_MANIFEST = REPO_ROOT / "data" / "raw" / "acl_scisumm_manifest.tsv"
 # --- reader 1: CL-SciSumm / ScisummNet XML ----------------------------------------------------------------
 
 
-class AclScisummReader:
+class AclScisummReader(OnePaperPerFileReader):
     """ACL papers in the CL-SciSumm XML format: `<PAPER>`, `<ABSTRACT>`, `<SECTION title=..>`, `<S>`.
 
     The corpus's own `<S>` split is kept. Each ABSTRACT and SECTION is a paragraph; a SUBSECTION
@@ -45,18 +44,6 @@ class AclScisummReader:
 
     def files(self) -> list[Path]:
         return sorted(self.xml_dir.glob("*.xml"))
-
-    def parts(self, papers_per_part: int) -> list[InputPart]:
-        return file_parts(self.corpus, self.files(), papers_per_part)
-
-    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
-        return self.papers(log, [Path(f) for f in part.files])
-
-    def papers(self, log: IngestLog, files: Sequence[Path] | None = None) -> Iterator[Paper]:
-        for path in files if files is not None else self.files():
-            paper = self.read_file(path, log)
-            if paper is not None:
-                yield paper
 
     def read_file(self, path: Path, log: IngestLog) -> Paper | None:
         from lxml import etree

@@ -8,11 +8,10 @@ import json
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..io import InputError
-from .base import IngestLog, InputPart, Paper, file_parts, acl_year_venue, back_matter_kind
+from .base import IngestLog, OnePaperPerFileReader, Paper, acl_year_venue, back_matter_kind
 
 ACLSUM_WHEEL = "aclsum-0.1.2-py3-none-any.whl"
 ACLSUM_WHEEL_SHA256 = "c75ffc48d3eabc5f37c68ea087943780a85950087957759e89746f21111f2213"
@@ -20,7 +19,7 @@ ACLSUM_WHEEL_SHA256 = "c75ffc48d3eabc5f37c68ea087943780a85950087957759e89746f211
 # --- reader 2: aclsum (S2ORC/doc2json JSON) ------------------------------------------------------------------
 
 
-class AclsumReader:
+class AclsumReader(OnePaperPerFileReader):
     """ACL papers as doc2json JSON (`pdf_parse.abstract` + `pdf_parse.body_text` paragraphs).
 
     The id is the file name (the JSON's own `paper_id` is only the year for new-style ids); year
@@ -40,18 +39,6 @@ class AclsumReader:
 
     def files(self) -> list[Path]:
         return sorted(self.json_dir.glob("*.json"))
-
-    def parts(self, papers_per_part: int) -> list[InputPart]:
-        return file_parts(self.corpus, self.files(), papers_per_part)
-
-    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
-        return self.papers(log, [Path(f) for f in part.files])
-
-    def papers(self, log: IngestLog, files: Sequence[Path] | None = None) -> Iterator[Paper]:
-        for path in files if files is not None else self.files():
-            paper = self.read_file(path, log)
-            if paper is not None:
-                yield paper
 
     def read_file(self, path: Path, log: IngestLog) -> Paper | None:
         corpus = self.corpus

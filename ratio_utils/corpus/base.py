@@ -7,7 +7,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -193,6 +193,31 @@ def file_parts(corpus: str, files: list[Path], per_part: int) -> list[InputPart]
     """Consecutive runs of `per_part` files (readers with one paper per file)."""
     names = [str(f) for f in files]
     return [InputPart(corpus, tuple(names[i:i + per_part])) for i in range(0, len(names), per_part)]
+
+
+class OnePaperPerFileReader:
+    """What readers of one-paper-per-file corpora share: parts are runs of files, a part's papers are
+    its files' papers. A subclass says which files (`files`) and how one file reads (`read_file`)."""
+
+    corpus: str
+
+    def files(self) -> list[Path]:
+        raise NotImplementedError
+
+    def read_file(self, path: Path, log: IngestLog) -> "Paper | None":
+        raise NotImplementedError
+
+    def parts(self, papers_per_part: int) -> list[InputPart]:
+        return file_parts(self.corpus, self.files(), papers_per_part)
+
+    def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
+        return self.papers(log, [Path(f) for f in part.files])
+
+    def papers(self, log: IngestLog, files: "Sequence[Path] | None" = None) -> Iterator[Paper]:
+        for path in files if files is not None else self.files():
+            paper = self.read_file(path, log)
+            if paper is not None:
+                yield paper
 
 
 # --- ACL ids, years, venues ------------------------------------------------------------------------------
