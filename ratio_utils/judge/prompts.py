@@ -1,0 +1,117 @@
+"""The `judge` params section and the judge prompts (paper Appendix E).
+
+Reads the prompt files `prompts/judge/<move>/<variant>.md` (a YAML front-matter header: name,
+version, move, summary; then the system message), checks each against its folder and hashes it;
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from ..config import REPO_ROOT
+from ..io import InputError, sha256_file
+from ..schema import MOVES, Move
+
+
+@dataclass
+class JudgeParams:
+    """The `judge` params section; defaults follow the paper."""
+
+    prompts_dir: str = "prompts/judge"  # relative to the repository
+    sample_sizes: dict[str, int | None] = field(
+        default_factory=lambda: {"specify": 10_000, "address": None, "broaden": None}
+    )  # per move; None = every test pair (Specify: stratified by marker, equal allocation)
+    n_calibration: int = 100  # pairs per move labelled by the calibration annotator
+    n_panel: int = 60  # held-out pairs per move labelled by the panel
+    n_retained: int = 2  # prompts kept per move; a pair must be accepted by all of them
+    retained: dict[str, list[str]] | None = field(default_factory=dict)  # move -> prompt names; empty/None = by calibration F1
+    calibration_annotator: str | None = None  # needed only if several annotators labelled calibration pairs
+    guideline_prompt: str = "minimal"  # the prompt shown to annotators on the sheets
+    labels_dir: str = "data/interim/judge/labels"  # relative to the output root
+    out_dir: str = "data/interim/judge"  # relative to the output root
+    model: str | None = None  # None: llm.model
+    reasoning_effort: str | None = "medium"
+    verbosity: str | None = "low"
+    extra: dict[str, Any] = field(default_factory=dict)  # further request parameters
+
+    def __post_init__(self) -> None:
+        if self.retained is None:  # `retained: null` in a params file that extends one fixing them
+            self.retained = {}
+        moves = {m.value for m in MOVES}
+        unknown = sorted((set(self.sample_sizes) | set(self.retained)) - moves)
+        if unknown:
+            raise ValueError(f"judge params name unknown move(s) {unknown}; moves are {sorted(moves)}")
+
+
+# --------------------------------------------------------------------------------------------
+# prompts
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    move: Move
+    name: str
+    version: int
+    summary: str
+    text: str  # the system message
+    path: Path
+    sha256: str  # of the whole file, header included
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-v{self.version}"
+
+
+def read_prompt(path: Path) -> JudgePrompt:
+    """One prompt file: a YAML header between `---` lines (name, version, move, summary), then the text."""
+    raw = Path(path).read_text(encoding="utf-8")
+    match = re.match(r"^---\n(.*?)\n---\n(.*)$", raw, re.DOTALL)
+    if not match:
+        raise InputError(path, "a judge prompt starts with a '---' header block (name, version, move)", line=1)
+    header = yaml.safe_load(match.group(1)) or {}
+    missing = [k for k in ("name", "version", "move") if k not in header]
+    if missing:
+        raise InputError(path, f"prompt header lacks {missing}", line=1)
+    move = Move.parse(header["move"])
+    if Path(path).parent.name != move.value:
+        raise InputError(path, f"prompt declares move {move.value!r} but lives in folder {Path(path).parent.name!r}")
+    text = match.group(2).strip()
+    if not text:
+        raise InputError(path, "prompt text is empty")
+    return JudgePrompt(move, str(header["name"]), int(header["version"]), str(header.get("summary", "")),
+                       text, Path(path), sha256_file(path))
+
+
+def load_prompts(prompts_dir: Path) -> dict[Move, list[JudgePrompt]]:
+    prompts: dict[Move, list[JudgePrompt]] = {}
+    for move in MOVES:
+        files = sorted((Path(prompts_dir) / move.value).glob("*.md"))
+        loaded = [read_prompt(p) for p in files]
+        names = [p.name for p in loaded]
+        if len(set(names)) != len(names):
+            raise InputError(prompts_dir / move.value, f"duplicate prompt names {names}")
+        prompts[move] = loaded
+    return prompts
+
+
+def prompt_table(prompts: dict[Move, list[JudgePrompt]]) -> pd.DataFrame:
+    rows = [
+        {"move": p.move.value, "prompt": p.label, "summary": p.summary, "file": _relative(p.path), "sha256": p.sha256[:12]}
+        for move_prompts in prompts.values() for p in move_prompts
+    ]
+    return pd.DataFrame(rows)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
