@@ -63,6 +63,12 @@ def require_columns(frame: Any, columns: "Iterable[str]", source: "str | Path") 
     return frame
 
 
+def read_json_if_exists(path: "str | Path") -> Any:
+    """The JSON document at `path`, or None where no file is (a step not run yet)."""
+    path = Path(path)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 def write_text_atomic(target: "str | Path", text: str) -> Path:
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -40,7 +40,8 @@ import yaml
 
 from .benchmark import Benchmark, load_benchmark
 from .config import REPO_ROOT, Config, load_config
-from .io import write_json_atomic, write_text_atomic
+from .distributed import barrier, is_main_process, world_size
+from .io import read_json_if_exists, write_json_atomic, write_text_atomic
 from .models import model_name
 from .schema import MOVES, Move, Split
 
@@ -316,22 +317,6 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
 # ---------------------------------------------------------------------------------------------
 
 
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _barrier() -> None:
-    """Wait for every rank under torchrun (rank 0 writes, the others read what it wrote)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-
-
-def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 @dataclass
 class RunResult:
     """What one configuration's training produced; serialised as its result.json."""
@@ -399,7 +384,7 @@ def train_configuration(
     checkpoints = run_dir / "checkpoints"
     # With one epoch the last weights are the best ones: no checkpoint to write and restore.
     restore_best = hp.epochs > 1
-    schedule = training_schedule(len(pairs), hp, world_size=_world_size(), min_steps_per_epoch=params.min_steps_per_epoch)
+    schedule = training_schedule(len(pairs), hp, world_size=world_size(), min_steps_per_epoch=params.min_steps_per_epoch)
     # A tiny move's epoch passes over its pairs `repeats` times (training_schedule says why); the
     # no-duplicates sampler keeps each batch free of repeated texts.
     epoch_pairs = pd.concat([pairs] * schedule.repeats, ignore_index=True)
@@ -466,8 +451,8 @@ def train_configuration(
         loss_history=losses,
         train_seconds=round(train_seconds, 3),
         eval_seconds=round(evaluator.seconds, 3),
-        pairs_per_second=round(len(epoch_pairs) * hp.epochs * _world_size() / train_seconds, 3),
-        world_size=_world_size(),
+        pairs_per_second=round(len(epoch_pairs) * hp.epochs * world_size() / train_seconds, 3),
+        world_size=world_size(),
         device=str(model.device),
         model_dir=str(model_dir),
         schedule=dataclasses.asdict(schedule),
@@ -529,12 +514,6 @@ class MoveResult:
         return beats_baseline(self.selected, self.baseline)
 
 
-def _read_json(path: Path) -> dict | None:
-    if not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries) only where notebook 07 made it
 
 
@@ -566,18 +545,18 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
     # "per_query": files written before per-query values were kept are recomputed.
     key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix], "per_query": list(PER_QUERY_METRICS)},
                                     sort_keys=True).encode()).hexdigest()[:12]
-    cached = _read_json(path)
+    cached = read_json_if_exists(path)
     if cached and cached.get("key") == key:
         return cached["scores"]
     scores = {}
-    if _is_main_process():
+    if is_main_process():
         # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
         per_query: dict[str, dict] = {}
         scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache, per_query)
         write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix],
                                  "scores": scores, "per_query": per_query})
-    _barrier()
-    return (_read_json(path) or {}).get("scores", scores)
+    barrier()
+    return (read_json_if_exists(path) or {}).get("scores", scores)
 
 
 def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = None, bench: Benchmark | None = None) -> MoveResult:
@@ -600,7 +579,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     for hp in configs:
         key = run_key(fingerprints, params, hp, move, cfg.seed)
         run_dir = runs_dir / f"{hp.name}-{key}"
-        done = _read_json(run_dir / RESULT_FILE)
+        done = read_json_if_exists(run_dir / RESULT_FILE)
         if done is not None:
             # The folder may have moved with the output root: trust the location, not the stored path.
             runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(run_dir / "model")))
@@ -625,11 +604,11 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
 
     final_dir = move_model_dir(cfg, params, move)
     test = _publish_selected(cfg, params, bench, move, selected, runs, baseline, fingerprints, final_dir)
-    if _is_main_process() and not params.keep_unselected_models:
+    if is_main_process() and not params.keep_unselected_models:
         for run in runs:
             if run.run_key != selected.run_key:
                 shutil.rmtree(run.model_dir, ignore_errors=True)
-    _barrier()
+    barrier()
     return MoveResult(move.value, runs, selected, baseline, test, str(final_dir), trained_now)
 
 
@@ -638,19 +617,19 @@ def _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, k
                                        batch_size=params.eval_batch_size)
     logger.info("training %s %s on %d pairs", move.value, hp.name, len(pairs))
     result, _ = train_configuration(base_path, pairs, evaluator, hp, run_dir, params, move=move, run_key=key, seed=seed)
-    if _is_main_process():
+    if is_main_process():
         write_json_atomic(run_dir / RESULT_FILE, result.to_json())  # last: marks the run finished
-    _barrier()
+    barrier()
     return result
 
 
 def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, baseline, fingerprints, final_dir: Path) -> dict[str, float]:
     """Copy the selected run to models/<base>__<move>/, score it on test once, write card + results."""
-    existing = _read_json(final_dir / FINAL_RESULTS_FILE)
+    existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE)
     if existing and existing.get("selected_run_key") == selected.run_key and (final_dir / "README.md").exists():
         return existing.get("test", {})  # the test split was already used for this selection
     test: dict[str, float] = {}
-    if _is_main_process():
+    if is_main_process():
         staging = final_dir.with_name(final_dir.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(selected.model_dir, staging)
@@ -658,7 +637,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         tuned_per_query: dict[str, dict] = {Split.VALIDATION.value: selected.validation_per_query}
         final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.embedding_cache, tuned_per_query)
         test = final.get(Split.TEST.value, {})
-        baseline_file = _read_json(move_runs_dir(cfg, params, move) / "baseline.json") or {}
+        baseline_file = read_json_if_exists(move_runs_dir(cfg, params, move) / "baseline.json") or {}
         results = {
             "base_model": params.base_model,
             "move": move.value,
@@ -691,8 +670,8 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         if final_dir.exists():
             shutil.rmtree(final_dir)
         os.replace(staging, final_dir)
-    _barrier()
-    return (_read_json(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
+    barrier()
+    return (read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
 
 
 def beats_baseline(selected: RunResult, baseline: dict[str, dict[str, float]]) -> bool | None:
@@ -709,10 +688,11 @@ def not_beaten_note(results: dict[str, Any]) -> str | None:
     """The sentence a table or card shows when results.json says no configuration beat the baseline."""
     if results.get("beats_baseline_on_validation") is not False:
         return None
-    return NOT_BEATEN.format(tuned=_fmt(results.get("validation")), base=_fmt((results.get("baseline") or {}).get("validation")))
+    return NOT_BEATEN.format(tuned=score_percent(results.get("validation")), base=score_percent((results.get("baseline") or {}).get("validation")))
 
 
-def _fmt(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
+def score_percent(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
+    """A score of a results dict in percent ('23.3'), or 'n/a'."""
     return "n/a" if not scores or key not in scores else f"{100 * scores[key]:.1f}"
 
 
@@ -757,8 +737,8 @@ def model_card(results: dict[str, Any]) -> str:
         "",
         "| | validation | test |",
         "|---|---|---|",
-        f"| base model | {_fmt(results['baseline'].get('validation'))} | {_fmt(results['baseline'].get('test'))} |",
-        f"| this model | {_fmt(results['validation'])} | {_fmt(results['test'])} |",
+        f"| base model | {score_percent(results['baseline'].get('validation'))} | {score_percent(results['baseline'].get('test'))} |",
+        f"| this model | {score_percent(results['validation'])} | {score_percent(results['test'])} |",
         "",
         "The test split was scored once, for the selected configuration only.",
     ]
@@ -789,8 +769,8 @@ def summary(results: list[MoveResult]) -> pd.DataFrame:
     return pd.DataFrame([
         {"move": r.move, "selected config": r.selected.config["id"], "best epoch": r.selected.best_epoch,
          "train pairs": r.selected.train_pairs, "pairs/s": r.selected.pairs_per_second,
-         "val MRR@10 baseline": _fmt(r.baseline.get("validation")), "val MRR@10 tuned": _fmt(r.selected.validation),
-         "test MRR@10 baseline": _fmt(r.baseline.get("test")), "test MRR@10 tuned": _fmt(r.test),
+         "val MRR@10 baseline": score_percent(r.baseline.get("validation")), "val MRR@10 tuned": score_percent(r.selected.validation),
+         "test MRR@10 baseline": score_percent(r.baseline.get("test")), "test MRR@10 tuned": score_percent(r.test),
          "beats baseline on validation": {True: "yes", False: "no", None: "n/a"}[r.beats_baseline],
          "optimizer steps": r.selected.optimizer_steps,
          "trained in this call": r.trained_now, "model": r.model_dir}
@@ -828,11 +808,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = load_config(args.params, dict(args.overrides))
     results = finetune(cfg, args.move)
-    if _is_main_process():
+    if is_main_process():
         for result in results:
             print(f"{result.move}: selected config {result.selected.config['id']} "
-                  f"validation MRR@10 {_fmt(result.selected.validation)} test MRR@10 {_fmt(result.test)} "
-                  f"(baseline {_fmt(result.baseline.get('validation'))} / {_fmt(result.baseline.get('test'))}) "
+                  f"validation MRR@10 {score_percent(result.selected.validation)} test MRR@10 {score_percent(result.test)} "
+                  f"(baseline {score_percent(result.baseline.get('validation'))} / {score_percent(result.baseline.get('test'))}) "
                   f"-> {result.model_dir}")
         if not args.no_tables:
             from .stages.finetune import write_table6, write_tuned_vs_baseline  # the notebook's tables

@@ -29,7 +29,8 @@ import pandas as pd
 
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import write_json_atomic, write_text_atomic
+from .distributed import barrier, is_main_process, world_size
+from .io import read_json_if_exists, write_json_atomic, write_text_atomic
 from .schema import Move, Split
 from .train import (
     EVAL_KS,
@@ -37,14 +38,10 @@ from .train import (
     PRIMARY,
     EvalSet,
     TrainParams,
-    _barrier,
-    _fmt,
-    _is_main_process,
-    _read_json,
-    _world_size,
     base_name,
     load_train_params,
     per_query_values,
+    score_percent,
     training_pairs,
 )
 
@@ -89,7 +86,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     key = hashlib.sha256(json.dumps({**fingerprints, **settings, "move": move.value, "seed": cfg.seed},
                                     sort_keys=True).encode()).hexdigest()[:12]
     out_dir = colbert_model_dir(cfg, params, move)
-    done = _read_json(out_dir / FINAL_RESULTS_FILE)
+    done = read_json_if_exists(out_dir / FINAL_RESULTS_FILE)
     if done and done.get("key") == key and (done.get("test_evaluated") or not params.colbert_evaluate_test):
         return ColbertResult(move.value, str(out_dir), done["train_pairs"], done["loss_history"],
                              done["pairs_per_second"], done.get("test") or {}, False)
@@ -103,7 +100,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
         loss_history, pairs_per_second = _train(base_path, pairs, params, staging, cfg.seed)
     test: dict[str, float] = {}
     per_query: dict[str, dict] = {}
-    if _is_main_process():
+    if is_main_process():
         if params.colbert_evaluate_test and bench.has(move, Split.TEST):
             test = evaluate_colbert(staging, EvalSet.load(bench, move, Split.TEST), params, per_query)
         results = {
@@ -127,7 +124,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
         if staging != out_dir:
             shutil.rmtree(out_dir, ignore_errors=True)
             staging.rename(out_dir)
-    _barrier()
+    barrier()
     return ColbertResult(move.value, str(out_dir), len(pairs), loss_history, pairs_per_second, test, True)
 
 
@@ -144,7 +141,7 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
     model = load_colbert(base_path, params.colbert_query_length, params.colbert_document_length, params.device,
                          embedding_size=params.colbert_embedding_size)
     # In-batch negatives; across devices only under DDP (PyLate warns when asked to gather alone).
-    loss = losses.Contrastive(model=model, gather_across_devices=_world_size() > 1)
+    loss = losses.Contrastive(model=model, gather_across_devices=world_size() > 1)
     checkpoints = out_dir.parent / f".{out_dir.name}.checkpoints"
     args = SentenceTransformerTrainingArguments(
         output_dir=str(checkpoints),
@@ -173,8 +170,8 @@ def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: P
         shutil.rmtree(out_dir, ignore_errors=True)
         model.save(str(out_dir))
         shutil.rmtree(checkpoints, ignore_errors=True)
-    _barrier()
-    rate = len(pairs) * params.colbert_epochs * _world_size() / max(seconds, 1e-9)
+    barrier()
+    rate = len(pairs) * params.colbert_epochs * world_size() / max(seconds, 1e-9)
     return losses_seen, round(rate, 3)
 
 
@@ -217,7 +214,7 @@ def colbert_card(results: dict[str, Any]) -> str:
         f"training query length {s['colbert_query_length']}, document length {s['colbert_document_length']}, seed {results['seed']}",
         f"- evaluated with `ColBERTRetriever(path, query_length={s['colbert_query_length']}, document_length=300)`",
         "- one configuration, no validation-based selection (a CPU budget)",
-        f"- test MRR@10 (%): {_fmt(results['test'])}",
+        f"- test MRR@10 (%): {score_percent(results['test'])}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -263,7 +260,7 @@ def collect_colbert_rows(cfg: Config, params: TrainParams | None = None) -> pd.D
     params = params or load_train_params(cfg)
     rows = []
     for move in colbert_moves(params, "all"):
-        done = _read_json(colbert_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
+        done = read_json_if_exists(colbert_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
         if not done:
             continue
         test = done.get("test") or {}

@@ -38,7 +38,7 @@ import pandas as pd
 
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import write_json_atomic, write_parquet_atomic, write_text_atomic
+from .io import read_json_if_exists, write_json_atomic, write_parquet_atomic, write_text_atomic
 from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, instructed_query_prefix
 from .schema import MOVES, Move, Split
 from .train import (
@@ -331,10 +331,6 @@ def _pairs_by_move(bench: Benchmark, params: UnifiedParams) -> dict[Move, pd.Dat
             for m in params.selected_moves()}
 
 
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
 def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedResult:
     """Train every configuration not yet done, select by validation macro MRR@10, publish, score test once."""
     import functools
@@ -371,7 +367,7 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     trained_now: list[int] = []
     for hp in load_hyperparams(params.configs_file, None, params.configs):
         key = unified_run_key(fingerprints, params, hp, cfg.seed)
-        done = _read_json(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
+        done = read_json_if_exists(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
         if done is not None:
             # The folder may have moved with the output root: trust the location, not the stored path.
             runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(runs_dir / f"{hp.name}-{key}" / "model")))
@@ -380,7 +376,7 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
             trained_now.append(hp.id)
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
     final_dir = unified_model_dir(cfg, params)
-    published = (_read_json(final_dir / RESULTS_FILE) or {}).get("selected_run_key") == selected.run_key
+    published = (read_json_if_exists(final_dir / RESULTS_FILE) or {}).get("selected_run_key") == selected.run_key
     if not published and not Path(selected.model_dir).exists():
         # Its weights were removed when it lost an earlier selection over other configurations: retrain it.
         fresh = train_one(HyperParams(**selected.config), selected.run_key)
@@ -408,7 +404,7 @@ def query_format(params: UnifiedParams) -> dict[str, Any]:
 
 def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, runs, balance, fingerprints,
              final_dir: Path) -> dict[str, Any]:
-    existing = _read_json(final_dir / RESULTS_FILE)
+    existing = read_json_if_exists(final_dir / RESULTS_FILE)
     if (existing and existing.get("selected_run_key") == selected.run_key
             and sensitivity_path(cfg, params, selected.run_key).exists()):
         return existing  # the test split was already used for this selection

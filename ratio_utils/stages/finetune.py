@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import stats, train, train_colbert
 from ..config import REPO_ROOT, Config, load_config
-from ..io import atomic_path
+from ..io import atomic_path, read_json_if_exists
 from ..report import write_table
 from ..schema import Move
 from ..train import (
@@ -27,7 +27,6 @@ from ..train import (
     RUNS_DIRNAME,
     RunResult,
     TrainParams,
-    _read_json,
     base_name,
     load_hyperparams,
     load_train_params,
@@ -87,7 +86,7 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     root = cfg.paths.models / RUNS_DIRNAME
     for result_path in sorted(root.glob(f"{base_name(params.base_model)}__*/*/{RESULT_FILE}")):
         run = RunResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
-        final = _read_json(move_model_dir(cfg, params, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
+        final = read_json_if_exists(move_model_dir(cfg, params, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
         considered = {tried["run_key"] for tried in final.get("configs_tried", [])}
         if considered and run.run_key not in considered:
             continue
@@ -191,7 +190,7 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
     params = params or load_train_params(cfg)
     rows = []
     for move in params.selected_moves("all"):
-        final = _read_json(move_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
+        final = read_json_if_exists(move_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
         if not final:
             continue
         per_query = final.get("per_query") or {}
