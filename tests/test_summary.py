@@ -60,6 +60,18 @@ def test_headline_puts_this_run_beside_the_paper(tmp_path):
     assert list(headline["move"].drop_duplicates()) == ["address", "broaden", "specify"]
 
 
+def test_headline_counts_the_queries_of_the_tables_own_query_set(tmp_path):
+    """Table 1 on silver: the headline names the silver query count the table carries, not the test split's."""
+    path = tmp_path / "table1.csv"
+    frame = _with_separate_intervals(("_low", "_high"))
+    frame["Address queries"] = [41, 41]
+    frame.to_csv(path, index=False)
+    queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
+    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries)
+    ours = headline[(headline.source == "this run") & (headline.move == "address")]
+    assert set(ours["queries"]) == {41}
+
+
 def _provenance(tables, name: str, notes: list[str]) -> None:
     (tables / f"{name}.provenance.json").write_text(json.dumps({"notes": notes, "caption": name}), encoding="utf-8")
 

@@ -124,8 +124,9 @@ def read_results_table(path: Path) -> pd.DataFrame:
                 low, high = float(cell.group(2)), float(cell.group(3))
             move, metric = column.split(" ", 1)
             rows.append({"system": record.get("System"), "prefix": record.get("Prefix", "-"), "setup": record.get("Setup"),
-                         "move": move.lower(), "metric": metric.replace("MRR@", "M@"), "value": value, "low": low, "high": high})
-    return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high"])
+                         "move": move.lower(), "metric": metric.replace("MRR@", "M@"), "value": value, "low": low, "high": high,
+                         "queries": _number(record.get(f"{move} queries"))})
+    return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"])
 
 
 def _cell(value: float | None, low: float | None, high: float | None) -> str:
@@ -145,7 +146,9 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
         row = {"source": "this run", "system": system if prefix in ("-", None) or pd.isna(prefix) else f"{system} ({prefix})",
                "setup": setup, "move": move}
         if queries is not None:
-            row["queries"] = _queries_for(queries, move)
+            # the table's own count (its query set: silver where present) before the test split's
+            counted = part["queries"].dropna() if "queries" in part else pd.Series(dtype=float)
+            row["queries"] = int(counted.iloc[0]) if not counted.empty else _queries_for(queries, move)
         for metric in metrics:
             r = by_metric.loc[metric] if metric in by_metric.index else None
             row[metric] = "" if r is None else _cell(r["value"], r["low"], r["high"])
@@ -168,7 +171,7 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
 
 
 def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
-    """Test queries of a move (the query set of this run's Table 1 when silver is absent)."""
+    """Test queries of a move: the count for a table that does not carry its own."""
     part = queries[(queries["move"] == move) & (queries["split"] == Split.TEST.value)]
     return None if part.empty else int(part["queries"].iloc[0])
 
