@@ -274,3 +274,13 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
     assert "indicative only" in markdown and "broaden/test 3" in markdown
     numbers = pd.read_csv(cfg.paths.tables / "finetune_tuned_vs_baseline.csv")
     assert {"tuned_low", "tuned_high", "difference_low", "p_value", "indicative"} <= set(numbers.columns)
+
+
+def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
+    """Notebook 13 keeps its runs beside the per-move ones (models/_runs/<base>__unified/); Table 6 lists moves only,
+    so rerunning 09 after 13 must not read them as a move's runs."""
+    params = train.load_train_params(cfg)
+    unified_run = cfg.paths.tuned_runs_dir(params.base_model, "unified") / "config-1-abc" / train.RESULT_FILE
+    unified_run.parent.mkdir(parents=True)
+    unified_run.write_text('{"move": "all"}', encoding="utf-8")
+    assert finetune_stage.collect_runs(cfg, params).empty

@@ -18,7 +18,7 @@ from .. import stats, train, train_colbert
 from ..config import REPO_ROOT, Config, load_config
 from ..io import atomic_path, read_json_if_exists
 from ..report import write_table
-from ..schema import Move
+from ..schema import MOVES, Move
 from ..train import (
     FINAL_RESULTS_FILE,
     NOT_BEATEN,
@@ -83,8 +83,10 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     """
     params = params or load_train_params(cfg)
     rows = []
-    root = cfg.paths.models / RUNS_DIRNAME
-    for result_path in sorted(root.glob(f"{base_name(params.base_model)}__*/*/{RESULT_FILE}")):
+    # Per move, so the unified retriever's runs (notebook 13, models/_runs/<base>__unified/) stay out.
+    result_paths = [path for move in MOVES
+                    for path in sorted(cfg.paths.tuned_runs_dir(params.base_model, move).glob(f"*/{RESULT_FILE}"))]
+    for result_path in result_paths:
         run = RunResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
         final = read_json_if_exists(move_model_dir(cfg, params, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
         considered = {tried["run_key"] for tried in final.get("configs_tried", [])}
