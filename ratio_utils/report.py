@@ -21,18 +21,18 @@ from .io import atomic_path, sha256_tree, write_json_atomic, write_text_atomic
 
 
 # Committed outputs: a change there is a run's result, not a change of the code that produced it.
-OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed")
+OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports", ":!data/human_eval")
 
 
-def git_commit() -> str | None:
+def git_commit(repo: Path = REPO_ROOT) -> str | None:
     """HEAD, with `-dirty` when tracked code (not the committed outputs) differs from it."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
         )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *OUTPUT_PATHSPECS],
-            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+            cwd=repo, capture_output=True, text=True, check=True,
         ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

@@ -33,3 +33,27 @@ def test_save_figure_writes_png_and_pdf(cfg):
     ax.plot([0, 1], [1, 0])
     written = save_figure(fig, "demo", cfg)
     assert written["png"].read_bytes()[:4] == b"\x89PNG" and written["pdf"].read_bytes()[:4] == b"%PDF"
+
+
+def test_commit_is_dirty_only_when_code_changed(tmp_path):
+    """Refreshing committed outputs (tables, figures, executed notebooks, the summary) is not a code change."""
+    import subprocess
+
+    from ratio_utils.report import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "ratio_utils/m.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("v1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1")
+    head = git_commit(tmp_path)
+    assert head and not head.endswith("-dirty")
+    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb"):
+        (tmp_path / name).write_text("v2\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "ratio_utils/m.py").write_text("v2\n")
+    assert git_commit(tmp_path) == head + "-dirty"
