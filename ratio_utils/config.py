@@ -221,6 +221,16 @@ class Paths:
         return self.cache / "embeddings"
 
     @property
+    def bootstrap_cache(self) -> Path:
+        """Bootstrap intervals already computed, keyed by their per-query values (stages 08-11)."""
+        return self.cache / "bootstrap_cells.json"
+
+    @property
+    def s2orc_selected_papers(self) -> Path:
+        """Metadata of the S2ORC papers the corpus rule selects, streamed to parquet (stage 00)."""
+        return self.interim / "s2orc_papers_selected.parquet"
+
+    @property
     def retrieval_results(self) -> Path:
         """Every score of notebook 08 in long form."""
         return self.retrieval_runs / "results.parquet"

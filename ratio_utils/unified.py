@@ -412,7 +412,7 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(selected.model_dir, staging)
     write_json_atomic(staging / FORMAT_FILE, query_format(params))
-    cache = cfg.paths.cache / "embeddings"
+    cache = cfg.paths.embedding_cache
     final_scores: dict[str, Any] = {}
     for split in (Split.TEST, Split.SILVER):
         evalsets = {m: EvalSet.load(bench, m, split) for m in params.selected_moves()

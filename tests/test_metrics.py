@@ -33,7 +33,7 @@ def _random_case(seed: int, ties: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     return run, pd.DataFrame(qrel_rows, columns=["qid", "docid"])
 
 
-def _ranx_scores(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, float]:
+def _ranx_inputs(run: pd.DataFrame, qrels: pd.DataFrame) -> tuple[Qrels, Run]:
     # ranx orders ties its own way; give it strictly decreasing scores from our canonical order
     # so that both implementations rank the very same lists.
     ordered = order_run(run)
@@ -43,8 +43,12 @@ def _ranx_scores(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, float]:
     qrels_dict: dict[str, dict[str, int]] = {}
     for qid, docid in qrels.itertuples(index=False):
         qrels_dict.setdefault(qid, {})[docid] = 1
+    return Qrels(qrels_dict), Run(run_dict)
+
+
+def _ranx_scores(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, float]:
     metrics = [f"{m}@{k}" for k in DEFAULT_KS for m in ("recall", "mrr", "hit_rate")]
-    values = evaluate(Qrels(qrels_dict), Run(run_dict), metrics, make_comparable=True)
+    values = evaluate(*_ranx_inputs(run, qrels), metrics, make_comparable=True)
     names = {"recall": "R", "mrr": "MRR", "hit_rate": "HR"}
     return {f"{names[m.split('@')[0]]}@{m.split('@')[1]}": float(v) for m, v in values.items()}
 
@@ -115,14 +119,7 @@ def test_per_query_metrics_match_ranx_per_query(ties):
     run, qrels = _random_case(3, ties)
     ours = per_query_metrics(run, qrels, ["R@10", "MRR@10", "HR@5", "MRR@100"])
     assert list(ours.index) == sorted(qrels["qid"].unique())
-    ordered = order_run(run)
-    run_dict: dict[str, dict[str, float]] = {}
-    for qid, docid, rank in ordered[["qid", "docid", "rank"]].itertuples(index=False):
-        run_dict.setdefault(qid, {})[docid] = 1.0 / rank
-    qrels_dict: dict[str, dict[str, int]] = {}
-    for qid, docid in qrels.itertuples(index=False):
-        qrels_dict.setdefault(qid, {})[docid] = 1
-    ranx_qrels, ranx_run = Qrels(qrels_dict), Run(run_dict)
+    ranx_qrels, ranx_run = _ranx_inputs(run, qrels)
     for ours_name, ranx_name in (("R@10", "recall@10"), ("MRR@10", "mrr@10"), ("HR@5", "hit_rate@5"), ("MRR@100", "mrr@100")):
         evaluate(ranx_qrels, ranx_run, ranx_name, make_comparable=True)
         theirs = ranx_run.scores[ranx_name]

@@ -175,7 +175,7 @@ class S2orcReader:
     def from_params(cls, params: S2orcParams, cfg: Config) -> "S2orcReader":
         return cls(default_download_dir(params, cfg), params.fields_of_study, params.min_year, params.shard_limit, params.release,
                    selection=params.selection, min_date=params.min_date, abstract_spans=params.abstract_spans,
-                   text_dataset=params.text_dataset, metadata_path=cfg.paths.interim / "s2orc_papers_selected.parquet")
+                   text_dataset=params.text_dataset, metadata_path=cfg.paths.s2orc_selected_papers)
 
     def _shards(self, dataset: str) -> list[Path]:
         shards = sorted(p for p in (self.shard_dir / dataset).iterdir() if p.is_file() and not p.name.endswith(".part"))

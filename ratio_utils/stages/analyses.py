@@ -207,7 +207,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
-    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
     words = analysis.WordSets()
     rows, comparisons, notes = [], [], []
     doc_text = dict(zip(*bench.pool(Split.TEST)[["docid", "text"]].to_dict("list").values()))
@@ -338,7 +338,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
-    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
     metrics = [metric_key(c) for c in FULL_COLUMNS]
     rows, notes = [], []
     for move in (m.value for m in MOVES):
@@ -400,7 +400,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
-    cache = IntervalCache(cfg.paths.cache / "bootstrap_cells.json" if write else None, cfg.seed, params.n_resamples)
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
     rows, scores, untuned, notes = [], {}, {}, []
     for queried in (m.value for m in MOVES):
         split = query_split(bench, queried)
