@@ -21,7 +21,7 @@ from .io import atomic_path, sha256_tree, write_json_atomic, write_text_atomic
 
 
 # Committed outputs: a change there is a run's result, not a change of the code that produced it.
-OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports", ":!data/human_eval")
+OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports")
 
 
 def git_commit(repo: Path = REPO_ROOT) -> str | None:
