@@ -407,7 +407,9 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
     lines += ["", "## Provenance", ""]
     lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
     lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
-              "Wall time per notebook (pipeline timings; the summary notebook itself is not yet timed):", "",
+              ("Wall time per notebook of this run (pipeline timings; models, embeddings and intervals already computed "
+               "from the same inputs are reused, so a rerun takes far less than a first run; the summary notebook "
+               "itself is not yet timed):"), "",
               _markdown(summary.timings), ""]
     if not summary.timings.empty:
         lines += [f"Total: {summary.timings['seconds'].sum():.0f} s over {len(summary.timings)} notebook runs.", ""]
