@@ -10,10 +10,9 @@ Checked once, at load: every section of a params file must be registered in `PAR
 `train:` fails in `load_config` (notebook 00), naming the file and the key. A new stage registers
 its section with one line in `PARAMS_SECTIONS`.
 
-Paths in a params file have one base: the repository root (`output_root`, `shared_dir`, and the
-repo files a stage reads such as `train.configs_file`), except the keys documented as relative to
-the output root (`llm.cache_dir`, `judge.labels_dir`, `judge.out_dir`: what a run writes) or to the
-shared folder (`lexicon.released_csv`, and `shared:`-prefixed corpus folders).
+Paths in a params file follow one rule (`Paths.from_params`): relative to the repository root, except
+`shared:<path>` (under the shared folder, e.g. `lexicon.released_csv`) and `output:<path>` (under the
+output root, e.g. `llm.cache_dir`, what a run writes); an absolute path stays as it is.
 
 Output root: `params/default.yaml` says `output_root: .` (the top-level data/, tables/, figures/);
 every other params file writes under `outputs/<name>/` unless it sets `output_root` itself.
@@ -36,6 +35,9 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
 OUTPUTS_DIR = REPO_ROOT / "outputs"  # output roots of every params file but default.yaml
+
+# Prefixes of params paths (Paths.from_params): under the shared folder, under the output root.
+SHARED_PREFIX, OUTPUT_PREFIX = "shared:", "output:"
 
 # Params section -> the dataclass that reads it. Registering a new stage's section is one line here.
 PARAMS_SECTIONS: dict[str, str] = {
@@ -259,6 +261,17 @@ class Paths:
         """Executed notebooks without machine paths; for params/default.yaml (root: the repository) the
         notebooks/executed/ kept in git, for any other params file under its own output root."""
         return self.root / "notebooks" / "executed"
+
+    def from_params(self, value: "str | os.PathLike") -> Path:
+        """A path written in a params file, by one rule: relative to the repository root, except
+        `shared:<path>` (under the shared folder) and `output:<path>` (under the output root);
+        an absolute path stays as it is."""
+        text = os.fspath(value)
+        for prefix, base in ((SHARED_PREFIX, self.shared), (OUTPUT_PREFIX, self.root)):
+            if text.startswith(prefix):
+                return base / text[len(prefix):]
+        path = Path(text).expanduser()
+        return path if path.is_absolute() else REPO_ROOT / path
 
     def relative(self, path: "str | os.PathLike") -> str:
         """A path as committed outputs record it: relative to the output root, else to the repository,

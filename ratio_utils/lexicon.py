@@ -86,7 +86,7 @@ PAPER_MARKERS_IN_DATA = 809
 class LexiconParams:
     """Parameters of notebooks 01–04 (params section `lexicon`), with the paper's defaults."""
 
-    released_csv: str = "lexicon/all_query_terms5.csv"  # relative to the shared folder
+    released_csv: str = "shared:lexicon/all_query_terms5.csv"  # a params path (Paths.from_params)
     top_spans: int = 400  # spans reviewed in manual curation
     max_span_words: int = 7  # a span before the first comma counts if it has at most this many words
     pairs_per_span: int = 15  # sentence pairs each reviewer reads per span
@@ -137,7 +137,7 @@ class PinnedFile:
 def released_lexicon_path(cfg: Config, params: LexiconParams | None = None, pinned: PinnedFile | None = None) -> Path:
     """The released CSV: from the shared folder when present, else downloaded (once) and checked."""
     params = params or lexicon_params(cfg)
-    shared_copy = cfg.paths.shared / params.released_csv
+    shared_copy = cfg.paths.from_params(params.released_csv)
     if shared_copy.exists():
         return shared_copy
     from .download import Checksums, download_file

@@ -123,3 +123,21 @@ def test_model_folder_model_name_and_column_checks_are_spelled_in_one_place():
         if path.name != "models.py":
             assert not normalise.search(text), f"{path}: normalise model names with ratio_utils.models.model_name"
         assert not column_check.search(text), f"{path}: check columns with ratio_utils.io.require_columns"
+
+
+def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
+    """Repo-relative by default; `shared:` and `output:` name the two other roots; absolute stays."""
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
+    paths = load_config().paths
+    assert paths.from_params("params/finetune/smoke.yaml") == REPO_ROOT / "params/finetune/smoke.yaml"
+    assert paths.from_params("shared:lexicon/x.csv") == paths.shared / "lexicon/x.csv"
+    assert paths.from_params("output:cache/llm") == tmp_path / "out" / "cache/llm"
+    assert paths.from_params(tmp_path / "abs") == tmp_path / "abs"
+    # the shipped defaults resolve where the stages expect them
+    from ratio_utils.judge import JudgeParams
+    from ratio_utils.lexicon import LexiconParams
+    from ratio_utils.llm import LLMSettings
+
+    assert paths.from_params(LLMSettings().cache_dir) == paths.cache / "llm"
+    assert paths.from_params(JudgeParams().labels_dir) == paths.interim / "judge" / "labels"
+    assert paths.from_params(LexiconParams().released_csv) == paths.shared / "lexicon" / "all_query_terms5.csv"

@@ -59,13 +59,13 @@ from .build import (
     year_histogram,
 )
 from .jsonl import JsonlReader
-from .registry import READERS, make_readers, resolve_path
+from .registry import READERS, make_readers
 
 __all__ = [
     "ACLSUM_WHEEL", "ACLSUM_WHEEL_SHA256", "C1_AS_CP1252", "PINNED_MANIFEST", "READERS", "SCISUMM_COMMIT",
     "AclScisummReader", "AclsumReader", "CorpusBuild", "CorpusParams", "CorpusReader", "IngestLog", "JsonlReader",
     "Paper", "S2orcParams", "acl_year_venue", "back_matter_kind", "build_corpus", "cleaning_table",
     "corpus_statistics", "decode_bytes", "extract_aclsum_wheel", "fetch_acl_scisumm", "fetch_aclsum",
-    "make_readers", "papers_frame", "read_manifest", "read_papers", "resolve_path", "sample_papers",
+    "make_readers", "papers_frame", "read_manifest", "read_papers", "sample_papers",
     "sentences_frame", "split_unsplit", "verify_against_manifest", "write_corpus_outputs", "year_histogram",
 ]  # fmt: skip

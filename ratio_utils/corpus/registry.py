@@ -8,26 +8,17 @@ inside their factory, so importing the registry loads no reader and no reader im
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from .base import CorpusParams, CorpusReader
 
 ReaderFactory = Callable[[Config, CorpusParams], CorpusReader]
 
 
-def resolve_path(value: str, cfg: Config) -> Path:
-    """A params path: `shared:<rel>` under the shared folder, else absolute or relative to the repo root."""
-    if value.startswith("shared:"):
-        return cfg.paths.shared / value[len("shared:"):]
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else (REPO_ROOT / path).resolve()
-
-
 def _acl_scisumm(cfg: Config, params: CorpusParams) -> CorpusReader:
     from .acl_scisumm import PINNED_MANIFEST, AclScisummReader, fetch_acl_scisumm
 
-    root = resolve_path(params.acl_scisumm_dir, cfg) if params.acl_scisumm_dir else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw"
+    root = cfg.paths.from_params(params.acl_scisumm_dir) if params.acl_scisumm_dir else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw"
     if not (root / "xml").is_dir():
         root = fetch_acl_scisumm(cfg.paths.downloads / "acl_scisumm", base_url=params.download_base_url)
     return AclScisummReader(root, manifest=root / "MANIFEST.tsv" if (root / "MANIFEST.tsv").exists() else PINNED_MANIFEST)
@@ -36,7 +27,7 @@ def _acl_scisumm(cfg: Config, params: CorpusParams) -> CorpusReader:
 def _aclsum(cfg: Config, params: CorpusParams) -> CorpusReader:
     from .aclsum import AclsumReader, fetch_aclsum
 
-    root = resolve_path(params.aclsum_dir, cfg) if params.aclsum_dir else cfg.paths.shared / "corpora" / "aclsum" / "raw"
+    root = cfg.paths.from_params(params.aclsum_dir) if params.aclsum_dir else cfg.paths.shared / "corpora" / "aclsum" / "raw"
     if not (root / "paper_jsons").is_dir():
         root = fetch_aclsum(cfg.paths.downloads / "aclsum")
     return AclsumReader(root)
@@ -59,7 +50,7 @@ def make_readers(cfg: Config, params: CorpusParams) -> list[CorpusReader]:
         if source in READERS:
             readers.append(READERS[source](cfg, params))
         elif source in params.jsonl:
-            readers.append(JsonlReader(resolve_path(params.jsonl[source], cfg), source))
+            readers.append(JsonlReader(cfg.paths.from_params(params.jsonl[source]), source))
         else:
             raise ValueError(f"unknown corpus source {source!r}: use {', '.join(READERS)} or a name listed under corpus.jsonl")
     return readers

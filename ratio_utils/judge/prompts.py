@@ -34,8 +34,8 @@ class JudgeParams:
     retained: dict[str, list[str]] | None = field(default_factory=dict)  # move -> prompt names; empty/None = by calibration F1
     calibration_annotator: str | None = None  # needed only if several annotators labelled calibration pairs
     guideline_prompt: str = "minimal"  # the prompt shown to annotators on the sheets
-    labels_dir: str = "data/interim/judge/labels"  # relative to the output root
-    out_dir: str = "data/interim/judge"  # relative to the output root
+    labels_dir: str = "output:data/interim/judge/labels"  # params paths (Paths.from_params)
+    out_dir: str = "output:data/interim/judge"
     model: str | None = None  # None: llm.model
     reasoning_effort: str | None = "medium"
     verbosity: str | None = "low"

@@ -8,7 +8,6 @@ judgements and the tables listed in the package docstring (`ratio_utils.judge`).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -69,9 +68,9 @@ class SilverFilter:
         self.cfg = cfg
         self.params = params
         self.client = client
-        self.prompts_dir = _resolve(params.prompts_dir, REPO_ROOT)
-        self.labels_dir = _resolve(params.labels_dir, cfg.paths.root)
-        self.out_dir = _resolve(params.out_dir, cfg.paths.root)
+        self.prompts_dir = cfg.paths.from_params(params.prompts_dir)
+        self.labels_dir = cfg.paths.from_params(params.labels_dir)
+        self.out_dir = cfg.paths.from_params(params.out_dir)
         self.benchmark_dir = cfg.paths.benchmark
         self.prompts = load_prompts(self.prompts_dir)
         self.online, self.why = client.available()
@@ -398,8 +397,3 @@ def _with_release_columns(frame: pd.DataFrame) -> pd.DataFrame:
         if column not in frame.columns:
             frame[column] = pd.NA
     return frame
-
-
-def _resolve(value: str, base: Path) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path

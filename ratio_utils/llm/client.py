@@ -64,12 +64,7 @@ class LLMClient(BatchMixin):
         """The client of a run: the `llm` params section, the key from the environment, the cache
         under the output root, and `<shared>/llm_cache/` as a replay source when it exists."""
         settings = cfg.section("llm", LLMSettings)
-        root = cfg.paths.root
-
-        def resolve(value: str) -> Path:
-            path = Path(os.path.expanduser(value))
-            return path if path.is_absolute() else root / path
-
+        resolve = cfg.paths.from_params
         replay_dirs = [resolve(p) for p in settings.replay_dirs]
         shared_cache = cfg.paths.llm_cache
         if shared_cache.is_dir():

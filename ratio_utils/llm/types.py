@@ -27,7 +27,7 @@ class LLMSettings:
     api_key_env: str = "OPENAI_API_KEY"  # the NAME of the environment variable holding the key
     api_key_required: bool = True  # False for local servers (vLLM, llama.cpp) that take no key
     mode: str = "batch"  # sync | batch | replay | dry_run
-    cache_dir: str = "cache/llm"  # relative to the output root
+    cache_dir: str = "output:cache/llm"  # params paths (Paths.from_params), as are the two below
     replay_dirs: list[str] = field(default_factory=list)  # read-only caches/batch files to replay
     replay_batch_files: list[str] = field(default_factory=list)  # batch input/output JSONL files
     max_requests: int | None = 100_000  # request budget per client (fresh requests, resubmits included)

@@ -118,8 +118,7 @@ def assignment_table(cfg: Config) -> pd.DataFrame:
 def labels_dir(cfg: Config, params: HumanEvalParams) -> Path | None:
     if params.labels_dir is None:
         return None
-    path = Path(params.labels_dir)
-    return path if path.is_absolute() else cfg.paths.root / path
+    return cfg.paths.from_params(params.labels_dir)
 
 
 @dataclass
