@@ -47,7 +47,7 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, mo
     (config.paths.human_eval_packets / "labels" / "ann2.jsonl").write_text(json.dumps(
         label_row("ann2", first["item"], "A", 1, first["lists"]["A"][0]["candidate_id"], "useful")) + "\n")
 
-    labelled = load_config(overrides={"human_eval": {**SECTION, "labels_dir": "data/human_eval/packets/labels"}})
+    labelled = load_config(overrides={"human_eval": {**SECTION, "labels_dir": "output:data/human_eval/packets/labels"}})
     result = human_eval_stats.results(labelled)
     table2 = result.table("table2_human_eval").set_index(["move", "setup"])
     key = [json.loads(line) for line in labelled.paths.human_eval_key.read_text().splitlines()]
