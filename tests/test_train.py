@@ -140,14 +140,15 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
 
     calls = []
     train_configuration = train.train_configuration
-    monkeypatch.setattr(train, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
+    # finetune looks train_configuration up in the module that calls it (ratio_utils.train.selection)
+    monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
     (second,) = train.finetune(cfg, "specify")
     assert calls == [] and second.trained_now == []
     assert second.selected.run_key == first.selected.run_key and second.test == first.test
     assert {p: p.stat().st_mtime_ns for p in watched} == mtimes
 
     # New settings mean new runs; Table 6 then lists the runs of the new selection only.
-    monkeypatch.setattr(train, "train_configuration", train_configuration)
+    monkeypatch.setattr(train.selection, "train_configuration", train_configuration)
     cfg = load_config(overrides={"train": {**cfg.sections["train"], "max_train_pairs": 2}})
     (third,) = train.finetune(cfg, "specify")
     assert sorted(third.trained_now) == [1, 2]

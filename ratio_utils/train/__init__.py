@@ -1,0 +1,81 @@
+"""Stage 09 (notebook 09_finetune): one dense retriever fine-tuned per move (paper §5.1, Appendix C).
+
+For each move, the base model is trained on the move's training pairs (query → gold sentence) with
+sentence-transformers' `MultipleNegativesRankingLoss`: the negatives of a query are the gold
+sentences of the other queries in the batch (gathered from every device under DDP). Each of three to
+five hyperparameter configurations (a configs file, Table 6) is evaluated after every epoch by
+MRR@10 on the validation pool, and its best checkpoint is restored; the configuration with the best
+validation MRR@10 is selected and only it is scored on the test split, once.
+
+One module per layer; this package re-exports the names other modules and tests use:
+
+    params.py     TrainParams (the `train:` section), HyperParams, load_hyperparams, training_schedule
+    data.py       training_pairs, EvalSet
+    evaluator.py  PoolRetrievalEvaluator (validation during training), per_query_values
+    run.py        train_configuration: one configuration trained on one move, its RunResult
+    selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
+                  plan / summary / finetune
+    cli.py        the command line; __main__.py makes `python -m ratio_utils.train` run it
+
+Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), the configs file.
+Writes: models/_runs/<base>__<move>/<config>-<key>/result.json   one per configuration tried; its
+                                                                  presence means "done" (resume marker)
+        models/<base>__<move>/                                    the selected retriever, its model card
+                                                                  (README.md) and results.json
+        tables/table6_finetune_configs.*, tables/finetune_tuned_vs_baseline.*
+
+The same code runs on one CPU, one GPU, or several GPUs under torchrun (see docs/training.md):
+
+    torchrun --nproc_per_node 4 -m ratio_utils.train --params params/default.yaml --move address
+"""
+
+from __future__ import annotations
+
+from .params import (
+    EVAL_KS,
+    EVALUATOR_NAME,
+    FINAL_RESULTS_FILE,
+    PRIMARY,
+    RESULT_FILE,
+    RUNS_DIRNAME,
+    HyperParams,
+    Schedule,
+    TrainParams,
+    load_hyperparams,
+    load_train_params,
+    training_schedule,
+)
+from .data import EvalSet, training_pairs
+from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
+from .run import RunResult, train_configuration
+from .selection import (
+    FINAL_SPLITS,
+    NOT_BEATEN,
+    MoveResult,
+    base_name,
+    baseline_scores,
+    beats_baseline,
+    finetune,
+    finetune_move,
+    model_card,
+    move_model_dir,
+    move_runs_dir,
+    not_beaten_note,
+    plan,
+    run_key,
+    score_percent,
+    summary,
+)
+from .cli import main
+
+__all__ = [
+    "EVAL_KS", "EVALUATOR_NAME", "FINAL_RESULTS_FILE", "PRIMARY", "RESULT_FILE", "RUNS_DIRNAME", "HyperParams",
+    "Schedule", "TrainParams", "load_hyperparams", "load_train_params", "training_schedule",
+    "EvalSet", "training_pairs",
+    "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
+    "RunResult", "train_configuration",
+    "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "finetune",
+    "finetune_move", "model_card", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
+    "score_percent", "summary",
+    "main",
+]

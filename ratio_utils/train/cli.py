@@ -1,0 +1,60 @@
+"""Command line of stage 09, also the torchrun entry point (`python -m ratio_utils.train`, see __main__.py).
+
+Reads:  a params file and `--set KEY=VALUE` overrides.
+Writes: what `selection.finetune` writes, then tables/table6_finetune_configs.* and
+        tables/finetune_tuned_vs_baseline.* (unless --no-tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+import yaml
+
+from ..config import load_config
+from ..distributed import is_main_process
+from .selection import finetune, score_percent
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line (also the torchrun entry point)
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_override(text: str) -> tuple[str, Any]:
+    key, _, value = text.partition("=")
+    if not key or not _:
+        raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE, got {text!r}")
+    return key, yaml.safe_load(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fine-tune one dense retriever per move (notebook 09's stage).")
+    parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
+    parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
+    parser.add_argument("--set", dest="overrides", action="append", type=_parse_override, default=[],
+                        metavar="KEY=VALUE", help="override a params value, e.g. train.max_train_pairs=null (repeatable)")
+    parser.add_argument("--no-tables", action="store_true", help="do not write Table 6 and the tuned-vs-baseline table")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = load_config(args.params, dict(args.overrides))
+    results = finetune(cfg, args.move)
+    if is_main_process():
+        for result in results:
+            print(f"{result.move}: selected config {result.selected.config['id']} "
+                  f"validation MRR@10 {score_percent(result.selected.validation)} test MRR@10 {score_percent(result.test)} "
+                  f"(baseline {score_percent(result.baseline.get('validation'))} / {score_percent(result.baseline.get('test'))}) "
+                  f"-> {result.model_dir}")
+        if not args.no_tables:
+            from ..stages.finetune import write_table6, write_tuned_vs_baseline  # the notebook's tables
+
+            write_table6(cfg)
+            write_tuned_vs_baseline(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""Per-move orchestration (stage 09): configurations, selection on validation, the single test evaluation.
+
+`finetune` / `finetune_move` run every configuration of a move (resuming finished ones by run key),
+score the untuned baseline, select the configuration with the best validation MRR@10, evaluate it once
+on test (and silver), and publish it with its model card; `plan` and `summary` are notebook 09's tables.
+
+Reads:  the benchmark, the base model (`ratio_utils.models`), the configs file, finished runs' result.json.
+Writes: models/_runs/<base>__<move>/<config>-<key>/result.json   (through `run.train_configuration`)
+        models/<base>__<move>/   the selected retriever, its model card (README.md) and results.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..benchmark import Benchmark, load_benchmark
+from ..config import Config
+from ..distributed import barrier, is_main_process
+from ..io import read_json_if_exists, write_json_atomic, write_text_atomic
+from ..models import model_name
+from ..schema import Move, Split
+from .params import EVAL_KS, FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, load_hyperparams, load_train_params
+from .data import EvalSet, training_pairs
+from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
+from .run import RunResult, train_configuration
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-move orchestration: configurations, selection, the single test evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def base_name(base_model: str) -> str:
+    """The folder-name form of a base model: the last path component."""
+    return model_name(base_model)
+
+
+def move_model_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
+    return cfg.paths.tuned_model_dir(params.base_model, move)
+
+
+def move_runs_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
+    return cfg.paths.tuned_runs_dir(params.base_model, move)
+
+
+def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, move: Move, seed: int) -> str:
+    """A checksum of every input that changes a run's outcome; a changed input means a new run."""
+    payload = {
+        **fingerprints,
+        "move": move.value,
+        "hp": hp.training_values(),
+        "max_train_pairs": params.max_train_pairs,
+        "max_seq_length": params.max_seq_length,
+        "prefixes": [params.query_prefix, params.doc_prefix],
+        "seed": seed,
+        # The step schedule (capped batch, repeated passes, whole-step warm-up) changed what a configuration
+        # trains; runs made before it ("schedule" absent) are not reused.
+        "schedule": {"min_steps_per_epoch": params.min_steps_per_epoch, "warmup": "floor-steps"},
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class MoveResult:
+    """Everything notebook 09 shows for one move."""
+
+    move: str
+    runs: list[RunResult]
+    selected: RunResult
+    baseline: dict[str, dict[str, float]]  # split -> scores of the base model
+    test: dict[str, float]  # scores of the selected model on the test split
+    model_dir: str
+    trained_now: list[int]  # configuration ids trained in this call (empty on a full resume)
+
+    @property
+    def beats_baseline(self) -> bool | None:
+        return beats_baseline(self.selected, self.baseline)
+
+
+FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries) only where notebook 07 made it
+
+
+def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, params: TrainParams,
+                    cache_dir: Path | None, per_query: dict[str, dict] | None = None) -> dict[str, dict[str, float]]:
+    """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors).
+
+    `per_query`, when given, receives each split's per-query values (per_query_values)."""
+    from ..metrics import evaluate_run
+    from ..retrieval import DenseRetriever
+
+    retriever = DenseRetriever(str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
+                               batch_size=params.eval_batch_size, cache_dir=cache_dir)
+    scores = {}
+    for split in splits:
+        if bench.has(move, split):
+            evalset = EvalSet.load(bench, move, split)
+            run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
+            scores[split.value] = evaluate_run(run, evalset.qrels, EVAL_KS)
+            if per_query is not None:
+                per_query[split.value] = per_query_values(run, evalset.qrels)
+    return scores
+
+
+def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Move, base_path: Path,
+                    fingerprints: dict[str, str]) -> dict[str, dict[str, float]]:
+    """The base model before fine-tuning, scored like the tuned one (same prefixes, pools); cached."""
+    path = move_runs_dir(cfg, params, move) / "baseline.json"
+    # "per_query": files written before per-query values were kept are recomputed.
+    key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix], "per_query": list(PER_QUERY_METRICS)},
+                                    sort_keys=True).encode()).hexdigest()[:12]
+    cached = read_json_if_exists(path)
+    if cached and cached.get("key") == key:
+        return cached["scores"]
+    scores = {}
+    if is_main_process():
+        # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
+        per_query: dict[str, dict] = {}
+        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache, per_query)
+        write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix],
+                                 "scores": scores, "per_query": per_query})
+    barrier()
+    return (read_json_if_exists(path) or {}).get("scores", scores)
+
+
+def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = None, bench: Benchmark | None = None) -> MoveResult:
+    """Train every configuration of one move not yet done, select the best, score it on test once."""
+    from ..models import model_fingerprint, resolve_model_path
+
+    move = Move.parse(move)
+    params = params or load_train_params(cfg)
+    bench = bench or load_benchmark(cfg.paths.benchmark)
+    base_path = resolve_model_path(params.base_model)
+    fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
+    configs = load_hyperparams(params.configs_file, move, params.configs)
+    runs_dir = move_runs_dir(cfg, params, move)
+    baseline = baseline_scores(cfg, params, bench, move, base_path, fingerprints)
+
+    pairs = None
+    validation = None
+    runs: list[RunResult] = []
+    trained_now: list[int] = []
+    for hp in configs:
+        key = run_key(fingerprints, params, hp, move, cfg.seed)
+        run_dir = runs_dir / f"{hp.name}-{key}"
+        done = read_json_if_exists(run_dir / RESULT_FILE)
+        if done is not None:
+            # The folder may have moved with the output root: trust the location, not the stored path.
+            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(run_dir / "model")))
+            continue
+        if pairs is None:
+            pairs = training_pairs(bench, move, params.max_train_pairs, cfg.seed)
+            validation = EvalSet.load(bench, move, Split.VALIDATION)
+        result = _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, key, cfg.seed)
+        runs.append(result)
+        trained_now.append(hp.id)
+
+    selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
+    if not Path(selected.model_dir).exists():
+        # Its weights were removed (it lost an earlier selection over other configurations): retrain it.
+        hp = HyperParams(**selected.config)
+        pairs = pairs if pairs is not None else training_pairs(bench, move, params.max_train_pairs, cfg.seed)
+        validation = validation or EvalSet.load(bench, move, Split.VALIDATION)
+        fresh = _train_and_record(base_path, pairs, validation, hp, Path(selected.model_dir).parent, params, move, selected.run_key, cfg.seed)
+        runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
+        selected = fresh
+        trained_now.append(hp.id)
+
+    final_dir = move_model_dir(cfg, params, move)
+    test = _publish_selected(cfg, params, bench, move, selected, runs, baseline, fingerprints, final_dir)
+    if is_main_process() and not params.keep_unselected_models:
+        for run in runs:
+            if run.run_key != selected.run_key:
+                shutil.rmtree(run.model_dir, ignore_errors=True)
+    barrier()
+    return MoveResult(move.value, runs, selected, baseline, test, str(final_dir), trained_now)
+
+
+def _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, key, seed) -> RunResult:
+    evaluator = PoolRetrievalEvaluator(validation, query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
+                                       batch_size=params.eval_batch_size)
+    logger.info("training %s %s on %d pairs", move.value, hp.name, len(pairs))
+    result, _ = train_configuration(base_path, pairs, evaluator, hp, run_dir, params, move=move, run_key=key, seed=seed)
+    if is_main_process():
+        write_json_atomic(run_dir / RESULT_FILE, result.to_json())  # last: marks the run finished
+    barrier()
+    return result
+
+
+def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, baseline, fingerprints, final_dir: Path) -> dict[str, float]:
+    """Copy the selected run to models/<base>__<move>/, score it on test once, write card + results."""
+    existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE)
+    if existing and existing.get("selected_run_key") == selected.run_key and (final_dir / "README.md").exists():
+        return existing.get("test", {})  # the test split was already used for this selection
+    test: dict[str, float] = {}
+    if is_main_process():
+        staging = final_dir.with_name(final_dir.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(selected.model_dir, staging)
+        # The only use of the test split (and of silver, its judge-filtered subset) for this selection.
+        tuned_per_query: dict[str, dict] = {Split.VALIDATION.value: selected.validation_per_query}
+        final = _evaluate_saved(staging, bench, move, FINAL_SPLITS, params, cfg.paths.embedding_cache, tuned_per_query)
+        test = final.get(Split.TEST.value, {})
+        baseline_file = read_json_if_exists(move_runs_dir(cfg, params, move) / "baseline.json") or {}
+        results = {
+            "base_model": params.base_model,
+            "move": move.value,
+            "benchmark": str(cfg.paths.benchmark),
+            "benchmark_checksum": fingerprints["benchmark"],
+            "base_model_fingerprint": fingerprints["base_model"],
+            "train_pairs": selected.train_pairs,
+            "max_train_pairs": params.max_train_pairs,
+            "max_seq_length": params.max_seq_length,
+            "prefixes": {"query": params.query_prefix, "document": params.doc_prefix},
+            "seed": cfg.seed,
+            "selected_config": selected.config,
+            "selected_run_key": selected.run_key,
+            # False: no configuration beat the untuned model on validation MRR@10; the tables say so
+            # instead of presenting this model as an improvement.
+            "beats_baseline_on_validation": beats_baseline(selected, baseline),
+            "schedule": selected.schedule,
+            "optimizer_steps": selected.optimizer_steps,
+            "best_epoch": selected.best_epoch,
+            "validation": selected.validation,
+            "test": test,
+            "silver": final.get(Split.SILVER.value),
+            "baseline": baseline,
+            "configs_tried": [{"config": r.config, "validation": r.validation, "run_key": r.run_key} for r in runs],
+            # Per-query values (same queries, same order of qids per split) for intervals and paired tests.
+            "per_query": {"tuned": tuned_per_query, "baseline": baseline_file.get("per_query", {})},
+        }
+        write_text_atomic(staging / "README.md", model_card(results))
+        write_json_atomic(staging / FINAL_RESULTS_FILE, results)
+        if final_dir.exists():
+            shutil.rmtree(final_dir)
+        os.replace(staging, final_dir)
+    barrier()
+    return (read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
+
+
+def beats_baseline(selected: RunResult, baseline: dict[str, dict[str, float]]) -> bool | None:
+    """Whether the selected configuration's validation MRR@10 is above the untuned model's (None: no baseline)."""
+    base = (baseline.get(Split.VALIDATION.value) or {}).get(PRIMARY)
+    return None if base is None else bool(selected.score > base)
+
+
+NOT_BEATEN = ("no configuration beat the untuned model on validation MRR@10 ({tuned} vs {base}): the tuned model "
+              "is the best of the configurations tried, not an improvement")
+
+
+def not_beaten_note(results: dict[str, Any]) -> str | None:
+    """The sentence a table or card shows when results.json says no configuration beat the baseline."""
+    if results.get("beats_baseline_on_validation") is not False:
+        return None
+    return NOT_BEATEN.format(tuned=score_percent(results.get("validation")), base=score_percent((results.get("baseline") or {}).get("validation")))
+
+
+def score_percent(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
+    """A score of a results dict in percent ('23.3'), or 'n/a'."""
+    return "n/a" if not scores or key not in scores else f"{100 * scores[key]:.1f}"
+
+
+def model_card(results: dict[str, Any]) -> str:
+    """The README.md of a fine-tuned retriever: what it is, what it saw, how it scored."""
+    hp = results["selected_config"]
+    q, d = results["prefixes"]["query"], results["prefixes"]["document"]
+    lines = [
+        f"# {base_name(results['base_model'])} fine-tuned for the Ratio move `{results['move']}`",
+        "",
+        f"A dense retriever for the *{results['move']}* ideation move of the Ratio benchmark: given a query sentence, "
+        "it ranks the candidate pool for the sentence that realises the move. Trained by `ratio_utils.train` "
+        "(notebook 09) with MultipleNegativesRankingLoss (in-batch negatives) and a no-duplicates batch sampler.",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "model = SentenceTransformer(PATH_TO_THIS_FOLDER)",
+        f"q = model.encode([\"...\"], prompt={q!r}, normalize_embeddings=True)",
+        f"d = model.encode([\"...\"], prompt={d!r}, normalize_embeddings=True)",
+        "```",
+        "",
+        "## Base model",
+        f"- `{results['base_model']}` (fingerprint `{results['base_model_fingerprint'][:16]}`)",
+        "",
+        "## Data",
+        f"- benchmark: `{results['benchmark']}` (checksum `{results['benchmark_checksum'][:16]}`)",
+        f"- training pairs of the move: {results['train_pairs']}"
+        + (f" (a seeded sample, capped at {results['max_train_pairs']})" if results.get("max_train_pairs") else ""),
+        f"- max sequence length {results['max_seq_length']}; prefixes `{q}` / `{d}`; seed {results['seed']}",
+        "",
+        "## Selected configuration",
+        f"- configuration {hp['id']}: epochs {hp['epochs']}, batch {hp['batch_size']}, learning rate {hp['learning_rate']}, "
+        f"weight decay {hp['weight_decay']}, warm-up ratio {hp['warmup_ratio']}, max grad norm {hp['max_grad_norm']}",
+        f"- rationale: {hp.get('rationale') or '-'}",
+        f"- best epoch (restored): {results['best_epoch']}; {len(results['configs_tried'])} configuration(s) tried, "
+        "selected by validation MRR@10",
+        *([f"- **{not_beaten_note(results)}**"] if not_beaten_note(results) else []),
+        "",
+        "## Scores (MRR@10, %, the whole pool of the split)",
+        "",
+        "| | validation | test |",
+        "|---|---|---|",
+        f"| base model | {score_percent(results['baseline'].get('validation'))} | {score_percent(results['baseline'].get('test'))} |",
+        f"| this model | {score_percent(results['validation'])} | {score_percent(results['test'])} |",
+        "",
+        "The test split was scored once, for the selected configuration only.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> pd.DataFrame:
+    """The configurations a `finetune` call would try, and which are already finished on disk."""
+    from ..models import model_fingerprint, resolve_model_path
+
+    params = params or load_train_params(cfg)
+    bench = load_benchmark(cfg.paths.benchmark)
+    fingerprints = {"base_model": model_fingerprint(resolve_model_path(params.base_model)), "benchmark": bench.checksum()}
+    rows = []
+    for m in params.selected_moves(move):
+        n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
+        for hp in load_hyperparams(params.configs_file, m, params.configs):
+            key = run_key(fingerprints, params, hp, m, cfg.seed)
+            done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
+            rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
+                         "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
+                         "available pairs": n_pairs, "run key": key, "status": "done (skipped)" if done else "to train"})
+    return pd.DataFrame(rows)
+
+
+def summary(results: list[MoveResult]) -> pd.DataFrame:
+    """One row per move: the selected configuration, its scores, and the training speed."""
+    return pd.DataFrame([
+        {"move": r.move, "selected config": r.selected.config["id"], "best epoch": r.selected.best_epoch,
+         "train pairs": r.selected.train_pairs, "pairs/s": r.selected.pairs_per_second,
+         "val MRR@10 baseline": score_percent(r.baseline.get("validation")), "val MRR@10 tuned": score_percent(r.selected.validation),
+         "test MRR@10 baseline": score_percent(r.baseline.get("test")), "test MRR@10 tuned": score_percent(r.test),
+         "beats baseline on validation": {True: "yes", False: "no", None: "n/a"}[r.beats_baseline],
+         "optimizer steps": r.selected.optimizer_steps,
+         "trained in this call": r.trained_now, "model": r.model_dir}
+        for r in results
+    ])
+
+
+def finetune(cfg: Config, move: str = "all", params: TrainParams | None = None) -> list[MoveResult]:
+    """Notebook 09's entry point: fine-tune the selected move(s)."""
+    params = params or load_train_params(cfg)
+    bench = load_benchmark(cfg.paths.benchmark)
+    return [finetune_move(cfg, m, params, bench) for m in params.selected_moves(move)]
