@@ -620,9 +620,3 @@ def report_summary(lexicon: Lexicon) -> pd.DataFrame:
         ("markers whose rows disagree on the group", r.get("conflicts_by_type")),
     ]
     return pd.DataFrame([(k, str(v)) for k, v in items], columns=["item", "value"])
-
-
-# Former names, kept until the branches written before the rename are merged.
-load_lexicon = load_released_csv
-released_rows_frame = read_released_csv_rows
-read_lexicon = read_artefact
