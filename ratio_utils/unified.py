@@ -53,6 +53,7 @@ from .train import (
     base_name,
     load_hyperparams,
     train_configuration,
+    usage_lines,
 )
 
 logger = logging.getLogger(__name__)
@@ -458,14 +459,8 @@ def model_card(results: dict[str, Any]) -> str:
         f"{', '.join(results['moves'])} with the move's instruction on the query, balanced shares per move and "
         "batches that mix the moves (MultipleNegativesRankingLoss).",
         "",
-        "## Use",
-        "",
-        "```python",
-        "from sentence_transformers import SentenceTransformer",
-        "model = SentenceTransformer(PATH_TO_THIS_FOLDER)",
-        f"q = model.encode([{fmt['query_prefixes']['specify']!r} + \"...\"], normalize_embeddings=True)",
-        f"d = model.encode([{fmt['doc_prefix']!r} + \"...\"], normalize_embeddings=True)",
-        "```",
+        *usage_lines(f"q = model.encode([{fmt['query_prefixes']['specify']!r} + \"...\"], normalize_embeddings=True)",
+                     f"d = model.encode([{fmt['doc_prefix']!r} + \"...\"], normalize_embeddings=True)"),
         "",
         "The query prefix of each move is in `unified.json`; `python -m ratio_utils.search` reads it.",
         "",

@@ -65,6 +65,7 @@ from .selection import (
     run_key,
     score_percent,
     summary,
+    usage_lines,
 )
 from .cli import main
 
@@ -77,5 +78,6 @@ __all__ = [
     "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "finetune",
     "finetune_move", "model_card", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
     "score_percent", "summary",
+    "usage_lines",
     "main",
 ]

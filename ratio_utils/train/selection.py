@@ -271,6 +271,12 @@ def score_percent(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
     return "n/a" if not scores or key not in scores else f"{100 * scores[key]:.1f}"
 
 
+def usage_lines(query_code: str, doc_code: str) -> list[str]:
+    """The "Use" section of a model card: load the folder, encode a query and a document."""
+    return ["## Use", "", "```python", "from sentence_transformers import SentenceTransformer",
+            "model = SentenceTransformer(PATH_TO_THIS_FOLDER)", query_code, doc_code, "```"]
+
+
 def model_card(results: dict[str, Any]) -> str:
     """The README.md of a fine-tuned retriever: what it is, what it saw, how it scored."""
     hp = results["selected_config"]
@@ -282,14 +288,8 @@ def model_card(results: dict[str, Any]) -> str:
         "it ranks the candidate pool for the sentence that realises the move. Trained by `ratio_utils.train` "
         "(notebook 09) with MultipleNegativesRankingLoss (in-batch negatives) and a no-duplicates batch sampler.",
         "",
-        "## Use",
-        "",
-        "```python",
-        "from sentence_transformers import SentenceTransformer",
-        "model = SentenceTransformer(PATH_TO_THIS_FOLDER)",
-        f"q = model.encode([\"...\"], prompt={q!r}, normalize_embeddings=True)",
-        f"d = model.encode([\"...\"], prompt={d!r}, normalize_embeddings=True)",
-        "```",
+        *usage_lines(f"q = model.encode([\"...\"], prompt={q!r}, normalize_embeddings=True)",
+                     f"d = model.encode([\"...\"], prompt={d!r}, normalize_embeddings=True)"),
         "",
         "## Base model",
         f"- `{results['base_model']}` (fingerprint `{results['base_model_fingerprint'][:16]}`)",
