@@ -364,10 +364,6 @@ def write_release(built: BuiltBenchmark, root: Path) -> list[Path]:
     return written
 
 
-def split_report_path(cfg) -> Path:
-    return cfg.paths.split_report
-
-
 def build(cfg) -> BuiltBenchmark:
     """Stage 06 end to end: read stage 05's outputs, build, check, write the release layout and report."""
     params: DatasetParams = cfg.section("dataset", DatasetParams)
@@ -380,7 +376,7 @@ def build(cfg) -> BuiltBenchmark:
     write_release(built, cfg.paths.benchmark)
     report = built.report()
     report["params"] = {"split_by": params.split_by, "splits": params.splits, "year_only": params.year_only}
-    write_json_atomic(split_report_path(cfg), report)
+    write_json_atomic(cfg.paths.split_report, report)
     return built
 
 

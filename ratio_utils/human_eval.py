@@ -95,30 +95,11 @@ class HumanEvalParams:
 # --- sampling -------------------------------------------------------------------------------------
 
 
-def equal_allocation(sizes: dict[str, int], n: int, rng: np.random.Generator) -> dict[str, int]:
-    """How many of `n` draws each group gets: equal shares, a small group's spare going to the others.
-
-    Written by hand: stratified samplers in sklearn/pandas allocate proportionally, not equally.
-    Groups are filled smallest first, each with an equal share of what is left; among groups of
-    the same size the order is random, so the remainder of an uneven split favours no marker.
-    """
-    names = list(sizes)
-    order = sorted((names[i] for i in rng.permutation(len(names))), key=lambda g: sizes[g])  # stable: random among ties
-    alloc, remaining = {}, min(n, sum(sizes.values()))
-    for left, group in zip(range(len(order), 0, -1), order):
-        alloc[group] = min(sizes[group], remaining // left)
-        remaining -= alloc[group]
-    return {g: alloc[g] for g in names}
-
-
 def sample_by_marker(queries: pd.DataFrame, n: int, rng: np.random.Generator, marker_column: str = "queryTerm") -> pd.DataFrame:
     """`n` queries drawn by marker with equal allocation (paper, Appendix G), in a random order."""
-    groups = {marker: frame for marker, frame in queries.groupby(marker_column, sort=True)}
-    alloc = equal_allocation({m: len(f) for m, f in groups.items()}, n, rng)
-    picked = [f.iloc[np.sort(rng.choice(len(f), size=alloc[m], replace=False))] for m, f in groups.items() if alloc[m]]
-    if not picked:
-        return queries.iloc[0:0]
-    sample = pd.concat(picked)
+    from .judge.sampling import stratified_equal_allocation  # the judge's sampler: the same allocation rule
+
+    sample = stratified_equal_allocation(queries, marker_column, n, seed=int(rng.integers(2**32)))
     return sample.iloc[rng.permutation(len(sample))].reset_index(drop=True)
 
 

@@ -37,13 +37,9 @@ DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 100)
 PRIMARY_METRIC = "MRR@10"
 
 
-def _check_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    require_columns(frame, columns, what)
-
-
 def order_run(run: pd.DataFrame) -> pd.DataFrame:
     """The run in its canonical order (qid, score desc, docid asc) with `rank` recomputed from 1."""
-    _check_columns(run, ("qid", "docid", "score"), "run")
+    require_columns(run, ("qid", "docid", "score"), "run")
     frame = run.loc[:, ["qid", "docid", "score"]].copy()
     frame["qid"] = frame["qid"].astype(str)
     frame["docid"] = frame["docid"].astype(str)
@@ -62,7 +58,7 @@ def order_run(run: pd.DataFrame) -> pd.DataFrame:
 
 
 def _clean_qrels(qrels: pd.DataFrame) -> pd.DataFrame:
-    _check_columns(qrels, QREL_COLUMNS, "qrels")
+    require_columns(qrels, QREL_COLUMNS, "qrels")
     frame = qrels.loc[:, list(QREL_COLUMNS)].astype(str)
     # The same (query, gold) pair listed twice is one judgement, not two.
     return frame.drop_duplicates().reset_index(drop=True)
@@ -122,12 +118,6 @@ def per_query_metrics(run: pd.DataFrame, qrels: pd.DataFrame, metrics: Iterable[
         raise ValueError("qrels are empty: nothing to evaluate")
     by_k = {k: _per_query(ranks, k) for k in sorted({k for _, k in parsed.values()})}
     return pd.DataFrame({m: by_k[k][_PER_QUERY_COLUMN[kind]] for m, (kind, k) in parsed.items()})
-
-
-def per_query_metric(run: pd.DataFrame, qrels: pd.DataFrame, metric: str, k: int) -> pd.Series:
-    """One metric ("R", "MRR" or "HR", or "MRR@10"-style with the same k) per query of the qrels, index qid."""
-    name = f"{str(metric).split('@')[0].upper()}@{k}"
-    return per_query_metrics(run, qrels, [name])[name]
 
 
 def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:

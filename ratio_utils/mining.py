@@ -37,6 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from .cluster import dask_client
 from .io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
 from .parts import part_files, part_path, read_table, remove_parts_from, reset_table
 from .schema import (
@@ -670,13 +671,6 @@ def _mine_shard(shard: pd.DataFrame, matcher: MarkerMatcher, params: MiningParam
     return mine_sentences(shard, matcher, params)
 
 
-def dask_client(params: MiningParams, client=None):
-    """`client` if given; else one for `params.dask_scheduler` or a LocalCluster (ratio_utils.cluster)."""
-    from .cluster import dask_client as make_client
-
-    return make_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client)
-
-
 def _quiet(params: MiningParams) -> MiningParams:
     return MiningParams(**{**params.__dict__, "progress": False})
 
@@ -690,7 +684,7 @@ def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
     from dask.distributed import as_completed
     from tqdm.auto import tqdm
 
-    with dask_client(params, client) as client:
+    with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
         shards = shard_by_paper(sentences, params.shards)
         matcher_future = client.scatter(matcher, broadcast=True)
         # Shards are scattered (sent once, as data) rather than embedded in the task graph.
@@ -741,7 +735,7 @@ def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str |
         return counts
     from dask.distributed import as_completed
 
-    with dask_client(params, client) as client:
+    with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
         matcher_future = client.scatter(matcher, broadcast=True)
         futures = [client.submit(mine_part, path, index, matcher_future, _quiet(params), str(pairs), str(distractors), pure=False)
                    for path, index in jobs]
@@ -788,7 +782,7 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     report["params"] = dict(params.__dict__)
     report["inputs"] = {"sentences": str(cfg.paths.sentences), "lexicon": str(cfg.paths.lexicon)}
     write_json_atomic(cfg.paths.mining_report, report)
-    with atomic_path(lexicon_conflicts_path(cfg)) as tmp:
+    with atomic_path(cfg.paths.lexicon_conflicts) as tmp:
         check.conflicts.to_csv(tmp, index=False)
     return result, check
 
@@ -799,10 +793,6 @@ MINED_ORDER = ["corpus", "paper_id", "para", "sent"]  # the row order of `_sorte
 def read_mined(table: "str | Path") -> pd.DataFrame:
     """Pairs or distractors as one frame: a single file, or every part (a polars scan) in `_sorted`'s order."""
     return read_table(table, parts_order=MINED_ORDER)
-
-
-def lexicon_conflicts_path(cfg) -> Path:
-    return cfg.paths.lexicon_conflicts
 
 
 def drop_count_table(result: MiningResult) -> pd.DataFrame:

@@ -134,17 +134,18 @@ class Expected:
 
 def expected_rows(cfg: Config) -> Expected:
     """The rows this run's params ask for (retrieval and train sections)."""
-    from .stages.retrieval_baselines import bm25_model_name, display_name, load_retrieval_params
+    from .models import model_name
+    from .stages.retrieval_baselines import bm25_model_name, load_retrieval_params
     from .train import load_train_params
 
     retrieval = load_retrieval_params(cfg)
     train = load_train_params(cfg)
     return Expected(
         bm25_models=tuple(bm25_model_name(n) for n in retrieval.bm25_ngrams),
-        dense_models=tuple(display_name(m) for m in retrieval.dense_models),
+        dense_models=tuple(model_name(m) for m in retrieval.dense_models),
         generic_prefix=retrieval.generic_prefix,
         move_instructions=retrieval.move_instructions,
-        tuned_models=(display_name(train.base_model),),
+        tuned_models=(model_name(train.base_model),),
         tuned_moves=tuple(Move.parse(m).value for m in train.moves),
         colbert_rows=tuple(retrieval.colbert_checkpoints),
     )

@@ -200,13 +200,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
     lines = ["notebook,seconds"] + [f"{name},{seconds:.1f}" for name, seconds in timings]
-    (out_dir / TIMINGS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(out_dir / TIMINGS_FILE, "\n".join(lines) + "\n")  # notebook 14 reads it mid-run
 
 
 def _report_timings(timings: list[tuple[str, float]], out_dir: Path) -> None:
     if not timings:
         return
-    _write_timings(timings, out_dir)
     print(f"total: {sum(s for _, s in timings):.1f}s (runs/{out_dir.name}/timings.csv)")
 
 

@@ -285,5 +285,5 @@ def test_stage_on_mined_fixture(cfg):
     assert built.pairs.groupby("split").size().to_dict() == {"test": 3, "train": 3, "validation": 2}
     bench = load_benchmark(cfg.paths.benchmark)
     assert len(bench.queries("address", "train")) == 1 and len(bench.queries("broaden", "validation")) == 1
-    report = json.loads(dataset.split_report_path(cfg).read_text())
+    report = json.loads(cfg.paths.split_report.read_text())
     assert report["pool"]["size"]["test"] == len(bench.pool("test"))

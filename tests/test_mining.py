@@ -287,7 +287,7 @@ def test_mine_stage_writes_outputs(cfg, sentences, lexicon):
     report = json.loads(cfg.paths.mining_report.read_text())
     assert report["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
     assert report["lexicon"]["findings"]["move_and_rejected"] == 1
-    assert len(pd.read_csv(mining.lexicon_conflicts_path(cfg))) == len(check.conflicts)
+    assert len(pd.read_csv(cfg.paths.lexicon_conflicts)) == len(check.conflicts)
 
 
 def test_dask_path_gives_the_same_rows(sentences, matcher):

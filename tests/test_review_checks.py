@@ -236,16 +236,17 @@ def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
 
 
 def test_per_query_metric_values_average_to_the_reported_mean():
-    from ratio_utils.metrics import evaluate_run, per_query_metric
+    from ratio_utils.metrics import evaluate_run, per_query_metrics
 
     run = pd.DataFrame({"qid": ["a", "a", "a", "b", "b", "c"], "docid": ["x", "g1", "g2", "y", "z", "w"],
                         "score": [3.0, 2.0, 1.0, 2.0, 1.0, 1.0], "rank": 0})
     qrels = pd.DataFrame({"qid": ["a", "a", "b", "c"], "docid": ["g1", "g2", "z", "missing"]})
-    rr = per_query_metric(run, qrels, "MRR", 10)
+    values = per_query_metrics(run, qrels, ["MRR@10", "R@2"])
+    rr = values["MRR@10"]
     assert rr.to_dict() == {"a": 0.5, "b": 0.5, "c": 0.0}  # query a: its first gold at rank 2
-    recall = per_query_metric(run, qrels, "R@2", 2)
+    recall = values["R@2"]
     assert recall.to_dict() == {"a": 0.5, "b": 1.0, "c": 0.0}  # a: one of its two golds within the top 2
     scores = evaluate_run(run, qrels, ks=(2, 10))
     assert rr.mean() == pytest.approx(scores["MRR@10"]) and recall.mean() == pytest.approx(scores["R@2"])
     with pytest.raises(ValueError, match="unknown metric"):
-        per_query_metric(run, qrels, "nDCG", 10)
+        per_query_metrics(run, qrels, ["nDCG@10"])

@@ -18,7 +18,7 @@ from pathlib import Path
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
-from ..io import iter_jsonl, write_json_atomic, write_text_atomic
+from ..io import iter_jsonl, read_json_if_exists, write_json_atomic, write_text_atomic
 from .types import BatchTimeout, ChatRequest, ChatResult, LLMError, RunReport, canonical_json
 
 CHAT_ENDPOINT = "/v1/chat/completions"
@@ -75,7 +75,7 @@ class BatchMixin:
         report.batch_dir = str(job)
         by_custom_id = {requests[i].custom_id: i for i in pending}
         state_path = job / "state.json"
-        state = json.loads(state_path.read_text()) if state_path.exists() else {"rounds": []}
+        state = read_json_if_exists(state_path) or {"rounds": []}
         if dry_run:
             paths = self._write_batch_files(job, 0, [requests[i] for i in pending])
             print(f"[llm] dry run: {len(pending)} request(s) written to {len(paths)} file(s) in {job}; nothing sent")

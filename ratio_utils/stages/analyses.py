@@ -29,12 +29,12 @@ from .. import analysis, stats
 from ..benchmark import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
+from ..models import model_name
 from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, metric_key
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries
 from ..schema import MOVES, Move, Split
-from .retrieval_baselines import display_name
 
 STAGE = "11_analyses"
 FULL_POOL = "full"
@@ -73,7 +73,7 @@ class Retrievers:
 
     @property
     def label(self) -> str:
-        return display_name(self.base)
+        return model_name(self.base)
 
 
 def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
@@ -264,6 +264,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
                     caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
                             "the untuned retriever's (paper: 24 of 24).")
         figure = _overlap_figure(cfg, bench, per_k, notes)
+    cache.save()  # the next run looks the intervals up instead of resampling again
     return OverlapResult(per_k, comparison_frame, count, notes, figure if write and not per_k.empty else None)
 
 
@@ -378,6 +379,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
                     notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its silver "
                            "pairs; the query's own sentence is never a candidate. Scores are not comparable across pools of "
                            "different sizes: read each panel on its own.", _interval_note(), *_reduced_note(params), *notes])
+    cache.save()
     return table
 
 
@@ -431,6 +433,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
                     notes=["Relative change = (tuned - untuned) / untuned. Difference: tuned - untuned in points.",
                            _interval_note(), *_reduced_note(params), *notes])
         figure = _transfer_figure(cfg, matrix, retrievers.label, notes)
+    cache.save()
     return TransferResult(table, matrix, notes, figure)
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import stats, train, train_colbert
 from ..config import REPO_ROOT, Config, load_config
-from ..io import atomic_path, read_json_if_exists
+from ..io import read_json_if_exists
 from ..report import write_table
 from ..schema import MOVES, Move
 from ..train import (
@@ -287,14 +287,12 @@ def write_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> p
         return table
     shown = tuned_vs_baseline_display(table)
     write_table(
-        shown, "finetune_tuned_vs_baseline", cfg,
+        table, "finetune_tuned_vs_baseline", cfg, shown=shown,
         caption="Fine-tuned vs baseline (the same model before fine-tuning), MRR@10 (%) per move and split, "
                 "with 95% bootstrap intervals and paired tests",
         notes=tuned_vs_baseline_notes(table, params),
         inputs=[cfg.paths.benchmark],
     )
-    with atomic_path(cfg.paths.tables / "finetune_tuned_vs_baseline.csv") as tmp:
-        table.to_csv(tmp, index=False)  # the numbers, not the formatted cells
     return shown
 
 

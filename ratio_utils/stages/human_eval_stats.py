@@ -20,6 +20,8 @@ from .. import human_eval
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
 from ..human_eval import SETUPS, HumanEvalParams
+from ..io import read_json_if_exists
+from ..models import model_name
 from ..report import write_table
 from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ..schema import Move, Split
@@ -60,7 +62,7 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
     for setup, move, split in missing:
         wanted = params.system(setup, move)
         for base in bases:
-            model = retrieval_baselines.display_name(base)
+            model = model_name(base)
             if system_name(model, "generic", setup.capitalize()) != wanted:
                 continue
             if setup != "baseline":
@@ -179,7 +181,7 @@ def results(cfg: Config) -> HumanEvalResults:
 
 
 def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:
-    report = json.loads(cfg.paths.human_eval_report.read_text(encoding="utf-8")) if cfg.paths.human_eval_report.exists() else {}
+    report = read_json_if_exists(cfg.paths.human_eval_report) or {}
     notes = list(report.get("notes", []))
     systems = report.get("systems", {})
     if systems:

@@ -61,11 +61,6 @@ def load_retrieval_params(cfg: Config) -> RetrievalParams:
     return cfg.section("retrieval", RetrievalParams)
 
 
-def display_name(model: str) -> str:
-    """The row name of a model given by name or path: its last path component."""
-    return model_name(model)
-
-
 def bm25_model_name(ngram: int) -> str:
     return f"BM25-{ {1: 'unigram', 2: 'bigram', 3: 'trigram'}.get(int(ngram), f'{ngram}gram') }"
 
@@ -90,7 +85,7 @@ def plan_systems(params: RetrievalParams) -> list[System]:
     """The rows that run here (BM25, dense baselines, ColBERT checkpoints), in table order."""
     systems = [System(bm25_model_name(n), "-", "bm25", str(n)) for n in params.bm25_ngrams]
     for model in params.dense_models:
-        name = display_name(model)
+        name = model_name(model)
         if params.generic_prefix:
             systems.append(System(name, "generic", "dense", model))
         style = recommended_prefixes(model)
@@ -151,7 +146,7 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
             resolve_model_path(model)
         except ModelNotAvailableError as exc:
             systems = [s for s in systems if s.source != model]
-            skipped.append({"system": display_name(model), "status": f"not run ({exc})"})
+            skipped.append({"system": model_name(model), "status": f"not run ({exc})"})
     checksum = bench.checksum()
     from ..paper_tables import retire_foreign_runs
 
@@ -206,7 +201,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
         prefixes = results.get("prefixes") or {}
         query_prefix = prefixes.get("query", GENERIC_PREFIXES[0])
         doc_prefix = prefixes.get("document", GENERIC_PREFIXES[1])
-        system = System(display_name(train.base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
+        system = System(model_name(train.base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
         retriever = None
         for split in splits:
             if (target, split) not in _runnable(bench, [split]):

@@ -9,21 +9,19 @@ Writes: models/<base>__unified/ (ratio_utils.unified), tables/unified_vs_per_mov
 
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 
 from .. import unified
 from ..benchmark import load_benchmark
 from ..config import Config, load_config
+from ..io import read_json_if_exists
 from ..metrics import evaluate_run
 from ..report import save_figure, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
 from ..schema import Move, Split
 from ..stats import INDICATIVE_BELOW
-from ..train import EVAL_KS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
-
-FINAL_SPLITS = (Split.TEST, Split.SILVER)
+from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
 
 
 def setup(params_file: str, overrides: dict | None = None) -> tuple[Config, unified.UnifiedParams]:
@@ -43,10 +41,8 @@ def train(cfg: Config, params: unified.UnifiedParams) -> unified.UnifiedResult:
 def _per_move_results(cfg: Config, params: unified.UnifiedParams, move: Move) -> tuple[dict | None, str]:
     """The per-move model's results.json for the same base model and benchmark, or why there is none."""
     folder = move_model_dir(cfg, TrainParams(base_model=params.base_model), move)
-    path = folder / "results.json"
-    if not path.exists():
-        return None, f"{folder.name} missing"
-    return json.loads(path.read_text(encoding="utf-8")), ""
+    results = read_json_if_exists(folder / FINAL_RESULTS_FILE)
+    return (results, "") if results is not None else (None, f"{folder.name} missing")
 
 
 def _baseline(cfg: Config, params: unified.UnifiedParams, bench, move: Move, split: Split) -> dict[str, float]:
@@ -105,11 +101,6 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
         write_table(table, "unified_vs_per_move", cfg, notes=notes, inputs=[cfg.paths.benchmark],
                     caption="One unified retriever vs one retriever per move, MRR@10 (%) on the same queries")
     return table
-
-
-def sensitivity(cfg: Config, params: unified.UnifiedParams, result: unified.UnifiedResult) -> pd.DataFrame:
-    """Every query of the sensitivity split issued under every move: per-pair ranks (computed when the model was published)."""
-    return result.sensitivity
 
 
 def sensitivity_table(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame) -> pd.DataFrame:

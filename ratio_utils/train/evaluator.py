@@ -32,10 +32,9 @@ PER_QUERY_METRICS = ("MRR@10", "R@10", "R@100")  # kept per query: intervals and
 
 def per_query_values(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, list]:
     """{"qid": [...], "MRR@10": [...], ...}: the per-query values behind the reported means (JSON-ready)."""
-    from ..metrics import per_query_metric
+    from ..metrics import per_query_metrics
 
-    columns = {name: per_query_metric(run, qrels, *name.split("@")[:1], int(name.split("@")[1])) for name in PER_QUERY_METRICS}
-    frame = pd.DataFrame(columns)
+    frame = per_query_metrics(run, qrels, PER_QUERY_METRICS)
     return {"qid": [str(q) for q in frame.index], **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
 
 
