@@ -47,6 +47,15 @@ class Benchmark:
     def has(self, move: Move | str, split: Split | str) -> bool:
         return pairs_path(self.root, Move.parse(move), Split.parse(split)).exists()
 
+    def query_split(self, move: Move | str) -> Split:
+        """The query set of a move's headline numbers: silver where it holds a pair, else the unfiltered test set.
+
+        Every stage that falls back from silver asks here, so an empty silver file means the same everywhere."""
+        import pyarrow.parquet as pq
+
+        path = pairs_path(self.root, Move.parse(move), Split.SILVER)
+        return Split.SILVER if path.exists() and pq.read_metadata(path).num_rows > 0 else Split.TEST
+
     def queries(self, move: Move | str, split: Split | str) -> pd.DataFrame:
         """The pairs of one move and split, with `query_id` and `gold_id` always present."""
         path = pairs_path(self.root, Move.parse(move), Split.parse(split))

@@ -516,7 +516,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     for info, path in zip(infos, files):
         run = score_run(bench, info, path, metrics)
         scored[(*run.key, info.move, info.split)] = run
-    silver_moves = [m.value for m in MOVES if bench.has(m, Split.SILVER) and len(bench.queries(m, Split.SILVER)) > 0]
+    silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
     planned = _planned(expected)
     ranks = _model_rank(expected)

@@ -105,3 +105,16 @@ def test_atomic_outputs_get_umask_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+
+
+def test_query_split_is_silver_only_where_silver_holds_a_pair(tiny_benchmark):
+    """One rule for every stage that falls back from silver: a missing or empty silver file means the test set."""
+    from ratio_utils.benchmark import pairs_path
+
+    bench = load_benchmark(tiny_benchmark)
+    test_pairs = pd.read_parquet(pairs_path(tiny_benchmark, Move.ADDRESS, Split.TEST))
+    test_pairs.to_parquet(pairs_path(tiny_benchmark, Move.ADDRESS, Split.SILVER))
+    test_pairs.iloc[0:0].to_parquet(pairs_path(tiny_benchmark, Move.BROADEN, Split.SILVER))
+    assert bench.query_split(Move.ADDRESS) is Split.SILVER
+    assert bench.query_split(Move.BROADEN) is Split.TEST  # an empty silver file
+    assert bench.query_split(Move.SPECIFY) is Split.TEST  # no silver file

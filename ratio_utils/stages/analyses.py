@@ -98,7 +98,7 @@ def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
 
 def query_split(bench: Benchmark, move: Move | str) -> str:
     """The query set of the analyses: silver where the benchmark has it, else the unfiltered test set."""
-    return Split.SILVER.value if bench.has(move, Split.SILVER) and len(bench.queries(move, Split.SILVER)) else Split.TEST.value
+    return bench.query_split(move).value
 
 
 def query_set_name(split: str) -> str:

@@ -24,7 +24,7 @@ from ..io import read_json_if_exists
 from ..models import model_name
 from ..report import write_table
 from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
-from ..schema import Move, Split
+from ..schema import Move
 from ..stats import INDICATIVE_BELOW
 
 
@@ -32,10 +32,6 @@ def load_params(cfg: Config) -> HumanEvalParams:
     params = cfg.section("human_eval", HumanEvalParams)
     params.check()
     return params
-
-
-def _split_used(bench: Benchmark, move: Move) -> Split:
-    return Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
 
 
 def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
@@ -47,8 +43,8 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
     of the retrieval or train params is ranked here once, from the embedding cache where it can, and
     written with its sidecar; any other missing system is an error of `build_packets`.
     """
-    missing = [(setup, move, _split_used(bench, move)) for move in (Move.parse(m) for m in params.moves) for setup in SETUPS
-               if not run_path(cfg.paths.retrieval_runs, params.system(setup, move), move, _split_used(bench, move)).exists()]
+    missing = [(setup, move, bench.query_split(move)) for move in (Move.parse(m) for m in params.moves) for setup in SETUPS
+               if not run_path(cfg.paths.retrieval_runs, params.system(setup, move), move, bench.query_split(move)).exists()]
     if not missing:
         return []
     # imported only here: they load torch, which the packets themselves do not need
