@@ -347,6 +347,14 @@ def cell(values, cache: IntervalCache) -> Cell:
     return Cell(float(array.mean()), low, high, int(array.size))
 
 
+def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
+    """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
+    common = a.dropna().index.intersection(b.dropna().index)
+    first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
+    low, high, p = cache.paired(first, second)
+    return Cell(float((first - second).mean()), low, high, len(common)), p
+
+
 # -- assembly -----------------------------------------------------------------------------------------
 
 
@@ -455,17 +463,15 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
                                    "Difference": "", "p (permutation)": "", "Note": "no first-stage run file"})
                 numeric_rows.append({**row, "Queries": len(run.per_query)})
                 continue
+            diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric])
             common = run.per_query.index.intersection(first.per_query.index)
-            a, b = run.per_query.loc[common, metric].to_numpy(float), first.per_query.loc[common, metric].to_numpy(float)
-            low, high, p = cache.paired(a, b)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
-            diff = Cell(float((a - b).mean()), low, high, len(common))
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
                                "Difference": diff.text(), "p (permutation)": f"{p:.4f}", "Note": ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
-                                 "Difference": 100 * diff.value, "Difference low": 100 * low, "Difference high": 100 * high,
+                                 "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
                                  "p (permutation)": p})
     numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
     return pd.DataFrame(shown_rows, columns=columns), numeric

@@ -30,7 +30,7 @@ from ..benchmark import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
 from ..models import model_name
-from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, metric_key
+from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, metric_key, paired_cell
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries
@@ -170,13 +170,6 @@ class RunSource:
         return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[0]
 
 
-def _paired(cache: IntervalCache, tuned: pd.Series, base: pd.Series) -> tuple[Cell, float]:
-    common = tuned.dropna().index.intersection(base.dropna().index)
-    a, b = tuned.loc[common].to_numpy(float), base.loc[common].to_numpy(float)
-    low, high, p = cache.paired(a, b)
-    return Cell(float((a - b).mean()), low, high, len(common)), p
-
-
 def _interval_note(extra: str = "") -> str:
     return (f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
             f"(seeded; ratio_utils.stats); differences: paired bootstrap interval and two-sided sign-flip permutation p "
@@ -238,7 +231,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
             if {"baseline", "tuned"} <= set(per_system):
                 for k in params.comparison_ks:
                     tuned, base = per_system["tuned"][k], per_system["baseline"][k]
-                    diff, p = _paired(cache, tuned, base)
+                    diff, p = paired_cell(cache, tuned, base)
                     comparisons.append({
                         "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
                         "Baseline": cell(base.dropna(), cache).text(1, 3), "Tuned": cell(tuned.dropna(), cache).text(1, 3),
@@ -364,7 +357,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
                 per_system[setup] = scores
                 row = {**base_row, **{c: cell(scores[metric_key(c)], cache).text() for c in FULL_COLUMNS}}
                 if setup == "Tuned":
-                    diff, p = _paired(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
+                    diff, p = paired_cell(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
                     row.update({"Tuned - baseline M@10": diff.text(), "p": f"{p:.4f}"})
                 rows.append(row)
     for move, why in retrievers.missing.items():
@@ -415,7 +408,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
         for tuned_on in sorted(retrievers.tuned):
             tuned = per_query_metrics(source.run(tuned_on, queried, split), qrels, ["MRR@10"])["MRR@10"]
             scores[(tuned_on, queried)] = float(tuned.mean())
-            diff, p = _paired(cache, tuned, base)
+            diff, p = paired_cell(cache, tuned, base)
             change = analysis.relative_change(float(tuned.mean()), float(base.mean()))
             rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
                          "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
