@@ -81,21 +81,6 @@ def gold_overlap(qrels: pd.DataFrame, query_text: Mapping[str, str], doc_text: M
     return pd.Series(values, index=qrels["qid"].to_numpy()).groupby(level=0).mean().sort_index().rename("gold")
 
 
-def count_less_overlap(means: pd.DataFrame, ks: Iterable[int] = COMPARISON_KS) -> pd.DataFrame:
-    """The comparisons (query set × move × k) in which the tuned retriever's candidates overlap less.
-
-    `means`: columns query_set, move, system ('baseline' / 'tuned'), k, value (mean Jaccard).
-    Returns one row per comparison with both values and `tuned_less`.
-    """
-    wanted = means[means["k"].isin(list(ks))]
-    wide = wanted.pivot_table(index=["query_set", "move", "k"], columns="system", values="value").reset_index()
-    if not {"baseline", "tuned"} <= set(wide.columns):
-        return pd.DataFrame(columns=["query_set", "move", "k", "baseline", "tuned", "tuned_less"])
-    wide = wide.dropna(subset=["baseline", "tuned"])
-    wide["tuned_less"] = wide["tuned"] < wide["baseline"]
-    return wide[["query_set", "move", "k", "baseline", "tuned", "tuned_less"]].reset_index(drop=True)
-
-
 # -- F.2 oracle move filtering ------------------------------------------------------------------------
 
 

@@ -44,17 +44,6 @@ def test_overlap_at_k_averages_the_top_k_in_metric_order():
     assert analysis.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
 
 
-def test_count_less_overlap_counts_each_comparison():
-    means = pd.DataFrame([
-        ("test", "address", "baseline", 1, 0.30), ("test", "address", "tuned", 1, 0.20),
-        ("test", "address", "baseline", 3, 0.25), ("test", "address", "tuned", 3, 0.26),
-        ("test", "address", "baseline", 20, 0.2), ("test", "address", "tuned", 20, 0.1),  # k=20 is not compared
-        ("silver", "specify", "baseline", 1, 0.4), ("silver", "specify", "tuned", 1, 0.1),
-    ], columns=["query_set", "move", "system", "k", "value"])
-    counted = analysis.count_less_overlap(means)
-    assert len(counted) == 3 and int(counted["tuned_less"].sum()) == 2
-
-
 @pytest.fixture
 def bench(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
