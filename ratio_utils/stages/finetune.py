@@ -213,19 +213,10 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
     return pd.DataFrame(rows)
 
 
-def _pct(value: float | None, low: float | None = None, high: float | None = None) -> str:
-
-    if value is None or pd.isna(value):
-        return ""
-    if low is None or pd.isna(low):
-        return f"{100 * value:.1f}"
-    return stats.format_ci(value, low, high)
-
-
 def tuned_vs_baseline_display(table: pd.DataFrame) -> pd.DataFrame:
     """The Markdown form: `23.3 [21.4, 25.2]` cells, † on cells computed on fewer than 30 queries."""
     def cell(row, name):
-        text = _pct(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"))
+        text = stats.format_ci(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"))
         return text + (" †" if text and row.get("indicative") is True else "")
 
     return pd.DataFrame([{

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import stats
 from ..config import Config
 from ..io import sha256_tree, write_text_atomic
 from ..schema import MOVES, Split
@@ -129,14 +130,6 @@ def read_results_table(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"])
 
 
-def _cell(value: float | None, low: float | None, high: float | None) -> str:
-    if value is None or pd.isna(value):
-        return ""
-    if low is None or high is None or pd.isna(low) or pd.isna(high):
-        return f"{value:.1f}"
-    return f"{value:.1f} [{low:.1f}, {high:.1f}]"
-
-
 def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.DataFrame | None = None) -> pd.DataFrame:
     """This run's rows (one per system and move) beside the paper's stated numbers; cells in %, `value [low, high]`."""
     rows = []
@@ -151,7 +144,7 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
             row["queries"] = int(counted.iloc[0]) if not counted.empty else _queries_for(queries, move)
         for metric in metrics:
             r = by_metric.loc[metric] if metric in by_metric.index else None
-            row[metric] = "" if r is None else _cell(r["value"], r["low"], r["high"])
+            row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1)
         rows.append(row)
     paper = pd.DataFrame(PAPER_REFERENCE)
     for (query_set, setup, move), part in paper.groupby(["query set", "setup", "move"], sort=False):
