@@ -29,6 +29,7 @@ from pathlib import Path
 
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
+from .report import machine_path_replacements
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
@@ -114,24 +115,6 @@ def execute(job: NotebookJob, out_dir: Path) -> float:
         coalesce_streams=True,
     )
     return time.perf_counter() - started
-
-
-def machine_path_replacements(cfg: Config) -> list[tuple[str, str]]:
-    """(absolute prefix, what an executed notebook shows instead), longest prefix first."""
-    venv = Path(sys.prefix)
-    pairs = {
-        f"{cfg.paths.root.resolve()}/": "",
-        f"{REPO_ROOT}/": "",
-        f"{cfg.paths.shared.resolve()}/": "shared:",
-        f"{cfg.paths.shared}/": "shared:",
-        f"{venv}/": "<venv>/",
-        f"{venv.resolve()}/": "<venv>/",
-        f"{Path(tempfile.gettempdir()).resolve()}/": "<tmp>/",
-        f"{Path.home()}/": "~/",
-        str(cfg.paths.root.resolve()): ".",
-        str(REPO_ROOT): ".",
-    }
-    return sorted(pairs.items(), key=lambda item: -len(item[0]))
 
 
 def publish_executed(executed: Path, cfg: Config) -> Path:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -56,10 +58,28 @@ def provenance(cfg: Config, inputs: Iterable[str | Path] = (), notes: Iterable[s
     }
 
 
+def machine_path_replacements(cfg: Config) -> list[tuple[str, str]]:
+    """(absolute prefix, what an executed notebook shows instead), longest prefix first."""
+    venv = Path(sys.prefix)
+    pairs = {
+        f"{cfg.paths.root.resolve()}/": "",
+        f"{REPO_ROOT}/": "",
+        f"{cfg.paths.shared.resolve()}/": "shared:",
+        f"{cfg.paths.shared}/": "shared:",
+        f"{venv}/": "<venv>/",
+        f"{venv.resolve()}/": "<venv>/",
+        f"{Path(tempfile.gettempdir()).resolve()}/": "<tmp>/",
+        f"{Path.home()}/": "~/",
+        str(cfg.paths.root.resolve()): ".",
+        str(REPO_ROOT): ".",
+    }
+    return sorted(pairs.items(), key=lambda item: -len(item[0]))
+
+
 def relative_text(text: str, cfg: Config) -> str:
-    """`text` with the output root, the repository and the shared folder written relative."""
-    for base, replacement in ((cfg.paths.root, ""), (REPO_ROOT, ""), (cfg.paths.shared, "shared:")):
-        text = text.replace(f"{base.resolve()}/", replacement)
+    """`text` (a table note, a provenance record) with every machine path written relative."""
+    for prefix, replacement in machine_path_replacements(cfg):
+        text = text.replace(prefix, replacement)
     return text
 
 
