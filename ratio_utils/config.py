@@ -167,8 +167,9 @@ class Paths:
 
     @property
     def human_eval_key(self) -> Path:
-        """Which list is which system, per query; kept apart from the packets."""
-        return self.human_eval / "unblinding_key.jsonl"
+        """Which list is which system, per query: data/human_eval_key/, outside the packets' parent, so that
+        handing annotators data/human_eval/ (or a checkout's copy of it) cannot unblind them."""
+        return self.root / "data" / "human_eval_key" / "unblinding_key.jsonl"
 
     @property
     def human_eval_report(self) -> Path:

@@ -6,7 +6,8 @@ Reads:  the benchmark (silver pairs, or unfiltered test where silver is absent),
         systems (data/retrieval_runs/<system>/<move>/<split>.parquet), stage 05's distractors (for the
         sentences as the paper wrote them), and, once people have annotated, their label files.
 Writes: <packets>/study.json, queries.jsonl, assignments.json   what annotators see (no system names)
-        <human_eval>/unblinding_key.jsonl                        which list is which system; gold; papers
+        <key folder>/unblinding_key.jsonl                         which list is which system; gold; papers,
+                                                                  outside the packets and their parent folder
 Label files (<labels_dir>/<annotator>.jsonl) are written by the app; their format is in docs/human_eval.md.
 """
 
@@ -39,6 +40,8 @@ LABEL_FIELDS = (
     "preference", "preference_at", "comment", "comment_at",
 )  # fmt: skip
 ANNOTATOR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_COMMENT = 5_000  # characters; the app's comment box holds no more
+KEY_FILE = "unblinding_key.jsonl"
 
 # Paper §3, shown to annotators beside the query; the question follows Appendix G's guidelines.
 MOVE_DEFINITIONS = {
@@ -276,9 +279,13 @@ def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, repo
     """Write the blind packet folder and, apart from it, the unblinding key and the report.
 
     Refuses to replace packets whose queries changed while label files exist beside them, so new
-    params cannot silently orphan labels people already made.
+    params cannot silently orphan labels people already made; refuses a key inside or beside the
+    packets, where whoever is handed the packets' folder (or its parent) could read it.
     """
-    packets_dir = Path(packets_dir)
+    packets_dir, key_path = Path(packets_dir), Path(key_path)
+    if key_exposed(packets_dir, key_path):
+        raise ValueError(f"the unblinding key {key_path} would sit inside or beside the packets {packets_dir}, where "
+                         "annotators could open it; write it to a folder of its own (config.Paths.human_eval_key)")
     queries_path = packets_dir / "queries.jsonl"
     labels_here = packets_dir / "labels"
     new_queries = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in packets.items)
@@ -292,10 +299,37 @@ def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, repo
         "study": write_json_atomic(packets_dir / "study.json", study),
         "queries": write_text_atomic(queries_path, new_queries),
         "assignments": write_json_atomic(packets_dir / "assignments.json", packets.assignments),
-        "key": _write_jsonl(Path(key_path), packets.key),
+        "key": _write_jsonl(key_path, packets.key),
         "report": write_json_atomic(report_path, packets.report),
     }
     return written
+
+
+def key_exposed(packets_dir: Path, key_path: Path) -> bool:
+    """Whether `key_path` lies inside `packets_dir` or in the folder that holds it."""
+    packets_dir, key_path = Path(packets_dir).resolve(), Path(key_path).resolve()
+    return key_path.is_relative_to(packets_dir) or key_path.parent == packets_dir.parent
+
+
+def _is_key_file(path: Path) -> bool:
+    """An unblinding key by its name, or by its first row (a renamed copy)."""
+    if path.name.startswith(Path(KEY_FILE).stem):
+        return True
+    if path.suffix != ".jsonl":
+        return False
+    try:
+        with open(path, "rb") as handle:
+            row = json.loads(handle.readline(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(row, dict) and {"gold_ids", "lists"} <= set(row)
+
+
+def exposed_keys(packets_dir: str | Path) -> list[Path]:
+    """Unblinding keys inside `packets_dir` (at any depth) or beside it (files of its parent folder)."""
+    packets_dir = Path(packets_dir).resolve()
+    files = [p for p in [*packets_dir.rglob("*"), *packets_dir.parent.glob("*")] if p.is_file()]
+    return sorted({p for p in files if _is_key_file(p)})
 
 
 # --- reading packets (the app) and keys (the statistics) -------------------------------------------
@@ -328,6 +362,24 @@ def _read_json(path: Path) -> object:
         raise InputError(path, f"not valid JSON: {exc}") from None
 
 
+def _check_packet_row(row: dict, path: Path, lineno: int) -> None:
+    """Raise InputError (file:line) unless the row's lists are what the app shows: ranks 1..n in order."""
+    if not all(isinstance(row[f], str) and row[f] for f in ("item", "move", "query_id", "query")):
+        raise InputError(path, "`item`, `move`, `query_id` and `query` must be non-empty text", lineno)
+    lists = row["lists"]
+    ok = isinstance(lists, dict) and set(lists) == set(LISTS) and all(
+        isinstance(lists[n], list) and lists[n] and all(isinstance(c, dict) and {"rank", "candidate_id", "text"} <= set(c) for c in lists[n])
+        for n in LISTS)
+    if not ok:
+        raise InputError(path, "`lists` must hold non-empty lists 'A' and 'B' of {rank, candidate_id, text}", lineno)
+    for name in LISTS:
+        ranks = [c["rank"] for c in lists[name]]
+        if ranks != list(range(1, len(ranks) + 1)) or any(isinstance(r, bool) for r in ranks):
+            raise InputError(path, f"list {name} of item {row['item']!r} has ranks {ranks}; expected 1..{len(ranks)} in order", lineno)
+        if not all(isinstance(c["candidate_id"], str) and c["candidate_id"] and isinstance(c["text"], str) for c in lists[name]):
+            raise InputError(path, f"list {name} of item {row['item']!r}: every candidate needs a candidate_id and a text", lineno)
+
+
 def load_packet(root: str | Path) -> Packet:
     root = Path(root)
     study = _read_json(root / "study.json")
@@ -338,12 +390,7 @@ def load_packet(root: str | Path) -> Packet:
     if not queries_path.exists():
         raise InputError(queries_path, "missing")
     for lineno, row in iter_jsonl(queries_path, required=("item", "move", "query_id", "query", "lists")):
-        lists = row["lists"]
-        ok = isinstance(lists, dict) and set(lists) == set(LISTS) and all(
-            isinstance(lists[n], list) and all(isinstance(c, dict) and {"rank", "candidate_id", "text"} <= set(c) for c in lists[n])
-            for n in LISTS)
-        if not ok:
-            raise InputError(queries_path, "`lists` must hold lists 'A' and 'B' of {rank, candidate_id, text}", lineno)
+        _check_packet_row(row, queries_path, lineno)
         if row["item"] in items:
             raise InputError(queries_path, f"duplicate item {row['item']!r}", lineno)
         items[row["item"]] = row
@@ -368,20 +415,47 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# The fields a label row repeats for every candidate of its query.
+QUERY_FIELDS = ("move", "query_id", "preference", "preference_at", "comment", "comment_at")
+
+
+def _is_time(value: object) -> bool:
+    """An ISO 8601 time with a UTC offset, as `now()` writes it."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return _dt.datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
 def check_label_row(row: dict, path: Path, lineno: int, candidate_of) -> None:
     """Raise InputError (file:line) unless `row` is a well-formed label row for a shown candidate.
 
     `candidate_of(item, list, rank)` gives the candidate shown there (KeyError for an unknown item).
+    A value and its time go together: a label, preference or comment has one, an empty one has none.
     """
     missing = [f for f in LABEL_FIELDS if f not in row]
     if missing:
         raise InputError(path, f"missing field(s) {missing}", lineno)
-    if row["list"] not in LISTS or not isinstance(row["rank"], int) or row["rank"] < 1:
+    if not all(isinstance(row[f], str) for f in ("annotator", "item", "move", "query_id")):
+        raise InputError(path, "`annotator`, `item`, `move` and `query_id` must be text", lineno)
+    if row["item"] != f"{row['move']}/{row['query_id']}":
+        raise InputError(path, f"item {row['item']!r} is not <move>/<query_id> of this row", lineno)
+    if row["list"] not in LISTS or not isinstance(row["rank"], int) or isinstance(row["rank"], bool) or row["rank"] < 1:
         raise InputError(path, f"bad list/rank {row['list']!r}/{row['rank']!r}", lineno)
     if row["label"] not in (*LABELS, None):
         raise InputError(path, f"label must be one of {LABELS} or null, got {row['label']!r}", lineno)
     if row["preference"] not in (*PREFERENCES, None):
         raise InputError(path, f"preference must be one of {PREFERENCES} or null, got {row['preference']!r}", lineno)
+    comment = row["comment"]
+    if comment is not None and not (isinstance(comment, str) and 0 < len(comment) <= MAX_COMMENT):
+        raise InputError(path, f"comment must be null or text of 1 to {MAX_COMMENT} characters", lineno)
+    for value, stamp in (("label", "labelled_at"), ("preference", "preference_at"), ("comment", "comment_at")):
+        if row[value] is None and row[stamp] is not None:
+            raise InputError(path, f"{stamp} is set but {value} is null", lineno)
+        if row[value] is not None and not _is_time(row[stamp]):
+            raise InputError(path, f"{stamp} must be an ISO 8601 time with a UTC offset, got {row[stamp]!r}", lineno)
     try:
         shown = candidate_of(row["item"], row["list"], row["rank"])
     except (KeyError, IndexError):
@@ -392,13 +466,20 @@ def check_label_row(row: dict, path: Path, lineno: int, candidate_of) -> None:
 
 
 def read_label_file(path: Path, candidate_of) -> list[dict]:
-    rows, seen = [], set()
+    """The checked rows of one label file: one row per slot, the query's fields the same on all its rows."""
+    rows, seen, query_values = [], set(), {}
     for lineno, row in iter_jsonl(path):
         check_label_row(row, path, lineno, candidate_of)
         slot = (row["annotator"], row["item"], row["list"], row["rank"])
         if slot in seen:
             raise InputError(path, f"a second row for {slot}", lineno)
         seen.add(slot)
+        values = {f: row[f] for f in QUERY_FIELDS}
+        first = query_values.setdefault((row["annotator"], row["item"]), (lineno, values))
+        differ = [f for f in QUERY_FIELDS if values[f] != first[1][f]]
+        if differ:
+            raise InputError(path, f"{', '.join(differ)} of item {row['item']!r} differ(s) from line {first[0]} "
+                             "(a query's rows must agree)", lineno)
         rows.append(row)
     return rows
 

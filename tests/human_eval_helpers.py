@@ -33,13 +33,14 @@ def toy_params(**overrides) -> HumanEvalParams:
 
 
 def make_packets(tmp_path: Path, bench_root: Path, **overrides) -> tuple[Path, Path]:
-    """Packets of the tiny benchmark under tmp_path/study: (packets dir, key path)."""
+    """Packets of the tiny benchmark under tmp_path/study, the key in tmp_path/study_key: (packets dir, key path)."""
     runs = tmp_path / "runs"
     write_toy_runs(bench_root, runs)
     packets = build_packets(load_benchmark(bench_root), runs, toy_params(**overrides), seed=7)
     out = tmp_path / "study"
-    write_packets(packets, out / "packets", out / "unblinding_key.jsonl", out / "report.json", k=10)
-    return out / "packets", out / "unblinding_key.jsonl"
+    key = tmp_path / "study_key" / "unblinding_key.jsonl"  # outside the packets' parent, as config.Paths puts it
+    write_packets(packets, out / "packets", key, out / "report.json", k=10)
+    return out / "packets", key
 
 
 def label_row(annotator: str, item: str, list_name: str, rank: int, candidate_id: str, label: str | None,
@@ -47,5 +48,6 @@ def label_row(annotator: str, item: str, list_name: str, rank: int, candidate_id
     row = dict.fromkeys(LABEL_FIELDS)
     row.update(annotator=annotator, item=item, move=item.split("/")[0], query_id=item.split("/")[1], list=list_name,
                rank=rank, candidate_id=candidate_id, label=label, labelled_at="2026-01-01T00:00:00+00:00" if label else None,
-               preference=preference, preference_at="2026-01-01T00:00:00+00:00" if preference else None, comment=comment)
+               preference=preference, preference_at="2026-01-01T00:00:00+00:00" if preference else None, comment=comment,
+               comment_at="2026-01-01T00:00:00+00:00" if comment else None)
     return row

@@ -36,19 +36,27 @@ def server(packets_dir):
     store.close()
 
 
-def _post(app, change: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(app.url + "api/answer", data=json.dumps(change).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+def _request(app, path: str, body: bytes | None = None, **headers: str) -> tuple[int, dict]:
+    """(status, JSON answer) of a request as the app's own page makes it, with `headers` changed (None: left out)."""
+    origin = app.url.rstrip("/")
+    sent = {"Content-Type": "application/json", "Origin": origin, annotate.TOKEN_HEADER: app.token}
+    sent = {k: v for k, v in {**sent, **headers}.items() if v is not None}
+    request = urllib.request.Request(app.url + path, data=body, method="GET" if body is None else "POST", headers=sent)
     try:
-        with urllib.request.urlopen(request) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
 
 
+def _post(app, change: dict, **headers: str) -> tuple[int, dict]:
+    return _request(app, "api/answer", json.dumps(change).encode(), **headers)
+
+
 def _state(app) -> dict:
-    with urllib.request.urlopen(app.url + "api/state") as response:
-        return json.loads(response.read())
+    status, body = _request(app, "api/state")
+    assert status == 200, body
+    return body
 
 
 def _label_rows(packets_dir: Path, annotator: str = "ann1") -> list[dict]:
