@@ -32,13 +32,13 @@ def toy_params(**overrides) -> HumanEvalParams:
     return HumanEvalParams(**values)
 
 
-def make_packets(tmp_path: Path, bench_root: Path, **overrides) -> tuple[Path, Path]:
-    """Packets of the tiny benchmark under tmp_path/study, the key in tmp_path/study_key: (packets dir, key path)."""
+def make_packets(tmp_path: Path, bench_root: Path, key: Path | None = None, **overrides) -> tuple[Path, Path]:
+    """Packets of the tiny benchmark under tmp_path/study, the key (default) in tmp_path/study_key: (packets dir, key path)."""
     runs = tmp_path / "runs"
     write_toy_runs(bench_root, runs)
     packets = build_packets(load_benchmark(bench_root), runs, toy_params(**overrides), seed=7)
     out = tmp_path / "study"
-    key = tmp_path / "study_key" / "unblinding_key.jsonl"  # outside the packets' parent, as config.Paths puts it
+    key = key or tmp_path / "study_key" / "unblinding_key.jsonl"  # outside the packets' parent, as config.Paths puts it
     write_packets(packets, out / "packets", key, out / "report.json", k=10)
     return out / "packets", key
 

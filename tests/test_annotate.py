@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -122,16 +123,6 @@ def test_restart_resumes_and_unknown_annotators_are_refused(packets_dir):
         annotate.open_store(packets_dir, "nobody")
 
 
-def test_one_server_per_annotator(packets_dir):
-    first = annotate.open_store(packets_dir, "ann1")
-    try:
-        with pytest.raises(annotate.AnnotateError, match="open in another annotate server"):
-            annotate.open_store(packets_dir, "ann1")
-        annotate.open_store(packets_dir, "ann2").close()  # another annotator is fine
-    finally:
-        first.close()
-
-
 def test_broken_packets_and_label_files_stop_the_app_with_file_and_line(packets_dir, capsys):
     lines = (packets_dir / "queries.jsonl").read_text().splitlines()
     broken = packets_dir.parent / "broken"
@@ -149,6 +140,211 @@ def test_broken_packets_and_label_files_stop_the_app_with_file_and_line(packets_
     with pytest.raises(InputError, match=r"ann1.jsonl:1"):
         annotate.open_store(packets_dir, "ann1")
     assert labels.read_text() == '{"annotator": "ann1"\n'  # left as it was
+
+
+# --- security: only the app's own page reads and writes ---------------------------------------------
+
+
+def test_writes_from_another_origin_without_the_token_or_not_as_json_are_refused(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    change = {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful"}
+    port = server.server_address[1]
+    for headers, status, message in (
+        ({"Content-Type": "text/plain"}, 415, "application/json"),  # the blind cross-origin POST of the issue
+        ({"Origin": f"http://127.0.0.1:{port + 1}"}, 403, "own page"),
+        ({"Origin": "null"}, 403, "own page"),
+        ({"Origin": None}, 403, "own page"),
+        ({"Origin": f"http://localhost:{port}"}, 403, "own page"),  # another origin than the Host asked for
+        ({annotate.TOKEN_HEADER: None}, 403, "token"),
+        ({annotate.TOKEN_HEADER: "x" * 43}, 403, "token"),
+        ({"Host": f"rebound.example:{port}"}, 403, "answers only requests for"),
+        ({"Host": f"127.0.0.1:{port + 1}"}, 403, "answers only requests for"),
+    ):
+        got, body = _post(server, change, **headers)
+        assert (got, message in body["error"]) == (status, True), (headers, body)
+    assert not (packets_dir / "labels").exists()  # nothing was written
+    # the page's own request, from either loopback name, is taken
+    assert _post(server, change, Host=f"localhost:{port}", Origin=f"http://localhost:{port}")[0] == 200
+    assert [r["label"] for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("A", 1)] == ["useful"]
+
+
+def test_reads_need_the_host_and_the_token_the_page_carries(server):
+    port = server.server_address[1]
+    # a DNS-rebinding page reaches 127.0.0.1 under its own name: refused, for the page and the state
+    for path in ("", "api/state", "static/app.js"):
+        status, body = _request(server, path, Host=f"rebound.example:{port}")
+        assert status == 403 and "answers only requests for" in body["error"]
+    status, body = _request(server, "api/state", **{annotate.TOKEN_HEADER: None})
+    assert status == 403 and "token" in body["error"]
+    request = urllib.request.Request(server.url)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        page = response.read().decode()
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+    assert f'content="{server.token}"' in page and annotate.TOKEN_SLOT not in page
+    # a random token per server
+    other = annotate.AnnotateServer(server.store, port=0)
+    try:
+        assert other.token != server.token and len(server.token) >= 32
+    finally:
+        other.server_close()
+
+
+def test_the_key_lives_apart_and_the_app_refuses_packets_beside_or_holding_a_key(tmp_path, tiny_benchmark, capsys):
+    packets_dir, key = make_packets(tmp_path, tiny_benchmark)
+    assert not key.resolve().is_relative_to(packets_dir.parent.resolve())
+    assert human_eval.exposed_keys(packets_dir) == []
+    with pytest.raises(ValueError, match="inside or beside the packets"):
+        make_packets(tmp_path, tiny_benchmark, key=packets_dir.parent / "unblinding_key.jsonl")
+    with pytest.raises(ValueError, match="inside or beside the packets"):
+        make_packets(tmp_path, tiny_benchmark, key=packets_dir / "secret" / "k.jsonl")
+    for where in (packets_dir.parent / "unblinding_key.jsonl", packets_dir / "labels" / "notes.jsonl",
+                  packets_dir.parent / "unblinding_key.jsonl.bak"):
+        where.parent.mkdir(exist_ok=True)
+        shutil.copy(key, where)  # the key beside the packets, a renamed copy inside them, a backup
+        assert human_eval.exposed_keys(packets_dir) == [where.resolve()]
+        with pytest.raises(annotate.AnnotateError, match="unblinding key lies inside or beside"):
+            annotate.open_store(packets_dir, "ann1")
+        assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+        assert "Annotators get the packets folder only" in capsys.readouterr().err
+        where.unlink()
+    annotate.open_store(packets_dir, "ann1").close()
+
+
+# --- validation: bad packets stop at start, bad answers get a 400 -----------------------------------
+
+
+@pytest.mark.parametrize("ranks, message", [
+    ([*range(1, 10), 12], r"ranks \[1, .*, 12\]"),
+    ([1, 2, 2, *range(4, 11)], r"ranks \[1, 2, 2,"),
+    ([True, *range(2, 11)], "ranks"),
+])
+def test_packets_with_bad_ranks_stop_the_app_at_start(packets_dir, capsys, ranks, message):
+    path = packets_dir / "queries.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for candidate, rank in zip(rows[1]["lists"]["B"], ranks):
+        candidate["rank"] = rank
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=rf"queries.jsonl:2: list B .* {message}"):
+        human_eval.load_packet(packets_dir)
+    assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+    assert "queries.jsonl:2" in capsys.readouterr().err
+
+
+def test_malformed_answers_get_a_400_not_a_dropped_connection(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    etag = state["etag"]
+    for change, message in (
+        ({"etag": etag, "kind": "preference", "item": item}, "has the fields"),  # no value
+        ({"etag": etag, "kind": "label", "item": [item], "list": "A", "rank": 1, "value": "useful"}, "not assigned"),
+        ({"etag": etag, "kind": "label", "item": {"a": 1}, "list": "A", "rank": 1, "value": "useful"}, "not assigned"),
+        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": True, "value": "useful"}, "no candidate"),
+        ({"etag": etag, "kind": "label", "item": item, "list": ["A"], "rank": 1, "value": "useful"}, "no candidate"),
+        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1.0, "value": "useful"}, "no candidate"),
+        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": ["useful"]}, "label must be"),
+        ({"etag": etag, "kind": "preference", "item": item, "value": {"A": 1}}, "preference must be"),
+        ({"etag": etag, "kind": "comment", "item": item, "value": 5}, "a comment is text"),
+        ({"etag": etag, "kind": "comment", "item": item, "value": "x" * (human_eval.MAX_COMMENT + 1)}, "at most 5000"),
+        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful", "extra": 1}, "has the fields"),
+        ({"etag": 5, "kind": "comment", "item": item, "value": "x"}, "etag must be text"),
+        ({"kind": ["label"]}, "unknown kind"),
+        ([], "a JSON object"),
+    ):
+        status, body = _post(server, change)
+        assert (status, message in body.get("error", "")) == (400, True), (change, body)
+    status, body = _request(server, "api/answer", b"{not json")
+    assert status == 400 and "not JSON" in body["error"]
+    status, body = _request(server, "api/answer", b"x" * (annotate.MAX_BODY + 1))
+    assert status == 413
+    port = server.server_address[1]
+    head = (f"POST /api/answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n"
+            f"Content-Type: application/json\r\n{annotate.TOKEN_HEADER}: {server.token}\r\n")
+    assert _raw(server, head + "Content-Length: -1\r\n\r\n{}").startswith(b"HTTP/1.0 400")
+    assert _raw(server, head + "\r\n{}").startswith(b"HTTP/1.0 411")
+    assert not (packets_dir / "labels").exists()
+
+
+def _raw(app, request: str) -> bytes:
+    """The server's whole answer to a hand-written request; a socket timeout (not a hang) if none comes."""
+    with socket.create_connection(("127.0.0.1", app.server_address[1]), timeout=5) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+# --- the label file ----------------------------------------------------------------------------------
+
+
+def test_a_label_file_edited_by_hand_is_taken_up_when_the_page_reloads(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful"})
+    path = packets_dir / "labels" / "ann1.jsonl"
+    path.write_text(path.read_text().replace('"useful"', '"not_useful"'))  # edited while the server runs
+    status, _ = _post(server, {"etag": body["etag"], "kind": "label", "item": item, "list": "A", "rank": 2, "value": "useful"})
+    assert status == 409  # the page had not seen the edit
+    reloaded = _state(server)
+    assert reloaded["answers"][item]["labels"]["A"][0] == "not_useful" and reloaded["etag"] != body["etag"]
+    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 2, "value": "useful"})
+    assert status == 200
+    assert [r["label"] for r in _label_rows(packets_dir)][:2] == ["not_useful", "useful"]
+    # an edit that breaks the file: the page is told what is wrong, and nothing is written
+    path.write_text(path.read_text().replace('"rank": 2', '"rank": "two"'))
+    broken = path.read_bytes()
+    status, body = _request(server, "api/state")
+    assert status == 409 and "ann1.jsonl:2" in body["error"] and "no longer reads" in body["error"]
+    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 3, "value": "useful"})
+    assert status == 409 and path.read_bytes() == broken
+
+
+def test_clearing_a_label_or_a_comment_clears_its_time(server, packets_dir):
+    state = _state(server)
+    item = state["queries"][0]["item"]
+    etag = state["etag"]
+    for change in ({"kind": "label", "list": "B", "rank": 4, "value": "useful"}, {"kind": "comment", "value": "unclear"},
+                   {"kind": "preference", "value": "A"}, {"kind": "label", "list": "B", "rank": 4, "value": None},
+                   {"kind": "comment", "value": ""}, {"kind": "preference", "value": None}):
+        status, body = _post(server, {"etag": etag, "item": item, **change})
+        assert status == 200
+        etag = body["etag"]
+    fields = ("label", "labelled_at", "comment", "comment_at", "preference", "preference_at")
+    row = next(r for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("B", 4))
+    assert {f: row[f] for f in fields} == dict.fromkeys(fields)
+    human_eval.read_label_file(packets_dir / "labels" / "ann1.jsonl", server.store.packet.candidate_id)  # and it reads back
+
+
+def test_a_failed_start_leaves_the_packets_as_they_were(packets_dir, capsys):
+    def tree() -> dict[str, bytes]:
+        return {str(p.relative_to(packets_dir)): p.read_bytes() if p.is_file() else b"" for p in sorted(packets_dir.rglob("*"))}
+
+    before = tree()
+    with socket.socket() as busy:  # a port another program holds
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", str(busy.getsockname()[1])]) == 2
+    assert "cannot listen" in capsys.readouterr().err
+    assert tree() == before
+    (packets_dir / "labels").mkdir()
+    (packets_dir / "labels" / "ann1.jsonl").write_text('{"annotator": "ann1"}\n')
+    before = tree()
+    assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+    assert "ann1.jsonl:1" in capsys.readouterr().err
+    assert tree() == before  # no lock file, nothing else
+
+
+def test_one_server_per_annotator_and_packets_whatever_the_labels_folder(packets_dir, tmp_path):
+    first = annotate.open_store(packets_dir, "ann1")
+    try:
+        with pytest.raises(annotate.AnnotateError, match="open in another annotate server"):
+            annotate.open_store(packets_dir, "ann1", labels=tmp_path / "elsewhere")
+        with pytest.raises(annotate.AnnotateError, match="open in another annotate server"):
+            annotate.open_store(packets_dir / ".." / packets_dir.name, "ann1")  # the same folder, spelled otherwise
+        annotate.open_store(packets_dir, "ann2").close()  # another annotator is fine
+    finally:
+        first.close()
 
 
 # --- the page in a real browser -----------------------------------------------------------------------

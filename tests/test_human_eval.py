@@ -246,3 +246,38 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
     by_item = {i["item"]: i["subfield"] for i in packets.items}
     assert set(by_item.values()) == {"ACL", "EMNLP"}
     assert all(by_item[i] == "ACL" for i in packets.assignments["acl"]) and all(by_item[i] == "EMNLP" for i in packets.assignments["emnlp"])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"labelled_at": "yesterday"}, "labelled_at must be an ISO 8601 time"),
+    ({"labelled_at": "2026-01-01T10:00:00"}, "labelled_at must be an ISO 8601 time with a UTC offset"),
+    ({"labelled_at": None}, "labelled_at must be"),
+    ({"label": None}, "labelled_at is set but label is null"),  # a cleared label keeps no time
+    ({"comment": "", "comment_at": None}, "comment must be null or text"),
+    ({"comment_at": "2026-01-01T00:00:00+00:00"}, "comment_at is set but comment is null"),
+    ({"preference": "A"}, "preference_at must be"),
+    ({"rank": True}, "bad list/rank"),
+    ({"item": ["address/q1"]}, "must be text"),
+    ({"move": "broaden"}, "is not <move>/<query_id>"),
+])
+def test_loose_label_rows_are_errors_naming_the_line(tmp_path, change, message):
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    rows = [label_row("ann1", "address/q1", "A", 1, "t1", U), {**label_row("ann1", "address/q1", "A", 2, "x1", U), **change}]
+    (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=rf"ann1.jsonl:2: .*{message}"):
+        human_eval.load_labels(labels_dir, KEY, k=3)
+
+
+def test_a_query_whose_rows_disagree_is_an_error_naming_the_line(tmp_path):
+    labels_dir = tmp_path / "labels"
+    labels_dir.mkdir()
+    rows = [label_row("ann1", "address/q1", "A", r, c, U, preference="A") for r, c in ((1, "t1"), (2, "x1"))]
+    rows.append(label_row("ann1", "address/q1", "A", 3, "x2", U, preference="B"))
+    rows.append(label_row("ann1", "address/q2", "A", 1, "z1", U, preference="B"))  # another query may differ
+    (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=r"ann1.jsonl:3: preference of item 'address/q1' differ\(s\) from line 1"):
+        human_eval.load_labels(labels_dir, KEY, k=3)
+    del rows[2]
+    (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert len(human_eval.load_labels(labels_dir, KEY, k=3).incomplete) == 2

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
-from ratio_utils import annotate
+from ratio_utils import annotate, human_eval
 from ratio_utils.config import load_config
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
@@ -18,19 +18,26 @@ SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 
            "annotators": {"ann1": None, "ann2": None}, "double_labelled_per_move": 1}
 
 
-def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, monkeypatch):
+def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, capsys):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": SECTION})
     summary = human_eval_stats.write_packets(config)
     assert summary[["move", "split", "labelled"]].values.tolist() == [["address", "test", 2], ["broaden", "test", 2], ["specify", "test", 2]]
     assert (config.paths.human_eval_packets / "queries.jsonl").exists() and config.paths.human_eval_key.exists()
-    assert not config.paths.human_eval_key.is_relative_to(config.paths.human_eval_packets)
+    # the key is neither in the packets nor beside them, and the notebook says what annotators get
+    assert not config.paths.human_eval_key.is_relative_to(config.paths.human_eval_packets.parent)
+    assert human_eval.exposed_keys(config.paths.human_eval_packets) == []
+    printed = capsys.readouterr().out
+    assert "Annotators get the packets folder only (data/human_eval/packets/)" in printed
+    assert "data/human_eval_key/unblinding_key.jsonl" in printed and str(config.paths.root) not in printed
     assert human_eval_stats.assignment_table(config)["total"].sum() == 6 + 3
 
     nothing = human_eval_stats.results(config)
     assert nothing.tables == {} and nothing.status["status"].tolist() == ["no labels yet"]
-    assert nothing.table("table2_human_eval") is nothing.status
+    # the notebook shows the status, then each table: "no labels yet" once in all
+    shown = [nothing.status, *(nothing.table(name) for name in human_eval_stats.TABLE_NAMES)]
+    assert sum("no labels yet" in frame.to_string() for frame in shown if frame is not None) == 1
     assert not (config.paths.tables / "table2_human_eval.csv").exists()
 
     # ann1 labels everything through the app's store: List A useful at rank 1 only, prefers A
@@ -73,3 +80,19 @@ def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
     run_file = run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
     assert read_run_info(run_file).system == "all-MiniLM-L6-v2" and len(read_run(run_file)) > 0
     assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in human_eval_stats.packet_notes(config)
+
+
+def test_an_old_key_beside_the_packets_is_removed_once_the_new_key_holds_the_same(cfg, tiny_benchmark, capsys):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
+    config = load_config(overrides={"human_eval": SECTION})
+    human_eval_stats.write_packets(config)
+    old = config.paths.human_eval / "unblinding_key.jsonl"  # where earlier versions wrote it
+    shutil.copy(config.paths.human_eval_key, old)
+    human_eval_stats.write_packets(config)
+    assert not old.exists() and "Removed the old copy" in capsys.readouterr().out
+    old.write_text("{}\n")  # another key: left for the study team to move, and the app refuses meanwhile
+    human_eval_stats.write_packets(config)
+    assert old.exists() and "An older unblinding key lies beside the packets" in capsys.readouterr().out
+    with pytest.raises(annotate.AnnotateError, match="unblinding key lies inside or beside"):
+        annotate.open_store(config.paths.human_eval_packets, "ann1")

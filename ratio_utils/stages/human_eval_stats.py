@@ -2,10 +2,11 @@
 
 Reads:  the benchmark, run files of the two compared systems (data/retrieval_runs/), stage 05's distractors;
         label files of the annotation app (human_eval.labels_dir), once people have annotated.
-Writes: data/human_eval/packets/ (what annotators see), data/human_eval/unblinding_key.jsonl and
-        packets_report.json (kept apart); with labels: tables/table2_human_eval, table11_beyond_gold,
-        table12_cross_paper, human_eval_agreement (+ provenance).
-Without label files it writes the packets only and says that no labels exist yet: no numbers.
+Writes: data/human_eval/packets/ (what annotators see), data/human_eval/packets_report.json,
+        data/human_eval_key/unblinding_key.jsonl (outside the packets' parent, never for annotators);
+        with labels: tables/table2_human_eval, table11_beyond_gold, table12_cross_paper,
+        human_eval_agreement, human_eval_gold_useful (+ provenance).
+Without label files it writes the packets only and says once that no labels exist yet: no numbers.
 """
 
 from __future__ import annotations
@@ -93,10 +94,27 @@ def write_packets(cfg: Config) -> pd.DataFrame:
     if made:
         packets.report["notes"].append(f"run files ranked here for the packets: {', '.join(made)}")
     human_eval.write_packets(packets, cfg.paths.human_eval_packets, cfg.paths.human_eval_key, cfg.paths.human_eval_report, params.k)
+    print(f"Annotators get the packets folder only ({cfg.paths.relative(cfg.paths.human_eval_packets)}/); the unblinding key "
+          f"({cfg.paths.relative(cfg.paths.human_eval_key)}) and {cfg.paths.relative(cfg.paths.human_eval_report)} stay "
+          "with the study team.")
+    _remove_old_key(cfg)
     summary = pd.DataFrame(packets.report["per_move"])
     summary["baseline"] = [packets.report["systems"][m]["baseline"] for m in summary["move"]]
     summary["tuned"] = [packets.report["systems"][m]["tuned"] for m in summary["move"]]
     return summary
+
+
+def _remove_old_key(cfg: Config) -> None:
+    """Delete the key where earlier versions wrote it, beside the packets, if the new key holds the same."""
+    old = cfg.paths.human_eval / human_eval.KEY_FILE
+    if not old.exists():
+        return
+    if old.read_bytes() == cfg.paths.human_eval_key.read_bytes():
+        old.unlink()
+        print(f"Removed the old copy of the key beside the packets ({cfg.paths.relative(old)}).")
+    else:
+        print(f"An older unblinding key lies beside the packets ({cfg.paths.relative(old)}): move it where annotators "
+              "cannot open it; the annotation app refuses to start while it is there.")
 
 
 def packet_notes(cfg: Config) -> list[str]:
@@ -126,9 +144,11 @@ class HumanEvalResults:
     status: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
-    def table(self, name: str) -> pd.DataFrame:
-        """The table, or the status saying why there is none (no labels yet)."""
-        return self.tables[name] if name in self.tables else self.status
+    def table(self, name: str) -> pd.DataFrame | None:
+        """The table; None (a cell that shows nothing) without labels, as `status` says once why there are none."""
+        if name not in TABLE_NAMES:
+            raise KeyError(f"no table {name!r}; the tables are {', '.join(TABLE_NAMES)}")
+        return self.tables.get(name)
 
 
 TABLE_NAMES = ("table2_human_eval", "table11_beyond_gold", "table12_cross_paper", "human_eval_agreement", "human_eval_gold_useful")
