@@ -4,6 +4,7 @@ installs them). Browser tests skip, saying why, only where no browser can be had
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -24,17 +25,26 @@ def packets_dir(tmp_path, tiny_benchmark) -> Path:
     return make_packets(tmp_path, tiny_benchmark)[0]
 
 
-@pytest.fixture
-def server(packets_dir):
-    """A running app for ann1 on a free port; stopped (and its lock released) after the test."""
-    store = annotate.open_store(packets_dir, "ann1")
+@contextlib.contextmanager
+def _serving(packets_dir: Path, annotator: str = "ann1"):
+    """A running app on a free port; stopped (and its lock released) afterwards."""
+    store = annotate.open_store(packets_dir, annotator)
     app = annotate.AnnotateServer(store, port=0)
     thread = threading.Thread(target=app.serve_forever, daemon=True)
     thread.start()
-    yield app
-    app.shutdown()
-    app.server_close()
-    store.close()
+    try:
+        yield app
+    finally:
+        app.shutdown()
+        app.server_close()
+        store.close()
+
+
+@pytest.fixture
+def server(packets_dir):
+    """A running app for ann1."""
+    with _serving(packets_dir) as app:
+        yield app
 
 
 def _request(app, path: str, body: bytes | None = None, **headers: str) -> tuple[int, dict]:
@@ -437,18 +447,146 @@ def test_browser_keyboard_shortcuts_and_completion(browser, server, packets_dir)
     assert browser.find_element("id", "position").text == f"Query 2 of {total}"
 
 
-def test_browser_second_tab_is_stopped_not_overwriting(browser, server, packets_dir):
-    _open(browser, server)
-    first_tab = browser.current_window_handle
-    browser.switch_to.new_window("tab")
+def _wait(browser, condition, timeout: float = 10):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout).until(condition)
+
+
+def _keys(browser, *keys: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    chain = ActionChains(browser)
+    for key in keys:
+        chain.send_keys(key)
+    chain.perform()
+
+
+def _rect(browser, css: str) -> dict:
+    return browser.execute_script("return document.querySelector(arguments[0]).getBoundingClientRect().toJSON()", css)
+
+
+def _in_view_below_the_bar(browser, css: str) -> bool:
+    """Whether the element is whole on screen and not under the sticky header."""
+    rect, bar = _rect(browser, css), _rect(browser, "#top")
+    return rect["top"] >= bar["bottom"] and rect["bottom"] <= browser.execute_script("return window.innerHeight")
+
+
+@contextlib.contextmanager
+def _window(browser, width: int, height: int):
+    size = browser.get_window_size()
+    browser.set_window_size(width, height)
+    try:
+        yield
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def _cursor(browser) -> str:
+    return browser.find_element("css selector", ".candidate.cursor").get_attribute("id")
+
+
+def test_browser_a_refused_answer_is_taken_back_shown_in_view_and_stops_the_page(browser, server, packets_dir):
+    with _window(browser, 800, 600):
+        _open(browser, server)
+        first_tab = browser.current_window_handle
+        browser.switch_to.new_window("tab")
+        _open(browser, server)
+        browser.find_element("css selector", "#cand-B-6 .mark.useful").click()
+        _wait_saved(browser)
+        browser.close()
+        browser.switch_to.window(first_tab)
+        _keys(browser, *"j" * 15)  # down to B6, far below the top of the page
+        assert _cursor(browser) == "cand-B-6" and browser.execute_script("return window.scrollY") > 0
+        before = (packets_dir / "labels" / "ann1.jsonl").read_bytes()
+        _keys(browser, "n")
+        _wait(browser, lambda b: b.find_element("id", "error").is_displayed())
+        error = browser.find_element("id", "error").text
+        assert "another tab" in error and "Reload this page" in error
+        message = _rect(browser, "#error")  # in view although the page is scrolled down
+        assert message["top"] >= 0 and message["bottom"] <= browser.execute_script("return window.innerHeight")
+        # the refused "not useful" is taken back: the page does not show as saved what is not
+        assert not _pressed(browser, "#cand-B-6 .mark.not_useful")
+        assert browser.find_element("id", "status").text == "Not saving"
+        # and it takes no more input, by key or by click
+        _keys(browser, "y", "t", "]")
+        assert not _pressed(browser, "#cand-B-7 .mark.useful") and not _pressed(browser, ".pref[data-value='tie']")
+        assert not browser.find_element("css selector", "#cand-A-2 .mark.useful").is_enabled()
+        assert browser.find_element("id", "position").text.startswith("Query 1 ")
+        assert (packets_dir / "labels" / "ann1.jsonl").read_bytes() == before
+
+
+def test_browser_an_answer_the_server_never_got_is_taken_back(browser, server, packets_dir):
     _open(browser, server)
     browser.find_element("css selector", "#cand-A-1 .mark.useful").click()
     _wait_saved(browser)
-    browser.switch_to.window(first_tab)
+    server.shutdown()  # the server dies
+    server.server_close()
     browser.find_element("css selector", "#cand-A-1 .mark.not_useful").click()
-    from selenium.webdriver.support.ui import WebDriverWait
+    browser.find_element("css selector", "#cand-A-2 .mark.useful").click()
+    _wait(browser, lambda b: b.find_element("id", "error").is_displayed())
+    assert "could not reach the annotation server" in browser.find_element("id", "error").text
+    assert _pressed(browser, "#cand-A-1 .mark.useful") and not _pressed(browser, "#cand-A-1 .mark.not_useful")
+    assert not _pressed(browser, "#cand-A-2 .mark.useful")
+    assert [r["label"] for r in _label_rows(packets_dir)][:2] == ["useful", None]
 
-    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "error").is_displayed())
-    assert "another tab" in browser.find_element("id", "error").text
-    assert [r["label"] for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("A", 1)] == ["useful"]
-    assert not browser.find_element("css selector", "#cand-A-2 .mark.useful").is_enabled()
+
+def test_browser_the_comment_box_holds_what_the_server_takes(browser, server, monkeypatch):
+    monkeypatch.setattr(annotate, "MAX_COMMENT", 40)
+    _open(browser, server)
+    assert "of at most 40 characters" in browser.find_element("id", "comment-count").text
+    _keys(browser, "c", "word " * 12)  # 60 characters typed
+    comment = lambda: server.store.answers.get(server.store.items[0]["item"], {}).get("comment")  # noqa: E731
+    _wait(browser, lambda b: comment() == "word " * 8)  # the first 40 characters
+    assert not browser.find_element("id", "error").is_displayed()
+    assert "40 of at most 40 characters" in browser.find_element("id", "comment-count").text
+
+
+def test_browser_small_window_keeps_the_cursor_in_view(browser, server):
+    with _window(browser, 800, 600):
+        _open(browser, server)
+        assert _rect(browser, "#list-B")["top"] > _rect(browser, "#list-A")["bottom"]  # stacked
+        seen = []
+        for key in ["\ue014", *"j" * 4, "\ue012", *"k" * 6, "\ue014", *"\ue013" * 12, *"j" * 19, *"\ue013" * 19]:
+            _keys(browser, key)  # \ue012 / \ue013 / \ue014: arrow left / up / right
+            seen.append(_cursor(browser))
+            assert _in_view_below_the_bar(browser, ".candidate.cursor"), (key, seen)
+        assert seen[0] == "cand-B-1" and seen[-1] == "cand-A-1"
+
+
+def test_browser_a_long_unbroken_token_wraps(browser, packets_dir):
+    path = packets_dir / "queries.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    first = json.loads((packets_dir / "assignments.json").read_text())["ann1"][0]
+    for row in rows:
+        if row["item"] == first:
+            row["lists"]["B"][2]["text"] = "see " + "x" * 300 + " here"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with _serving(packets_dir) as app:
+        for width, height in ((1400, 1000), (800, 600)):
+            with _window(browser, width, height):
+                _open(browser, app)
+                page = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+                assert page[0] <= page[1], (width, page)
+                assert _rect(browser, "#list-B")["width"] <= page[1]
+                assert _rect(browser, "#cand-B-3")["height"] > _rect(browser, "#cand-B-2")["height"]  # wrapped over lines
+
+
+def test_browser_resume_cue_capitals_and_a_comment_typed_as_the_tab_closes(browser, server, packets_dir):
+    store, first = server.store, server.store.items[0]
+    for rank in (1, 2, 3):
+        store.answer({"etag": store.etag, "kind": "label", "item": first["item"], "list": "A", "rank": rank, "value": "useful"})
+    _open(browser, server)
+    assert _cursor(browser) == "cand-A-4"  # the first candidate not labelled yet
+    assert not browser.find_element("id", "complete").is_displayed()
+    _keys(browser, "Y", "N", *"n" * 14)  # Shift or Caps Lock: the same as y / n
+    assert _cursor(browser) == "cand-B-10" and not browser.find_element("id", "complete").is_displayed()
+    _keys(browser, "y")
+    _wait_saved(browser)
+    assert browser.find_element("id", "complete").is_displayed()
+    assert "Query complete" in browser.find_element("id", "complete").text
+    assert [r["label"] for r in _label_rows(packets_dir)][3:5] == ["useful", "not_useful"]
+    # a comment typed and the tab closed at once, well within the 600 ms the page waits before sending
+    _keys(browser, "c", "seen at the last moment")
+    browser.get("about:blank")
+    _wait(browser, lambda b: store.answers[first["item"]]["comment"] == "seen at the last moment", timeout=5)
