@@ -225,7 +225,7 @@ class LabelStore:
             self.answers, self.etag = self._read()
         except InputError as exc:
             raise Conflict(f"the label file was changed outside this app and no longer reads ({exc}); restore or "
-                           "fix it, then reload this page") from None
+                           "fix it.") from None
 
     # -- the API --
     def progress(self) -> dict:
@@ -249,7 +249,7 @@ class LabelStore:
         with self._mutex:
             if change["etag"] != self.etag or self._disk_etag() != self.etag:
                 raise Conflict("your labels were changed elsewhere (another tab or window, or the label file itself); "
-                               "reload this page to continue; nothing that was saved has been lost")
+                               "nothing that was saved has been lost.")
             answer = copy.deepcopy(self.answers.get(item["item"]) or self._empty(item))
             value = change["value"]
             stamp = now() if value else None  # a cleared label or an emptied comment has no time

@@ -44,7 +44,7 @@ function firstUnlabelled() {
 
 function showError(message) {
   app.broken = true;
-  $("error").textContent = `${message} Reload this page to go on.`;
+  $("error").textContent = `${message.replace(/\.?$/, ".")} Reload this page to go on.`;
   $("error").hidden = false;
   document.querySelectorAll("main button").forEach((el) => { el.disabled = true; });
   $("comment").readOnly = true; // still selectable, so an unsaved comment can be copied
