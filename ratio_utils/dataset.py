@@ -19,7 +19,20 @@ Split windows are inclusive at both ends. Two kinds of window, never mixed in on
 * `split_by: year` — windows of years (`end: 2006` takes every paper of 2006); a paper's year is its
   `year`, or the year of its `date` when `year` is missing.
 Papers that no window takes are excluded and counted by reason (`no_date`, `year_only_ambiguous`,
-`outside_windows`).
+`outside_windows`, `outside_fractions`).
+
+Windows never overlap, with one exception: splits that share one window, each with a `fraction`, divide
+that window's papers by a seeded hash of the paper id (`hash_seed`, `schema.seeded_hash`: SHA-1, so a paper
+lands in the same split on every run and machine, whatever the order of the papers or PYTHONHASHSEED):
+
+    validation: {start: 2025, end: 2025, fraction: 1/3}   # a number or a ratio "a/b"
+    test:       {start: 2025, end: 2025, fraction: 2/3}
+
+Every split of such a group names the same start and end; the fractions sum to at most 1, and the
+papers the fractions leave over are excluded (`outside_fractions`). The window is checked first, as for
+any split (a 2024 paper is `outside_windows` here), and the paper's hash position in [0, 1) then picks
+the split whose share of the cumulative fractions it falls in, in the order train, validation, test.
+Without a `fraction`, the paper id plays no part in the assignment.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +50,7 @@ from .benchmark import load_benchmark, write_pairs, write_pool  # noqa: F401  (l
 from .io import write_json_atomic
 from .mining import counts_to_report, read_mined
 from .parts import read_table
-from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS
+from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS, SEEDED_HASH_RANGE, seeded_hash
 
 SPLITS = tuple(s.value for s in POOL_SPLITS)
 
@@ -75,6 +89,7 @@ class DatasetParams:
     split_by: str = "date"  # "date" or "year"
     splits: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in PAPER_SPLITS.items()})
     year_only: str = "whole_year"  # date windows only: "whole_year" or "exclude"
+    hash_seed: int = 13  # seed of the paper-id hash that divides a window shared by splits with a `fraction`
 
     def __post_init__(self) -> None:
         if self.split_by not in ("date", "year"):
@@ -86,27 +101,53 @@ class DatasetParams:
             raise ValueError(f"dataset.splits has unknown split(s) {unknown}; expected {list(SPLITS)}")
 
     def windows(self) -> list["SplitWindow"]:
-        windows = [SplitWindow.parse(name, spec, self.split_by) for name, spec in self.splits.items()]
-        windows.sort(key=lambda w: w.sort_key)
-        for before, after in zip(windows, windows[1:]):
-            if before.end is None or after.start is None or before.end >= after.start:
-                raise ValueError(f"dataset.splits: windows {before.name} and {after.name} overlap or are open-ended towards each other")
-        return windows
+        """Every split's window, earliest first (splits sharing a window by fraction in SPLITS order)."""
+        return [window for group in self.window_groups() for window in group]
+
+    def window_groups(self) -> list[tuple["SplitWindow", ...]]:
+        """The windows grouped by span, earliest first: one window, or the splits that divide one window
+        by fraction. Raises ValueError on overlapping spans or on a group that is not a valid division."""
+        windows = [SplitWindow.parse(name, self.splits[name], self.split_by) for name in SPLITS if name in self.splits]
+        spans: dict[tuple, list[SplitWindow]] = {}
+        for window in windows:
+            spans.setdefault((window.start, window.end), []).append(window)
+        groups = [tuple(group) for group in spans.values()]
+        for group in groups:
+            _check_fraction_group(group)
+        groups.sort(key=lambda g: g[0].sort_key)
+        for before, after in zip(groups, groups[1:]):
+            first, second = before[-1], after[0]
+            if first.end is None or second.start is None or first.end >= second.start:
+                raise ValueError(f"dataset.splits: windows {first.name} and {second.name} overlap or are open-ended towards each other"
+                                 " (splits may share a window only when each names the same start and end and a fraction)")
+        return groups
+
+
+def _check_fraction_group(group: tuple["SplitWindow", ...]) -> None:
+    names = [w.name for w in group]
+    with_fraction = [w for w in group if w.fraction is not None]
+    if len(group) > 1 and len(with_fraction) < len(group):
+        raise ValueError(f"dataset.splits: windows {' and '.join(names)} overlap: splits that share a window each need a fraction")
+    total = sum((w.fraction for w in with_fraction), Fraction(0))
+    if total > 1:
+        raise ValueError(f"dataset.splits: the fractions of {', '.join(names)} sum to {total} (> 1) over their shared window")
 
 
 @dataclass(frozen=True)
 class SplitWindow:
-    """One split's window, inclusive at both ends; None = open. Dates (date mode) or ints (year mode)."""
+    """One split's window, inclusive at both ends; None = open. Dates (date mode) or ints (year mode).
+    `fraction`: this split's share of the window's papers, by paper-id hash (None: all of them)."""
 
     name: str
     start: _dt.date | int | None
     end: _dt.date | int | None
+    fraction: Fraction | None = None
 
     @staticmethod
     def parse(name: str, spec: dict, split_by: str) -> "SplitWindow":
-        unknown = sorted(set(spec) - {"start", "end"})
+        unknown = sorted(set(spec) - {"start", "end", "fraction"})
         if unknown:
-            raise ValueError(f"dataset.splits.{name}: unknown key(s) {unknown}; use start and end")
+            raise ValueError(f"dataset.splits.{name}: unknown key(s) {unknown}; use start, end and fraction")
 
         def value(raw):
             if raw is None:
@@ -123,7 +164,7 @@ class SplitWindow:
                 raise ValueError(f"dataset.splits.{name}: split_by=date needs ISO dates (YYYY-MM-DD), got {raw!r}")
             return _dt.date.fromisoformat(str(raw))
 
-        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")))
+        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")), _parse_fraction(name, spec.get("fraction")))
         if window.start is not None and window.end is not None and window.start > window.end:
             raise ValueError(f"dataset.splits.{name}: start {window.start} is after end {window.end}")
         return window
@@ -134,6 +175,39 @@ class SplitWindow:
 
     def contains(self, value) -> bool:
         return (self.start is None or value >= self.start) and (self.end is None or value <= self.end)
+
+
+def _parse_fraction(name: str, raw) -> Fraction | None:
+    """A split's fraction, exact: a number (0.5) or a ratio written as text ("1/3"), in (0, 1]."""
+    if raw is None:
+        return None
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise ValueError
+        fraction = Fraction(str(raw).strip())  # str: 0.1 is 1/10, not the binary float's value
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"dataset.splits.{name}: fraction must be a number or a ratio like 1/3, got {raw!r}") from None
+    if not 0 < fraction <= 1:
+        raise ValueError(f"dataset.splits.{name}: fraction must lie in (0, 1], got {raw!r}")
+    return fraction
+
+
+def hash_position(paper_id: str, seed: int) -> Fraction:
+    """Where a paper falls in [0, 1) for the fraction split, exactly: schema.seeded_hash of its id."""
+    return Fraction(seeded_hash(seed, paper_id), SEEDED_HASH_RANGE)
+
+
+def _pick_by_fraction(group: list["SplitWindow"], paper_id, seed: int) -> tuple[str | None, str | None]:
+    """The split of a paper inside a window shared by fraction, or (None, "outside_fractions")."""
+    if paper_id is None:
+        raise ValueError(f"splits {[w.name for w in group]} divide a window by paper id: assign_split needs the paper_id")
+    position = hash_position(str(paper_id), seed)
+    upper = Fraction(0)
+    for window in group:
+        upper += window.fraction
+        if position < upper:
+            return window.name, None
+    return None, "outside_fractions"
 
 
 def _as_date(value) -> _dt.date | None:
@@ -152,8 +226,10 @@ def _as_year(value) -> int | None:
         return None
 
 
-def assign_split(year, date, params: DatasetParams, windows: list[SplitWindow] | None = None) -> tuple[str | None, str | None]:
-    """(split, None) for a paper, or (None, reason) when no window takes it."""
+def assign_split(year, date, params: DatasetParams, windows: list[SplitWindow] | None = None,
+                 paper_id: str | None = None) -> tuple[str | None, str | None]:
+    """(split, None) for a paper, or (None, reason) when no window takes it. `paper_id` is needed only
+    where splits divide a window by fraction (it decides nothing otherwise)."""
     windows = windows if windows is not None else params.windows()
     day = _as_date(date)
     year = _as_year(year)
@@ -161,21 +237,24 @@ def assign_split(year, date, params: DatasetParams, windows: list[SplitWindow] |
         year = year if year is not None else (day.year if day else None)
         if year is None:
             return None, "no_date"
-        found = [w.name for w in windows if w.contains(year)]
-        return (found[0], None) if found else (None, "outside_windows")
-    if day is not None:
-        found = [w.name for w in windows if w.contains(day)]
-        return (found[0], None) if found else (None, "outside_windows")
-    if year is None:
+        found = [w for w in windows if w.contains(year)]
+    elif day is not None:
+        found = [w for w in windows if w.contains(day)]
+    elif year is None:
         return None, "no_date"
-    if params.year_only == "exclude":
+    elif params.year_only == "exclude":
         return None, "year_only_ambiguous"
-    first, last = _dt.date(year, 1, 1), _dt.date(year, 12, 31)
-    found = [w.name for w in windows if w.contains(first) and w.contains(last)]
-    if found:
-        return found[0], None
-    touched = any(w.contains(first) or w.contains(last) for w in windows)
-    return None, ("year_only_ambiguous" if touched else "outside_windows")
+    else:
+        first, last = _dt.date(year, 1, 1), _dt.date(year, 12, 31)
+        found = [w for w in windows if w.contains(first) and w.contains(last)]
+        if not found:
+            touched = any(w.contains(first) or w.contains(last) for w in windows)
+            return None, ("year_only_ambiguous" if touched else "outside_windows")
+    if not found:
+        return None, "outside_windows"
+    if found[0].fraction is None:  # windows without a fraction never overlap (DatasetParams.window_groups)
+        return found[0].name, None
+    return _pick_by_fraction(found, paper_id, params.hash_seed)
 
 
 def paper_splits(frames: list[pd.DataFrame], params: DatasetParams) -> pd.DataFrame:
@@ -184,7 +263,7 @@ def paper_splits(frames: list[pd.DataFrame], params: DatasetParams) -> pd.DataFr
     papers = pd.concat([f[columns] for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else pd.DataFrame(columns=columns)
     papers = papers.drop_duplicates(["corpus", "paper_id"]).reset_index(drop=True)
     windows = params.windows()
-    decided = [assign_split(y, d, params, windows) for y, d in zip(papers["year"], papers["date"])]
+    decided = [assign_split(y, d, params, windows, paper_id=p) for y, d, p in zip(papers["year"], papers["date"], papers["paper_id"])]
     papers["split"] = [s for s, _ in decided]
     papers["excluded_reason"] = [r for _, r in decided]
     return papers
@@ -376,6 +455,8 @@ def build(cfg) -> BuiltBenchmark:
     write_release(built, cfg.paths.benchmark)
     report = built.report()
     report["params"] = {"split_by": params.split_by, "splits": params.splits, "year_only": params.year_only}
+    if any(w.fraction is not None for w in params.windows()):
+        report["params"]["hash_seed"] = params.hash_seed
     write_json_atomic(cfg.paths.split_report, report)
     return built
 
@@ -480,13 +561,18 @@ def split_boundaries(params: DatasetParams) -> list[float]:
     Year windows end after their last year; date windows at their end day. Used to draw the windows on
     a per-year axis whose bar for year Y spans [Y - 0.5, Y + 0.5]."""
     edges = []
-    for window in params.windows()[:-1]:
-        end = window.end
+    for group in params.window_groups()[:-1]:  # splits that share a window by fraction: one span, no line between
+        end = group[0].end
         if isinstance(end, int):
             edges.append(end + 0.5)
         else:
             edges.append(end.year - 0.5 + end.timetuple().tm_yday / (366 if end.year % 4 == 0 else 365))
     return edges
+
+
+def window_label(group: tuple[SplitWindow, ...]) -> str:
+    """A span's name on the figure: the split, or the splits dividing it with their fractions ("validation 1/3 + test 2/3")."""
+    return " + ".join(w.name if w.fraction is None else f"{w.name} {w.fraction}" for w in group)
 
 
 def papers_per_year_figure(papers: pd.DataFrame, params: DatasetParams):
@@ -505,10 +591,10 @@ def papers_per_year_figure(papers: pd.DataFrame, params: DatasetParams):
     top = float(bottom.max()) * 1.12 or 1.0
     for edge in edges[1:-1]:
         ax.axvline(edge, color="black", linestyle="--", linewidth=0.9)
-    for window, left, right in zip(params.windows(), edges, edges[1:]):
+    for group, left, right in zip(params.window_groups(), edges, edges[1:]):
         left, right = max(left, edges[0]), min(right, edges[-1])
         if right > left:
-            ax.text((left + right) / 2, top, window.name, ha="center", va="bottom", fontsize=8)
+            ax.text((left + right) / 2, top, window_label(group), ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, top * 1.1)
     ax.set_xlabel("publication year")
     ax.set_ylabel("papers")

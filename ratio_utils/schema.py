@@ -163,6 +163,18 @@ def sentence_id(text: str) -> str:
     return hashlib.sha1(normalize_text_key(text).encode("utf-8")).hexdigest()[:16]
 
 
+def seeded_hash(seed: int, key: str) -> int:
+    """A 64-bit hash of `key` under `seed`: the first 8 bytes of SHA-1 over "<seed>:<key>".
+
+    The same on every run and machine (Python's hash() of a str is salted per process): the corpus
+    sample (stage 00) and the fraction split of a shared window (stage 06) draw papers by it.
+    """
+    return int.from_bytes(hashlib.sha1(f"{seed}:{key}".encode("utf-8")).digest()[:8], "big")
+
+
+SEEDED_HASH_RANGE = 2**64  # seeded_hash(...) / SEEDED_HASH_RANGE lies in [0, 1)
+
+
 def normalize_marker(phrase: str) -> str:
     """The canonical form of a marker: lower case, single spaces, no trailing comma.
 

@@ -214,6 +214,34 @@ def test_generic_jsonl_reader():
     assert not log.quarantined
 
 
+def test_unsplit_paragraphs_given_as_lists_of_strings_are_joined():
+    log = IngestLog()
+    papers = list(JsonlReader(FIXTURES / "generic_unsplit_lists.jsonl", "lists").papers(log))
+    assert [p.paper_id for p in papers] == ["U-1"] and not papers[0].sentences_split
+    assert papers[0].paragraphs == [
+        ["Annotated corpora are scarce for most languages. To address this, we project labels across aligned sentences."],
+        ["Projection noise grows with the distance between the two languages."],
+        ["A paragraph given in two pieces, which the reader joins with a space."],
+    ]
+    (bad,) = log.quarantined["lists"]
+    assert (bad["line"], bad["reason"]) == (2, "wrong_type") and "paragraphs[0] must be a string or a list of strings" in bad["detail"]
+
+
+def test_jsonl_reader_reads_the_aclsum_reference_conversion(shared_dir):
+    """aclsum's reference conversion gives each unsplit paragraph as a one-string list; none is quarantined."""
+    path = shared_dir / "corpora" / "aclsum" / "papers.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        raw = [json.loads(next(handle)) for _ in range(20)]
+    assert all(not r["sentences_split"] and isinstance(r["paragraphs"][0], list) for r in raw)  # the layout under test
+    log = IngestLog()
+    papers = list(JsonlReader(path, "aclsum_ref").papers(log, lines=(1, 20)))
+    assert not log.quarantined
+    assert [p.paper_id for p in papers] == [r["paper_id"] for r in raw]
+    for paper, record in zip(papers, raw):
+        assert paper.year == record["year"] and paper.title == record["title"]
+        assert paper.paragraphs == [[" ".join(p)] for p in record["paragraphs"]]
+
+
 # (line in generic_bad.jsonl, quarantine reason)
 BAD_LINES = [
     (2, "malformed_json"),

@@ -7,15 +7,21 @@ tests/fixtures/mining/).
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy.stats import binomtest
 
 from ratio_utils import dataset, mining
 from ratio_utils.benchmark import load_benchmark
-from ratio_utils.config import load_config
+from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, PAIR_COLUMNS, sentence_id
 
@@ -132,6 +138,147 @@ def test_params_files_give_the_intended_windows(tmp_path, monkeypatch, shared_di
     assert default.split_by == "year" and [(w.name, w.start, w.end) for w in default.windows()] == [
         ("train", None, 2006), ("validation", 2007, 2009), ("test", 2010, None)
     ]
+    ml = load_config("params/ml.yaml").section("dataset", DatasetParams)
+    assert ml.split_by == "year" and [(w.name, w.start, w.end, w.fraction) for w in ml.windows()] == [
+        ("train", None, 2022, None), ("validation", 2025, 2025, Fraction(1, 3)), ("test", 2025, 2025, Fraction(2, 3))
+    ]
+
+
+# --- one window divided by paper-id hash (`fraction`) ---------------------------------------------
+
+HASH_SPLIT = {  # params/ml.yaml's shape: train up to 2022, the 2025 papers divided 1/3 : 2/3
+    "train": {"start": None, "end": 2022},
+    "validation": {"start": 2025, "end": 2025, "fraction": "1/3"},
+    "test": {"start": 2025, "end": 2025, "fraction": "2/3"},
+}
+PAPER_IDS = [f"neurips2025-{i:05d}" for i in range(3000)]
+
+
+def _decided(params: DatasetParams, ids, year: int = 2025) -> pd.DataFrame:
+    frame = pd.DataFrame({"corpus": "fx", "paper_id": list(ids), "year": year, "date": None})
+    return dataset.paper_splits([frame], params).set_index("paper_id")
+
+
+def test_fractions_divide_one_window_without_a_paper_in_two_splits():
+    params = DatasetParams(split_by="year", splits=HASH_SPLIT)
+    decided = _decided(params, PAPER_IDS)
+    assert decided.index.is_unique and len(decided) == len(PAPER_IDS)  # one row, so one split, per paper
+    counts = decided["split"].value_counts()
+    assert set(counts.index) == {"validation", "test"} and counts.sum() == len(PAPER_IDS)
+    assert binomtest(int(counts["validation"]), len(PAPER_IDS), 1 / 3).pvalue > 1e-3
+    # the year window is checked before the hash: other years never reach the 2025 splits
+    assert assign_split(2024, None, params, paper_id=PAPER_IDS[0]) == (None, "outside_windows")
+    assert assign_split(2022, None, params, paper_id=PAPER_IDS[0]) == ("train", None)
+    assert assign_split(None, "2025-06-01", params, paper_id=PAPER_IDS[0])[0] in {"validation", "test"}
+    with pytest.raises(ValueError, match="needs the paper_id"):
+        assign_split(2025, None, params)
+
+
+def test_fractions_below_one_leave_papers_out_and_say_why():
+    halves = {"validation": {"start": 2025, "end": 2025, "fraction": 0.25}, "test": {"start": 2025, "end": 2025, "fraction": 0.25}}
+    decided = _decided(DatasetParams(split_by="year", splits=halves), PAPER_IDS)
+    left_out = decided["excluded_reason"] == "outside_fractions"
+    assert decided.loc[left_out, "split"].isna().all() and decided.loc[~left_out, "split"].notna().all()
+    assert binomtest(int(left_out.sum()), len(PAPER_IDS), 0.5).pvalue > 1e-3
+
+
+def test_fraction_split_is_the_same_in_every_process_order_and_machine():
+    """The hash must not be Python's salted hash(): other processes (other PYTHONHASHSEED) and another
+    order of the papers give the same assignment; another hash_seed gives another one."""
+    params = DatasetParams(split_by="year", splits=HASH_SPLIT)
+    here = _decided(params, PAPER_IDS[:400])["split"].to_dict()
+    assert _decided(params, reversed(PAPER_IDS[:400]))["split"].to_dict() == here
+    script = (
+        "import json, sys\n"
+        "from ratio_utils.dataset import DatasetParams, assign_split\n"
+        "params = DatasetParams(split_by='year', splits=json.loads(sys.argv[1]))\n"
+        "print(json.dumps({i: assign_split(2025, None, params, paper_id=i)[0] for i in json.loads(sys.argv[2])}))\n"
+    )
+    for hash_salt in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_salt, "PYTHONPATH": str(REPO_ROOT)}
+        out = subprocess.run([sys.executable, "-c", script, json.dumps(HASH_SPLIT), json.dumps(PAPER_IDS[:400])],
+                             capture_output=True, text=True, check=True, env=env).stdout
+        assert json.loads(out) == here
+    other_seed = _decided(DatasetParams(split_by="year", splits=HASH_SPLIT, hash_seed=14), PAPER_IDS[:400])["split"].to_dict()
+    assert other_seed != here
+
+
+def test_without_a_fraction_the_paper_id_decides_nothing(shared_dir):
+    """The default params (year windows, no fraction) assign the shared ACL papers by year alone, as before
+    fractions existed: the counts of the committed default run's Table 5 ('papers in the corpus')."""
+    records = {}
+    for source in ("acl_scisumm", "aclsum"):  # earlier sources win a repeated id, as in stage 00
+        with gzip.open(shared_dir / "corpora" / source / "papers.jsonl.gz", "rt", encoding="utf-8") as handle:
+            for record in map(json.loads, handle):
+                records.setdefault(record["paper_id"], record)
+    papers = pd.DataFrame([{"corpus": "acl", "paper_id": k, "year": r["year"], "date": r["date"]} for k, r in records.items()])
+    default = load_config("params/default.yaml").section("dataset", DatasetParams)
+    decided = dataset.paper_splits([papers], default)
+    renamed = dataset.paper_splits([papers.assign(paper_id=[f"other-{i}" for i in range(len(papers))])], default)
+    assert decided["split"].tolist() == renamed["split"].tolist()
+    table5 = pd.read_csv(REPO_ROOT / "tables" / "table5_split_and_pool.csv").set_index(["section", "item"])
+    committed = table5.loc[("papers", "in the corpus"), ["train", "validation", "test"]].astype(int).to_dict()
+    assert decided["split"].value_counts().to_dict() == committed
+
+
+def test_hash_split_in_a_built_benchmark_keeps_each_paper_in_one_split():
+    """Pairs and distractors of one 2025 paper follow their paper into one split; the leakage checks pass."""
+    rows, others = [], []
+    for i, paper_id in enumerate(PAPER_IDS[:60]):
+        rows.append(pair(paper_id, 2025, None, "specify", f"query {i} about a method that needs labels.", f"gold {i} about a special case of it."))
+        others.append(distractor(paper_id, 2025, None, "common_irrelevant", f"distractor {i} of a paper from the year 2025."))
+    rows.append(pair("acl-old", 2004, None, "address", "an older query about sparse annotations.", "an older gold about active learning."))
+    built = build_benchmark(*frames(rows, others), DatasetParams(split_by="year", splits=HASH_SPLIT))
+    splits_per_paper = built.pairs.groupby("paper_id")["split"].nunique()
+    assert (splits_per_paper == 1).all() and len(splits_per_paper) == 61
+    assert built.pairs.set_index("paper_id")["split"].to_dict() == built.papers.set_index("paper_id")["split"].to_dict()
+    pool_papers = {split: set(pool["corpusid"]) for split, pool in built.pools.items()}
+    assert not pool_papers["validation"] & pool_papers["test"] and pool_papers["train"] == {"acl-old"}
+    assert built.counts["papers.assigned.validation"] + built.counts["papers.assigned.test"] == 60
+
+
+def test_bad_fraction_windows_are_errors():
+    def windows(splits, split_by="year"):
+        return DatasetParams(split_by=split_by, splits=splits).windows()
+
+    shared = {"start": 2025, "end": 2025}
+    with pytest.raises(ValueError, match=r"sum to 4/3"):
+        windows({"validation": {**shared, "fraction": "2/3"}, "test": {**shared, "fraction": "2/3"}})
+    with pytest.raises(ValueError, match="each need a fraction"):  # sharing a window without fractions is an overlap
+        windows({"validation": dict(shared), "test": dict(shared)})
+    with pytest.raises(ValueError, match="each need a fraction"):
+        windows({"validation": {**shared, "fraction": 0.5}, "test": dict(shared)})
+    with pytest.raises(ValueError, match="overlap"):  # fractions divide one window, not overlapping ones
+        windows({"validation": {"start": 2024, "end": 2025, "fraction": 0.5}, "test": {**shared, "fraction": 0.5}})
+    for bad in (0, 1.5, "a third", True, "1/0"):
+        with pytest.raises(ValueError, match="fraction"):
+            windows({"test": {**shared, "fraction": bad}})
+    with pytest.raises(ValueError, match="whole years"):  # the windows themselves are still checked
+        windows({"validation": {"start": "2025-01-01", "end": 2025, "fraction": 0.5}, "test": {**shared, "fraction": 0.5}})
+    with pytest.raises(ValueError, match="ISO dates"):
+        windows({"test": {"start": 2025, "end": "2025-12-31", "fraction": 1}}, split_by="date")
+    exact = windows({"validation": {**shared, "fraction": 0.1}, "test": {**shared, "fraction": 0.9}})
+    assert sum(w.fraction for w in exact) == 1  # 0.1 read as 1/10, so the fractions sum to exactly 1
+
+
+def test_a_window_shared_by_fraction_is_one_span_on_the_papers_per_year_figure():
+    params = DatasetParams(split_by="year", splits=HASH_SPLIT)
+    assert dataset.split_boundaries(params) == [2022.5]  # no line between validation and test: they share 2025
+    papers = pd.DataFrame({"corpus": ["acl", "acl", "iclr2022", "neurips2025"], "year": [2004, 2020, 2022, 2025]})
+    ax = dataset.papers_per_year_figure(papers, params).axes[0]
+    assert [line.get_xdata()[0] for line in ax.get_lines()] == [2022.5]
+    assert [t.get_text() for t in ax.texts] == ["train", "validation 1/3 + test 2/3"]
+
+
+def test_fractions_under_date_windows_take_year_only_papers_of_a_whole_year():
+    dates = {"train": {"start": "2015-01-01", "end": "2022-12-31"},
+             "validation": {"start": "2025-01-01", "end": "2025-12-31", "fraction": "1/3"},
+             "test": {"start": "2025-01-01", "end": "2025-12-31", "fraction": "2/3"}}
+    params = DatasetParams(splits=dates)
+    assert {assign_split(2025, None, params, paper_id=i)[0] for i in PAPER_IDS[:50]} == {"validation", "test"}
+    for paper_id in PAPER_IDS[:50]:  # a date inside the window gives the same split as the whole year
+        assert assign_split(None, "2025-07-01", params, paper_id=paper_id) == assign_split(2025, None, params, paper_id=paper_id)
+    assert assign_split(2026, None, params, paper_id=PAPER_IDS[0]) == (None, "outside_windows")
 
 
 # --- dedupe, pools, overlap ------------------------------------------------------------------------

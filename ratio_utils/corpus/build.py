@@ -4,7 +4,6 @@ tables, the corpus report, the quarantine, and the notebook's tables and figure.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import defaultdict
@@ -17,7 +16,7 @@ from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 from ..config import Config
 from ..io import InputError, write_json_atomic, write_parquet_atomic, write_text_atomic
 from ..parts import reset_table
-from ..schema import PAPER_COLUMNS, SENTENCE_COLUMNS
+from ..schema import PAPER_COLUMNS, SENTENCE_COLUMNS, seeded_hash
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusParams, CorpusReader, IngestLog, Paper
 from .registry import make_readers
@@ -92,10 +91,6 @@ def _valid_paper(paper: Paper, log: IngestLog) -> bool:
     return True
 
 
-def _stable_hash(seed: int, text: str) -> int:
-    return int.from_bytes(hashlib.sha1(f"{seed}:{text}".encode()).digest()[:8], "big")
-
-
 def sample_papers(papers: Sequence[Paper], n: int, year_bins: Sequence[int], seed: int) -> list[Paper]:
     """A deterministic sample of `n` papers spread over year bins and, within a bin, over years.
 
@@ -115,7 +110,7 @@ def sample_papers(papers: Sequence[Paper], n: int, year_bins: Sequence[int], see
     for paper in papers:
         by_bin[bin_of(paper.year)][paper.year].append(paper)
     queues = {
-        b: [sorted(ps, key=lambda p: _stable_hash(seed, p.paper_id)) for _, ps in sorted(years.items())]
+        b: [sorted(ps, key=lambda p: seeded_hash(seed, p.paper_id)) for _, ps in sorted(years.items())]
         for b, years in by_bin.items()
     }
     chosen: set[int] = set()

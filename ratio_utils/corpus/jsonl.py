@@ -88,8 +88,8 @@ class JsonlReader:
             return None
         split = obj.get("sentences_split", True)
         paragraphs = obj["paragraphs"]
-        if not split:
-            paragraphs = [[p] for p in paragraphs]
+        if not split:  # one string per paragraph; a list of strings (aclsum's reference conversion) is one paragraph
+            paragraphs = [[p if isinstance(p, str) else " ".join(p)] for p in paragraphs]
         return Paper(paper_id, corpus, obj.get("title"), int(year), date.isoformat() if date else None,
                      obj.get("venue"), obj.get("source") or f"{path.name}:{lineno}", paragraphs,
                      sentences_split=bool(split), origin_file=str(path), origin_line=lineno)
@@ -113,8 +113,8 @@ def _type_problem(obj: dict) -> str | None:
         if split:
             if not isinstance(para, list) or not all(isinstance(s, str) for s in para):
                 return f"paragraphs[{i}] must be a list of strings (sentences_split is true)"
-        elif not isinstance(para, str):
-            return f"paragraphs[{i}] must be a string (sentences_split is false)"
+        elif not isinstance(para, str) and not (isinstance(para, list) and all(isinstance(s, str) for s in para)):
+            return f"paragraphs[{i}] must be a string or a list of strings (sentences_split is false)"
     return None
 
 
