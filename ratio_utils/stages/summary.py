@@ -332,39 +332,20 @@ def silver_gains(records: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# Encoders this run may use, when each was released and what its training data is known to include.
-ENCODER_TRAINING = {
-    "all-MiniLM-L6-v2": (2021, "its model card lists S2ORC citation pairs and SPECTER triplets among its 1B training pairs"),
-    "all-mpnet-base-v2": (2021, "its model card lists S2ORC citation pairs and SPECTER triplets among its 1B training pairs"),
-}
-
-
 def contamination_caveat(cfg: Config) -> str | None:
-    """A caveat when the test papers are not newer than every pretrained encoder the run uses (None otherwise)."""
-    from ..models import model_name
+    """A caveat when the test papers are not newer than the pretrained encoders the run uses (None otherwise)."""
+    from ..models import contamination_note, encoders_used
+
+    years = test_years(cfg)
+    return None if years is None else contamination_note(years, encoders_used(cfg))
+
+
+def test_years(cfg: Config) -> tuple[int, int] | None:
+    """First and last publication year of the test pairs (None without a benchmark or a test split)."""
+    from ..benchmark import load_benchmark
 
     if not Path(cfg.paths.benchmark).exists():
         return None
-    test = load_benchmark_years(cfg)
-    if test is None:
-        return None
-    first, last = test
-    used = dict.fromkeys(model_name(m) for m in [*cfg.sections.get("retrieval", {}).get("dense_models", []),
-                                                 cfg.sections.get("train", {}).get("base_model", "")] if m)
-    older = [(name, *ENCODER_TRAINING[name]) for name in used if name in ENCODER_TRAINING and ENCODER_TRAINING[name][0] >= first]
-    if not older:
-        return None
-    described = "; ".join(f"{name} (released {year}; {what})" for name, year, what in older)
-    return (f"Contamination: the test papers were published {first}–{last}, not after the pretrained encoders: {described}. "
-            "Their training data may include these papers or their citation neighbours, which can inflate the untuned "
-            "scores and the transfer from pretraining; the paper's temporal split (test papers newer than every "
-            "encoder) exists to avoid this.")
-
-
-def load_benchmark_years(cfg: Config) -> tuple[int, int] | None:
-    """First and last publication year of the test pairs (None without a test split)."""
-    from ..benchmark import load_benchmark
-
     bench = load_benchmark(cfg.paths.benchmark)
     years = [bench.queries(m, Split.TEST)["year"] for m in MOVES if bench.has(m, Split.TEST)]
     years = pd.concat(years).dropna() if years else pd.Series(dtype=float)
