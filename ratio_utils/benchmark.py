@@ -2,6 +2,7 @@
 
     <root>/data/{address,broaden,specify}/{train,validation,test,silver}.parquet   query–gold pairs
     <root>/candidates/{train,validation,test}.parquet                              shared pools
+    <root>/provenance/silver.json                     who judged the silver set (ratio_utils.label_sources)
 
 Pair files carry the authors' columns (`corpusid`, `year`, `publicationdate`, `queryTerm`,
 `queryTerm_group`, `querySentence`, `goldSentence`) and, in our rebuild, `query_id` and `gold_id`.
@@ -28,6 +29,7 @@ _CANDIDATE_ALIASES = {
     "corpusid": ("corpusid", "corpus_id", "paper_id"),
 }
 _REQUIRED_PAIR_COLUMNS = ("querySentence", "goldSentence")
+PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.label_sources)
 
 
 def pairs_path(root: Path, move: Move, split: Split) -> Path:
@@ -95,7 +97,9 @@ class Benchmark:
         return frame
 
     def checksum(self) -> str:
-        return sha256_tree(self.root)
+        """The data's checksum: pairs and pools; the label provenance records under `provenance/` describe
+        who labelled the data (label_sources) and are left out, so recording them changes no run key."""
+        return sha256_tree(self.root, exclude=(PROVENANCE_DIR,))
 
 
 def load_benchmark(path: str | Path) -> Benchmark:

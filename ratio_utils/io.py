@@ -154,13 +154,15 @@ def sha256_file(path: "str | Path", chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def sha256_tree(path: "str | Path") -> str:
-    """Checksum of a file, or of every file under a directory (relative names and contents)."""
+def sha256_tree(path: "str | Path", exclude: tuple[str, ...] = ()) -> str:
+    """Checksum of a file, or of every file under a directory (relative names and contents).
+
+    `exclude`: top-level entries of the directory left out (a tree without them hashes as before)."""
     path = Path(path)
     if path.is_file():
         return sha256_file(path)
     digest = hashlib.sha256()
-    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+    for child in sorted(p for p in path.rglob("*") if p.is_file() and p.relative_to(path).parts[0] not in exclude):
         digest.update(str(child.relative_to(path)).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()

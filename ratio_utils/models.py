@@ -247,3 +247,29 @@ def model_fingerprint(model_or_path: Any) -> str:
     if hasattr(model_or_path, "state_dict"):
         return _state_fingerprint(model_or_path)
     raise TypeError(f"cannot fingerprint {type(model_or_path).__name__}: pass a path or a torch model")
+
+
+# When each pretrained encoder was released and what its training data is known to include (its model card):
+# test papers older than an encoder may be in its training data, which the paper's temporal split avoids.
+ENCODER_TRAINING = {
+    "all-MiniLM-L6-v2": (2021, "its model card lists S2ORC citation pairs and SPECTER triplets among its 1B training pairs"),
+    "all-mpnet-base-v2": (2021, "its model card lists S2ORC citation pairs and SPECTER triplets among its 1B training pairs"),
+}
+
+
+def encoders_used(cfg) -> list[str]:
+    """Display names of the pretrained dense encoders a run's params use (retrieval and fine-tuning)."""
+    names = [*cfg.sections.get("retrieval", {}).get("dense_models", []), cfg.sections.get("train", {}).get("base_model")]
+    return list(dict.fromkeys(model_name(name) for name in names if name))
+
+
+def contamination_note(test_years: tuple[int, int], encoders: list[str]) -> str | None:
+    """The caveat for encoders released in or after the first test year (None when every test paper is newer)."""
+    first, last = test_years
+    older = [(name, *ENCODER_TRAINING[name]) for name in encoders if name in ENCODER_TRAINING and ENCODER_TRAINING[name][0] >= first]
+    if not older:
+        return None
+    described = "; ".join(f"{name} (released {year}; {what})" for name, year, what in older)
+    return (f"Contamination: the test papers were published {first}–{last}, not after the pretrained encoders: {described}. "
+            "Their training data may include these papers or their citation neighbours, which can inflate the untuned "
+            "scores; the paper's temporal split (test papers newer than every encoder) exists to avoid this.")

@@ -34,7 +34,10 @@ from . import stats
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
 from .io import InputError, write_json_atomic
+from .label_sources import notes as label_notes
+from .label_sources import read_silver_source, rerank_source
 from .metrics import per_query_metrics
+from .report import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
 from .retrieval.scoring import run_queries
 from .schema import MOVES, Move, Split
@@ -103,6 +106,8 @@ TABLE_SPECS: dict[str, TableSpec] = {
         "silver", FULL_COLUMNS, True, True, "Table 8: full results (%) on the {query_set}, per move."),
 }
 RERANK_TABLE = "rerank_vs_first_stage"
+BASELINE_TABLE = "baseline_comparisons"
+BM25_UNIGRAM = "BM25-unigram"
 RERANK_METRICS = ("M@10", "R@10")
 
 
@@ -410,7 +415,7 @@ def _paper_table(
     if not spec.rerank_rows:
         keys = {k for k in keys if not k[2].endswith("rerank")}
     why = dict(planned)
-    display_rows, numeric_rows, notes = [], [], []
+    display_rows, numeric_rows, notes, records = [], [], [], []
     for key in sorted(keys, key=lambda k: row_order(k, ranks)):
         model, prefix, setup = key
         shown = {"System": model, "Prefix": prefix, "Setup": setup}
@@ -430,6 +435,7 @@ def _paper_table(
                 c = cell(run.per_query[metric], cache)
                 shown[name] = c.text()
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
+                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
             notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
@@ -440,13 +446,19 @@ def _paper_table(
             notes.append(f"{model} ({prefix}, {setup}): no run file for {', '.join(absent)} ({reason}); those cells stay empty.")
         display_rows.append(shown)
         numeric_rows.append(numbers)
-    return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes
+    return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes, records_frame(records)
+
+
+def cell_record(c: Cell, p: float | None = None, *, scale: float = 100, **keys) -> dict:
+    """A cell (a mean, or a paired difference with its p) as a long numeric record (report.RECORD_COLUMNS);
+    `scale` 100: fractions written as % points."""
+    return {**keys, "value": scale * c.value, "low": scale * c.low, "high": scale * c.high, "n": c.n, "p": p}
 
 
 def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each reranked run against its first stage on the same queries: paired interval and p-value."""
     by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
-    shown_rows, numeric_rows = [], []
+    shown_rows, numeric_rows, records = [], [], []
     columns = ["Reranked system", "First stage", "Move", "Query set", "Metric", "Queries", "First stage value",
                "Reranked value", "Difference", "p (permutation)", "Note"]
     for run in sorted(scored.values(), key=lambda r: (r.info.system, r.info.move, r.info.split)):
@@ -467,14 +479,42 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             common = run.per_query.index.intersection(first.per_query.index)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
-                               "Difference": diff.text(), "p (permutation)": f"{p:.4f}", "Note": ""})
+                               "Difference": diff.text(), "p (permutation)": stats.format_p(p), "Note": ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
                                  "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
                                  "p (permutation)": p})
+            records.append(cell_record(diff, p, move=run.info.move, query_set=run.info.split, metric=column,
+                                   subject=run.info.system, reference=first_name))
     numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
-    return pd.DataFrame(shown_rows, columns=columns), numeric
+    return pd.DataFrame(shown_rows, columns=columns), numeric, records_frame(records)
+
+
+def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Paired MRR@10 differences between untuned systems: best dense - BM25-unigram, BM25 bi/trigram - unigram."""
+    baselines = [run for run in scored.values() if run.info.setup == "Baseline"]
+    shown_rows, records = [], []
+    for move in MOVES:
+        for split in sorted({run.info.split for run in baselines if run.info.move == move.value}, reverse=True):
+            here = {run.info.system: run for run in baselines if run.info.move == move.value and run.info.split == split}
+            unigram = here.get(BM25_UNIGRAM)
+            if unigram is None:
+                continue
+            dense = [run for run in here.values() if run.info.family == "dense"]
+            pairs = [(name, here[name]) for name in (f"BM25-{order}" for order in ("bigram", "trigram")) if name in here]
+            if dense:
+                best = max(dense, key=lambda run: (run.per_query["MRR@10"].mean(), run.info.system))
+                pairs.insert(0, (f"best untuned dense ({best.info.system})", best))
+            for label, run in pairs:
+                diff, p = paired_cell(cache, run.per_query["MRR@10"], unigram.per_query["MRR@10"])
+                shown_rows.append({"Move": move.value.capitalize(), "Query set": split, "Comparison": f"{label} - {BM25_UNIGRAM}",
+                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p)})
+                records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
+                                       subject=run.info.system, reference=BM25_UNIGRAM,
+                                       scope="best untuned dense" if label.startswith("best") else "bm25 n-gram"))
+    columns = ["Move", "Query set", "Comparison", "Queries", "Difference M@10", "p (permutation)"]
+    return pd.DataFrame(shown_rows, columns=columns), records_frame(records)
 
 
 def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
@@ -523,20 +563,23 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
         run = score_run(bench, info, path, metrics)
         scored[(*run.key, info.move, info.split)] = run
     silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
+    silver_source = read_silver_source(bench.root) if silver_moves else None
+    rerankers = [rerank_source(run.info.retriever) for run in scored.values() if run.info.setup.endswith("rerank")]
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
     planned = _planned(expected)
     ranks = _model_rank(expected)
     common = _common_notes(infos, silver_moves)
-    tables, numeric, notes, captions = {}, {}, {}, {}
+    tables, numeric, notes, captions, labels, records = {}, {}, {}, {}, {}, {}
     for name, spec in TABLE_SPECS.items():
-        shown, numbers, row_notes = _paper_table(spec, scored, planned, ranks, silver_moves, cache)
+        shown, numbers, row_notes, records[name] = _paper_table(spec, scored, planned, ranks, silver_moves, cache)
         label = query_set_label(silver_moves, spec.split)
         counts = _query_counts(numbers)
         tables[name], numeric[name] = shown, numbers
         captions[name] = spec.caption.format(query_set=label)
         notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
         notes[name] = notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
-    shown, numbers = _rerank_table(scored, cache)
+        labels[name] = ([silver_source] if spec.split == "silver" else []) + (rerankers if spec.rerank_rows else [])
+    shown, numbers, records[RERANK_TABLE] = _rerank_table(scored, cache)
     tables[RERANK_TABLE], numeric[RERANK_TABLE] = shown, numbers
     captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set_label(silver_moves, 'silver')}), "
                               "with a paired bootstrap interval of the difference and a paired permutation p-value.")
@@ -544,6 +587,20 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
         "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
         f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
     ]
+    shown, records[BASELINE_TABLE] = _baseline_comparisons(scored, cache)
+    tables[BASELINE_TABLE], numeric[BASELINE_TABLE] = shown, records[BASELINE_TABLE]
+    captions[BASELINE_TABLE] = ("Untuned baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
+                                "BM25-unigram, and BM25 bigram/trigram vs unigram, MRR@10 (%), per move and query set.")
+    notes[BASELINE_TABLE] = [
+        "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
+        f"sign-flip permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
+        "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
+        "the same queries, as the paper's 'best retriever for each move').",
+    ]
+    labels[BASELINE_TABLE] = [silver_source]
+    labels[RERANK_TABLE] = [silver_source, *rerankers]
+    for name in tables:  # who produced the labels, first, in the notebook's display as in the written table
+        notes[name] = label_notes(labels[name]) + notes[name]
     cache.save()
     runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
                           "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
@@ -551,7 +608,8 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     if write:
         inputs = [cfg.paths.benchmark, *files]
         for name in tables:
-            write_table(numeric[name], name, cfg, caption=captions[name], notes=notes[name], inputs=inputs, shown=tables[name])
+            write_table(numeric[name], name, cfg, caption=captions[name], notes=notes[name], inputs=inputs, shown=tables[name],
+                        labels=labels[name], records=records[name])
     return result
 
 

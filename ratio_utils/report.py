@@ -20,6 +20,8 @@ import pandas as pd
 
 from .config import REPO_ROOT, Config
 from .io import atomic_path, sha256_tree, write_json_atomic, write_text_atomic
+from .label_sources import LabelSource
+from .label_sources import notes as label_notes
 
 
 # Committed outputs: a change there is a run's result, not a change of the code that produced it.
@@ -83,6 +85,29 @@ def relative_text(text: str, cfg: Config) -> str:
     return text
 
 
+# The long numeric form every result table can write beside itself (tables/<name>.records.csv), read by the
+# summary and its claims table instead of parsing display cells. One row per number: a mean over queries
+# (reference empty) or a paired difference subject - reference over the same queries; values in % points
+# where the metric is a percentage, intervals 95%, p two-sided.
+RECORD_COLUMNS = ("table", "scope", "move", "query_set", "metric", "subject", "reference", "value", "low", "high", "n", "p")
+
+
+def records_frame(rows: Iterable[dict]) -> pd.DataFrame:
+    """Rows with RECORD_COLUMNS (missing ones empty); an unknown column is an error, not a silent drop."""
+    frame = pd.DataFrame(list(rows))
+    unknown = sorted(set(frame.columns) - set(RECORD_COLUMNS))
+    if unknown:
+        raise ValueError(f"record columns {unknown} are not among {RECORD_COLUMNS}")
+    return frame.reindex(columns=list(RECORD_COLUMNS))
+
+
+def read_records(cfg: Config) -> pd.DataFrame:
+    """Every tables/*.records.csv of the run, in one frame (empty when none was written)."""
+    frames = [pd.read_csv(path, dtype={"scope": str, "subject": str, "reference": str}, keep_default_na=False,
+                          na_values=[""]) for path in sorted(Path(cfg.paths.tables).glob("*.records.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else records_frame([])
+
+
 def write_table(
     frame: pd.DataFrame,
     name: str,
@@ -94,18 +119,27 @@ def write_table(
     latex: bool = True,
     float_format: str = "{:.1f}",
     shown: pd.DataFrame | None = None,
+    labels: Iterable[LabelSource] = (),
+    records: pd.DataFrame | None = None,
 ) -> dict[str, Path]:
     """Write tables/<name>.csv, .md (caption, table, notes), optionally .tex, and the provenance.
 
     `shown` is the Markdown/LaTeX form when it differs from the CSV (e.g. cells "23.3 [21.4, 25.2]"
-    whose value and interval bounds are separate CSV columns)."""
-    notes = [relative_text(note, cfg) for note in notes]
+    whose value and interval bounds are separate CSV columns). `labels`: who produced the labels the
+    table rests on (the silver judge, rerankers): named first in the notes and kept in the provenance.
+    `records`: the table's numbers in long form (`records_frame`), written to tables/<name>.records.csv."""
+    labels = [source for source in labels if source is not None]
+    notes = list(dict.fromkeys(relative_text(note, cfg) for note in [*label_notes(labels), *notes]))
     out_dir = cfg.paths.tables
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     with atomic_path(out_dir / f"{name}.csv") as tmp:
         frame.to_csv(tmp, index=False)
     written["csv"] = out_dir / f"{name}.csv"
+    if records is not None:
+        with atomic_path(out_dir / f"{name}.records.csv") as tmp:
+            records_frame(records.assign(table=name).to_dict("records")).to_csv(tmp, index=False)
+        written["records"] = out_dir / f"{name}.records.csv"
 
     shown = (frame if shown is None else shown).copy()
     for column in shown.columns:
@@ -125,13 +159,23 @@ def write_table(
         written["tex"] = write_text_atomic(out_dir / f"{name}.tex", tex)
     written["provenance"] = write_json_atomic(
         out_dir / f"{name}.provenance.json",
-        provenance(cfg, inputs, notes, caption=caption, files=[cfg.paths.relative(p) for p in written.values()]),
+        provenance(cfg, inputs, notes, caption=caption, files=[cfg.paths.relative(p) for p in written.values()],
+                   label_sources=[source.to_json() for source in labels]),
     )
     return written
 
 
-def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (), notes: Iterable[str] = ()) -> dict[str, Path]:
-    """Save a matplotlib figure as figures/<name>.png and .pdf, with its provenance."""
+def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (), notes: Iterable[str] = (),
+                labels: Iterable[LabelSource] = ()) -> dict[str, Path]:
+    """Save a matplotlib figure as figures/<name>.png and .pdf, with its provenance.
+
+    `labels`: who produced the labels it is drawn on, written under the figure itself (a PNG travels
+    without its provenance record) and into the record."""
+    labels = [source for source in labels if source is not None]
+    footer = label_notes(labels)
+    if footer:
+        fig.text(0.0, -0.02, "\n".join(footer), fontsize=6, ha="left", va="top", wrap=True)
+    notes = [*footer, *notes]
     out_dir = cfg.paths.figures
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -141,7 +185,8 @@ def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
         written[ext] = target
     written["provenance"] = write_json_atomic(
-        out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()])
+        out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()],
+                                                         label_sources=[source.to_json() for source in labels])
     )
     return written
 

@@ -92,3 +92,13 @@ def format_ci(value: float, low: float, high: float, *, scale: float = 100, digi
     if low is None or high is None or any(isinstance(x, float) and math.isnan(x) for x in (low, high)):
         return point
     return f"{point} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
+def format_p(p: float | None, n_permutations: int = 10_000) -> str:
+    """A permutation p-value as tables print it: below the smallest attainable value 1/(n+1), '< 1e-4'."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return ""
+    floor = 1 / (n_permutations + 1)
+    if p <= floor * (1 + 1e-9):
+        return f"< {10 ** math.ceil(math.log10(floor)):.0e}".replace("e-0", "e-")
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}".rstrip("0").rstrip(".") if p < 1 else "1"

@@ -41,6 +41,8 @@ from ratio_utils.judge import (
     unanimous_label,
     with_pair_columns,
 )
+from ratio_utils.judge.silver import FIXED_IN_PARAMS
+from ratio_utils.label_sources import read_silver_source
 from ratio_utils.llm import ChatResult
 from ratio_utils.schema import MOVES, Move, Split
 
@@ -286,7 +288,10 @@ def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypat
     selection = sf.calibrate()
     # no labels: no F1; the default params fix the retained prompts (those of the recorded answers)
     assert selection["single_F1"].isna().all()
-    assert sorted(selection.loc[selection["retained"], "prompt"]) == sorted(["minimal-v1", "ordered-v1"] * 3)
+    # fixed in params, not selected by calibration F1: the table says where the choice came from
+    used = selection["used by the judge"] == FIXED_IN_PARAMS
+    assert sorted(selection.loc[used, "prompt"]) == sorted(["minimal-v1", "ordered-v1"] * 3)
+    assert "retained" not in selection.columns and set(selection["used by the judge"]) == {FIXED_IN_PARAMS, ""}
     summary = sf.filter()
     assert not summary["silver written"].any()
     assert not stale.exists() and not any(load_benchmark(cfg.paths.benchmark).has(m, "silver") for m in MOVES)
@@ -386,6 +391,14 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
             f1_score(cal.to_numpy(), both.reindex(cal.index).astype(int).to_numpy(), zero_division=0))
     assert anaphora.loc["address", "n_with_anaphor"] == 3
     assert sha256_tree(cfg.paths.benchmark / "candidates") == pools_before  # rejected golds stay in the pool
+    # the silver set's record says who judged it, with which prompts, and how many pairs got no verdict
+    judge = read_silver_source(cfg.paths.benchmark)
+    assert (judge.role, judge.configured, judge.answered_by, judge.replayed_from) == ("judge", "judge-model", ("judge-model",), None)
+    assert not judge.stand_in
+    assert judge.detail["prompts"] == {m.value: sf.retained[m] for m in MOVES}
+    assert judge.detail["prompts chosen by"] == "calibration F1"
+    assert judge.detail["silver pairs"] == {m.value: int(summary.loc[m.value, "silver"]) for m in MOVES}
+    assert judge.detail["pairs without a verdict"] == {m.value: 0 for m in MOVES}
 
     # every verdict records the prompt file's hash; the cache holds readable requests and responses, never the key
     verdicts = pd.read_parquet(sf.out_dir / "judgements.parquet")
@@ -448,6 +461,12 @@ def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg
     assert str(tmp_path) not in notes
     sf.anaphora()
     assert "produced by standin-model" in (cfg.paths.tables / "judge_anaphora.md").read_text()
+    # the stand-in is named before it answers (the status step) and in the silver set's record
+    assert "standin-model" in sf.status().set_index("setting").loc["recorded answers by", "value"]
+    judge = read_silver_source(cfg.paths.benchmark)
+    assert judge.stand_in and judge.answered_by == ("standin-model",) and judge.configured == "gpt-5.4"
+    assert judge.detail["pairs without a verdict"] == {"address": 0, "broaden": 0, "specify": 1}
+    assert judge.detail["prompts chosen by"] == FIXED_IN_PARAMS
 
 
 def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_branch(cfg, tiny_benchmark, monkeypatch, tmp_path):

@@ -25,7 +25,7 @@ from ratio_utils.rerank import (
     rerank_request,
     reranked_order,
 )
-from ratio_utils.retrieval.runs import RunInfo, read_run, read_run_info, run_path, write_system_run
+from ratio_utils.retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, write_system_run
 from ratio_utils.schema import MOVES, Move
 from ratio_utils.stages.llm_rerank import LLMRerank
 
@@ -247,7 +247,9 @@ def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monke
     report = json.loads(cfg.paths.rerank_report.read_text())
     assert report["answered_by"] == ["rerank-model"] and report["request_files"]
     notes = (cfg.paths.tables / "rerank_summary.md").read_text()
-    assert "answers replayed from recorded responses, produced by rerank-model" in notes
+    assert "answers replayed from ../shared/llm_cache, produced by rerank-model." in notes
+    sidecar = json.loads(info_path(run_path(cfg.paths.retrieval_runs, RERANKED, Move.ADDRESS, "test")).read_text())
+    assert sidecar["retriever"]["answered_by"] == ["rerank-model"] and sidecar["retriever"]["replayed_from"]
     assert re.search(r"4 reranking request\(s\) had no answer", notes)
 
 

@@ -51,13 +51,24 @@ def test_headline_puts_this_run_beside_the_paper(tmp_path):
     path = tmp_path / "table1.csv"
     _with_separate_intervals(("_low", "_high")).to_csv(path, index=False)
     queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
-    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries)
+    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries, "test")
     ours = headline[(headline.source == "this run") & (headline.move == "address")]
     assert ours.set_index("system").loc["BM25-unigram", "M@10"] == "19.2 [15.0, 23.5]"
     assert ours.set_index("system").loc["all-MiniLM-L6-v2 (generic)", "queries"] == 109
     paper = headline[headline.source.str.startswith("paper") & (headline.move == "address")].set_index("setup")
     assert paper.loc["Tuned", "M@10"] == "21.5" and paper.loc["Tuned", "R@10"] == "35.4"
     assert list(headline["move"].drop_duplicates()) == ["address", "broaden", "specify"]
+    assert "Tuned + rerank" not in set(paper.index)  # a silver number of the paper never sits in the test block
+
+
+def test_silver_headline_holds_only_the_papers_silver_numbers(tmp_path):
+    path = tmp_path / "table1.csv"
+    _with_separate_intervals(("_low", "_high")).to_csv(path, index=False)
+    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), None, "silver")
+    paper = headline[headline.source.str.startswith("paper") & (headline.move == "address")].set_index("setup")
+    assert paper.loc["Tuned + rerank", "M@10"] == "37.7" and paper.loc["Tuned", "R@10"] == "40.0"
+    assert paper.loc["Tuned", "M@10"] == ""  # the paper's text states no silver Tuned M@10: left empty, not filled
+    assert "21.5" not in set(headline["M@10"]) and "9.7" not in set(headline["M@10"])  # its unfiltered-test numbers
 
 
 def test_headline_counts_the_queries_of_the_tables_own_query_set(tmp_path):
@@ -132,8 +143,19 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     assert queries.loc[("specify", "test"), "queries"] == 3
     assert len(result.provenance["params sha256"]) == 16
     report = cfg.paths.summary_report.read_text(encoding="utf-8")
-    for heading in ("## Headline", "## Queries per move and split", "## Reduced, replaced", "## Provenance"):
+    for heading in ("## Who produced the labels", "## The paper's claims tested by this run", "## Silver test set",
+                    "## Unfiltered test set", "## What differs from the paper", "## Queries per move and split",
+                    "## Reduced, replaced", "## Provenance"):
         assert heading in report
+    # no records were written: every claim says it cannot be tested here, and why
+    assert set(result.claims["silver: verdict"]) == {"cannot test here"}
+    assert "notebook 09 has not run" in set(result.claims["silver: evidence"])
+    # the tiny benchmark's test papers (2010) predate the default encoder (2021)
+    assert result.contamination.startswith("Contamination: the test papers were published 2010–2010")
+    assert "temporal split" in report
+    differences = result.differences.set_index("what")
+    assert differences.loc["test pool", "paper"] == "404,371 sentences"
+    assert differences.loc["test pool", "this run"].endswith(" sentences")
     assert "19.2 [15.0, 23.5]" in report and "Total: 180 s" in report
     assert "](../figures/summary_mrr10.png)" in report and (cfg.paths.figures / "summary_mrr10.png").exists()
     assert str(tmp_path) not in report

@@ -15,6 +15,7 @@ import pandas as pd
 from ..benchmark import load_benchmark, pairs_path, write_pairs
 from ..config import REPO_ROOT, Config
 from ..io import write_parquet_atomic
+from ..label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
 from ..llm import LLMClient
 from ..report import write_table
 from ..schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
@@ -51,6 +52,8 @@ PAPER_TABLE9_TEXT = [  # (move, statistic, value as printed in §4.3 / Appendix 
 # --------------------------------------------------------------------------------------------
 # the notebook's steps
 # --------------------------------------------------------------------------------------------
+
+FIXED_IN_PARAMS = "fixed in params (judge.retained)"  # a prompt used without selection by calibration F1
 
 TABLE9_COLUMNS = ["move", "rater", "panel_F1", "panel_Agr", "panel_F1_majority", "panel_F1_unanimous",
                   "single_P", "single_R", "single_F1", "single_kappa", "single_Agr", "n_panel", "n_single"]
@@ -99,7 +102,9 @@ class SilverFilter:
     def status(self) -> pd.DataFrame:
         info = {"judge available": self.online, "why": self.why, **self.client.describe(),
                 "prompts": {m.value: len(p) for m, p in self.prompts.items()}, "labels dir": str(self.labels_dir)}
-        print(("LLM judge: " if self.online else "LLM judge NOT available: ") + self.why)
+        recorded = info.get("recorded answers by", "-")
+        answers = f" (configured {info['model']}; recorded answers by {recorded})" if recorded != "-" else ""
+        print(("LLM judge: " if self.online else "LLM judge NOT available: ") + self.why + answers)
         return pd.DataFrame({"setting": list(info), "value": [str(v) for v in info.values()]})
 
     def prompt_table(self) -> pd.DataFrame:
@@ -194,9 +199,13 @@ class SilverFilter:
             else:
                 table = pd.DataFrame({"move": move.value, "prompt": [p.label for p in self.prompts[move]]})
                 table["retained"] = table["prompt"].isin(self.retained.get(move, []))
+            if move in fixed:  # not chosen by calibration F1 here: say where the choice came from
+                table["retained"] = table["retained"].map({True: FIXED_IN_PARAMS, False: ""})
             tables.append(table)
         selection = pd.concat(tables, ignore_index=True).reindex(
             columns=["move", "prompt", "retained", "single_P", "single_R", "single_F1", "single_kappa", "single_Agr", "n_single"])
+        if selection["retained"].isin([FIXED_IN_PARAMS]).any():
+            selection = selection.rename(columns={"retained": "used by the judge"})
         if not self.retained:
             self.notes.append("No prompts retained: prompt selection needs the judge's answers and calibration labels "
                               "(or judge.retained in the params).")
@@ -248,7 +257,26 @@ class SilverFilter:
             accepted_ids = set(self._accepted(move))
             silver = self.test_pairs[move].loc[pair_ids(self.test_pairs[move]).isin(accepted_ids)]
             write_pairs(_with_release_columns(silver.drop_duplicates(["query_id", "gold_id"])), self.benchmark_dir, move, Split.SILVER)
+        write_silver_source(self.benchmark_dir, self.label_source(judgements))
         return self._silver_summary(self.silver_verdicts)
+
+    def label_source(self, judgements: pd.DataFrame) -> LabelSource:
+        """Who judged this silver set, with which prompts, and how many sampled pairs got no verdict."""
+        report = self.client.last_report
+        replayed = report is not None and report.mode == "replay"
+        verdicts = self.silver_verdicts
+        detail = {
+            "prompts": {m.value: list(self.retained[m]) for m in MOVES},
+            "prompts chosen by": "fixed in params (judge.retained)" if self.params.retained else "calibration F1",
+            "rule": "a pair is silver when every retained prompt accepts it",
+            "sampled pairs": {m.value: int((verdicts["move"] == m.value).sum()) for m in MOVES},
+            "pairs without a verdict": {m.value: int(verdicts.loc[verdicts["move"] == m.value, "accepted"].isna().sum())
+                                        for m in MOVES},
+            "silver pairs": {m.value: len(self._accepted(m)) for m in MOVES},
+        }
+        return LabelSource(role="judge", configured=self.params.model or self.client.settings.model,
+                           answered_by=tuple(sorted(set(judgements["answered_by"].dropna()))),
+                           replayed_from=REPLAYED_FROM if replayed else None, detail=detail)
 
     def _portable(self, notes: list[str]) -> list[str]:
         """Notes as written into tables: paths of this machine shown relative to the output root,
@@ -268,7 +296,7 @@ class SilverFilter:
         report = self.client.last_report
         answered = sorted(set(judgements["answered_by"].dropna()))
         if not self.dry_run and answered:
-            where = (f"answers replayed from {_REPLAY_DISPLAY}" if report is not None and report.mode == "replay"
+            where = (f"answers replayed from {REPLAYED_FROM}" if report is not None and report.mode == "replay"
                      else "answers from the endpoint or the response cache")
             self.notes.append(f"judge: {configured} configured; {where}, produced by {', '.join(answered)}.")
         misses = judgements[judgements["replay_miss"]]
@@ -284,6 +312,7 @@ class SilverFilter:
         return part.loc[part["accepted"].fillna(False).astype(bool), "pair_id"].tolist()
 
     def _remove_stale_silver(self) -> None:
+        remove_silver_source(self.benchmark_dir)
         for move in MOVES:
             path = pairs_path(self.benchmark_dir, move, Split.SILVER)
             if path.exists():
@@ -383,9 +412,6 @@ class SilverFilter:
         write_table(shown, "judge_anaphora", self.cfg, caption="Silver acceptance and explicit anaphors in the marker",
                     notes=self._portable(notes), inputs=[self.benchmark_dir], float_format="{:.1f}")
         return table
-
-# How table notes name the shared replay source (never an absolute path of this machine).
-_REPLAY_DISPLAY = "../shared/llm_cache"
 
 
 def _with_release_columns(frame: pd.DataFrame) -> pd.DataFrame:

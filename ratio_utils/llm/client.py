@@ -92,6 +92,8 @@ class LLMClient(BatchMixin):
             "mode": self.settings.mode,
             "cache": str(self.cache_dir),
             "replay sources": self.store.describe_sources(),
+            # replayed answers may come from another model than the configured one: say which, before they are used
+            "recorded answers by": ", ".join(self.store.recorded_models()) or "-",
         }
 
     def available(self) -> tuple[bool, str]:
@@ -243,6 +245,8 @@ class LLMClient(BatchMixin):
               f"{r.est_output_tokens:,} output tokens, cost {self._fmt_cost(r.est_cost_usd)}")
 
     def _print_report(self, r: RunReport) -> None:
+        if r.answered_by:
+            print(f"[llm] {r.desc or 'run'}: answered by {', '.join(r.answered_by)} (configured: {r.model})")
         print(f"[llm] {r.desc or 'run'}: {r.n_ok} ok, {r.n_failed} failed; used {r.input_tokens:,} input + "
               f"{r.output_tokens:,} output tokens ({r.reasoning_tokens:,} reasoning), cost {self._fmt_cost(r.cost_usd)}")
 

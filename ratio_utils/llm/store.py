@@ -79,6 +79,10 @@ class ResponseStore:
                 return True
         return any(path.is_file() for path in self.replay_files)
 
+    def recorded_models(self) -> list[str]:
+        """The `model` field of every recorded batch answer in the replay sources (who would answer a replay)."""
+        return sorted({body.get("model") for body, _ in self._load_batch_files().values() if body.get("model")})
+
     def lookup(self, custom_id: str, rhash: str) -> tuple[dict, str] | None:
         """(response body, where it came from) or None."""
         own = self.entry_path(rhash)

@@ -29,8 +29,10 @@ from .. import analysis, stats
 from ..benchmark import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
+from ..report import records_frame
 from ..models import model_name
-from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, metric_key, paired_cell
+from ..label_sources import silver_sources
+from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, cell_record, metric_key, paired_cell
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries
@@ -202,7 +204,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
     words = analysis.WordSets()
-    rows, comparisons, notes = [], [], []
+    rows, comparisons, notes, records = [], [], [], []
     doc_text = dict(zip(*bench.pool(Split.TEST)[["docid", "text"]].to_dict("list").values()))
     for split in (Split.TEST.value, Split.SILVER.value):
         for move in (m.value for m in MOVES):
@@ -232,6 +234,8 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
                 for k in params.comparison_ks:
                     tuned, base = per_system["tuned"][k], per_system["baseline"][k]
                     diff, p = paired_cell(cache, tuned, base)
+                    records.append(cell_record(diff, p, scale=1, move=move, query_set=split, metric=f"Jaccard@{k}",
+                                           subject="tuned", reference="baseline"))
                     comparisons.append({
                         "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
                         "Baseline": cell(base.dropna(), cache).text(1, 3), "Tuned": cell(tuned.dropna(), cache).text(1, 3),
@@ -248,12 +252,14 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
                   f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
                   _interval_note(), *_reduced_note(params), *notes]
         inputs = [cfg.paths.benchmark]
-        write_table(_overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common,
+        write_table(_overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
                     caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
                             "between a query and its gold sentence, per query set and move.")
-        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common,
+        labels = silver_sources(bench)
+        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common, labels=labels,
+                    records=records_frame(records),
                     caption="Lexical overlap, tuned vs untuned at k in {" + ", ".join(map(str, params.comparison_ks)) + "}.")
-        write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common,
+        write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common, labels=labels,
                     caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
                             "the untuned retriever's (paper: 24 of 24).")
         figure = _overlap_figure(cfg, bench, per_k, notes)
@@ -316,7 +322,7 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
     fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals)", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes)
+    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=silver_sources(bench))
     plt.close(fig)
     return fig
 
@@ -334,7 +340,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
     metrics = [metric_key(c) for c in FULL_COLUMNS]
-    rows, notes = [], []
+    rows, notes, records = [], [], []
     for move in (m.value for m in MOVES):
         split = query_split(bench, move)
         qrels = source.qrels(move, split)
@@ -359,6 +365,8 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
                 if setup == "Tuned":
                     diff, p = paired_cell(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
                     row.update({"Tuned - baseline M@10": diff.text(), "p": f"{p:.4f}"})
+                    records.append(cell_record(diff, p, scope=f"oracle pool {panel}", move=move, query_set=split, metric="M@10",
+                                           subject="tuned", reference="baseline"))
                 rows.append(row)
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its Tuned rows are empty.")
@@ -366,7 +374,8 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
     columns = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *FULL_COLUMNS, "Tuned - baseline M@10", "p"]
     table = table.reindex(columns=[c for c in columns if c in table.columns]).fillna("")
     if write:
-        write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark],
+        write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark], labels=silver_sources(bench),
+                    records=records_frame(records),
                     caption=f"Table 10: oracle move filtering (%), {retrievers.label} before (Baseline) and after (Tuned) "
                             "fine-tuning on the move, with candidate pools of the move's gold sentences only.",
                     notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its silver "
@@ -396,7 +405,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
-    rows, scores, untuned, notes = [], {}, {}, []
+    rows, scores, untuned, notes, records = [], {}, {}, [], []
     for queried in (m.value for m in MOVES):
         split = query_split(bench, queried)
         if split != Split.SILVER.value:
@@ -405,32 +414,42 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
         base = per_query_metrics(source.run(None, queried, split), qrels, ["MRR@10"])["MRR@10"]
         untuned[queried] = float(base.mean())
         base_cell = cell(base, cache)
+        per_query = {}
         for tuned_on in sorted(retrievers.tuned):
             tuned = per_query_metrics(source.run(tuned_on, queried, split), qrels, ["MRR@10"])["MRR@10"]
             scores[(tuned_on, queried)] = float(tuned.mean())
             diff, p = paired_cell(cache, tuned, base)
+            per_query[tuned_on] = tuned
+            records.append(cell_record(diff, p, scope="tuned vs untuned", move=queried, query_set=split, metric="M@10",
+                                   subject=f"tuned on {tuned_on}", reference="untuned"))
             change = analysis.relative_change(float(tuned.mean()), float(base.mean()))
             rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
                          "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
                          "Untuned M@10": base_cell.text(), "Tuned M@10": cell(tuned, cache).text(),
                          "Difference": diff.text(), "p": f"{p:.4f}",
                          "Relative change": "" if pd.isna(change) else f"{100 * change:+.0f}%"})
+        # F.3's claim: on a move's queries, the retriever tuned on that move beats each one tuned on another move
+        for other in sorted(set(per_query) - {queried}) if queried in per_query else []:
+            diff, p = paired_cell(cache, per_query[queried], per_query[other])
+            records.append(cell_record(diff, p, scope="own move vs other move", move=queried, query_set=split, metric="M@10",
+                                   subject=f"tuned on {queried}", reference=f"tuned on {other}"))
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
     matrix = analysis.transfer_matrix(scores, untuned)
     table, figure = pd.DataFrame(rows), None
     if write and not table.empty:
-        write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark],
+        write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], labels=silver_sources(bench),
+                    records=records_frame(records),
                     caption=f"Cross-move transfer (Appendix F.3): MRR@10 (%) of {retrievers.label} tuned on one move, on the "
                             "queries of each move, against the untuned model on the same queries (full test pool).",
                     notes=["Relative change = (tuned - untuned) / untuned. Difference: tuned - untuned in points.",
                            _interval_note(), *_reduced_note(params), *notes])
-        figure = _transfer_figure(cfg, matrix, retrievers.label, notes)
+        figure = _transfer_figure(cfg, matrix, retrievers.label, notes, silver_sources(bench))
     cache.save()
     return TransferResult(table, matrix, notes, figure)
 
 
-def _transfer_figure(cfg: Config, matrix: pd.DataFrame, label: str, notes: list[str]):
+def _transfer_figure(cfg: Config, matrix: pd.DataFrame, label: str, notes: list[str], labels=()):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -441,7 +460,7 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, label: str, notes: list[
     sns.heatmap(100 * matrix, annot=True, fmt="+.0f", cmap="RdBu", center=0, cbar_kws={"label": "MRR@10 change vs untuned (%)"}, ax=ax)
     ax.set_title(f"Cross-move transfer, {label}", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], notes=notes)
+    save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=labels)
     plt.close(fig)
     return fig
 

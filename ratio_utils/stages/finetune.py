@@ -17,7 +17,9 @@ import pandas as pd
 from .. import stats, train, train_colbert
 from ..config import REPO_ROOT, Config, load_config
 from ..io import read_json_if_exists
-from ..report import write_table
+from ..benchmark import load_benchmark
+from ..label_sources import silver_sources
+from ..report import records_frame, write_table
 from ..schema import MOVES, Move
 from ..train import (
     FINAL_RESULTS_FILE,
@@ -283,7 +285,27 @@ def write_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) -> p
                 "with 95% bootstrap intervals and paired tests",
         notes=tuned_vs_baseline_notes(table, params),
         inputs=[cfg.paths.benchmark],
+        labels=silver_sources(load_benchmark(cfg.paths.benchmark)) if (table["split"] == "silver").any() else [],
+        records=tuned_vs_baseline_records(table, params),
     )
     return shown
+
+
+def tuned_vs_baseline_records(table: pd.DataFrame, params: TrainParams) -> pd.DataFrame:
+    """The paired differences of the table in long form (report.RECORD_COLUMNS), M@10 in % points."""
+    from ..models import model_name
+    from ..retrieval.runs import system_name
+
+    base = system_name(model_name(params.base_model))
+    tuned = system_name(model_name(params.base_model), setup="Tuned")
+    rows = []
+    for row in table.to_dict("records"):
+        if pd.isna(row.get("difference")):
+            continue
+        rows.append({"scope": f"configuration {row['config']}", "move": row["move"], "query_set": row["split"], "metric": "M@10",
+                     "subject": tuned, "reference": base, "value": 100 * row["difference"],
+                     "low": 100 * row["difference_low"], "high": 100 * row["difference_high"], "n": row["queries"],
+                     "p": row.get("p_value")})
+    return records_frame(rows)
 
 

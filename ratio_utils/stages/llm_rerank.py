@@ -26,6 +26,7 @@ import pandas as pd
 from ..benchmark import Benchmark, load_benchmark
 from ..config import REPO_ROOT, Config
 from ..io import write_json_atomic
+from ..label_sources import REPLAYED_FROM, rerank_source, silver_sources
 from ..llm import ChatRequest, ChatResult, LLMClient
 from ..report import write_table
 from ..rerank import (
@@ -189,8 +190,11 @@ class LLMRerank:
             self._finish(job, by_job.get(id(job), {}))
         self._write_report()
         table = self._counts_table()
+        reranker = rerank_source({"reranker": self.model, "answered_by": self.answered_by,
+                                  "replayed_from": REPLAYED_FROM if self.mode == "replay" else None}) if self.answered_by else None
         write_table(table, "rerank_summary", self.cfg, caption="LLM reranking (notebook 10): queries sent, answers, repairs",
-                    notes=self._portable(self.notes), inputs=[self.prompts_dir], float_format="{:.0f}")
+                    notes=self._portable(self.notes), inputs=[self.prompts_dir], float_format="{:.0f}",
+                    labels=[*silver_sources(self.bench), reranker])
         return table
 
     def _ask(self, requests: list[ChatRequest]) -> list[ChatResult]:
@@ -213,9 +217,6 @@ class LLMRerank:
             n = sum(1 for r in results if not r.content)
             self.notes.append(f"{n} reranking request(s) had no answer here (no key, nothing recorded): written as Batch "
                               f"API request files to {self.request_files} (a dry run); send them with llm.mode: batch and a key.")
-        if self.answered_by:
-            where = "answers replayed from recorded responses" if self.mode == "replay" else "answers from the endpoint or the cache"
-            self.notes.append(f"reranker: {self.model} configured; {where}, produced by {', '.join(self.answered_by)}.")
         return results
 
     def _finish(self, job: Job, results: dict[str, ChatResult]) -> None:
@@ -248,6 +249,7 @@ class LLMRerank:
             first, setup=first.setup + RERANK_SUFFIX,
             family="llm-rerank", stage=STAGE, first_stage=first.system, max_queries=None, qids=sorted(orders),
             source=self.model, retriever={"reranker": self.model, "answered_by": self.answered_by,
+                                          "replayed_from": REPLAYED_FROM if self.mode == "replay" else None,
                                           "prompt": self.prompts[job.move].label, "prompt_sha256": self.prompts[job.move].sha256,
                                           "top_n": self.params.top_n, "k": self.params.k},
             notes=[f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"] if job.counts.missing else [],

@@ -8,10 +8,11 @@ Reads `Paths.pairs`, `Paths.distractors`, `Paths.papers`; writes `Paths.benchmar
 from __future__ import annotations
 
 import pandas as pd
-from IPython.display import Image
+from IPython.display import Image, Markdown
 
 from .. import dataset
 from ..config import load_config
+from ..models import contamination_note, encoders_used
 from ..report import set_figure_style, write_table
 from ..schema import MOVES
 from .common import show_figure
@@ -47,6 +48,12 @@ class SplitAndPoolStage:
         set_figure_style()
         fig = dataset.marker_frequency_figure(self.built.pairs)
         return show_figure(fig, "marker_frequency_per_move", self.cfg, inputs=[self.cfg.paths.pairs])
+
+    def contamination(self) -> Markdown:
+        """Whether the test papers are newer than the pretrained encoders the run uses (the point of a temporal split)."""
+        years = self.built.pairs.loc[self.built.pairs["split"] == "test", "year"].dropna() if self.built else pd.Series(dtype=float)
+        note = None if years.empty else contamination_note((int(years.min()), int(years.max())), encoders_used(self.cfg))
+        return Markdown(note or "Every test paper is newer than the pretrained encoders this run uses.")
 
     def benchmark_on_disk(self) -> pd.DataFrame:
         """The written benchmark read back with the loader that also reads the official release."""

@@ -29,9 +29,11 @@ from typing import Any
 
 import pandas as pd
 
-from .. import stats
+from .. import claims, stats
 from ..config import Config
 from ..io import sha256_tree, write_text_atomic
+from ..label_sources import notes as label_notes
+from ..report import read_records
 from ..schema import MOVES, Split
 
 
@@ -47,18 +49,34 @@ class SummaryParams:
 # text states them (its Table 1 body is not in the text available here). Values in %.
 PAPER_REFERENCE = [
     # §5.2 and Appendix D "Unfiltered test set": MRR@10 before/after fine-tuning on the unfiltered test set (Table 7)
-    *({"query set": "test (unfiltered)", "setup": setup, "move": move, "metric": "M@10", "value": value,
+    *({"query set": "test", "setup": setup, "move": move, "metric": "M@10", "value": value,
        "where": "§5.2; Appendix D (Table 7)"}
       for setup, values in (("Baseline", (21.7, 9.7, 15.5)), ("Tuned", (39.1, 21.5, 22.2)))
       for move, value in zip(("specify", "address", "broaden"), values)),
     # Appendix D: gold in the tuned model's top 10 on the unfiltered test set
-    *({"query set": "test (unfiltered)", "setup": "Tuned", "move": move, "metric": "R@10", "value": value,
+    *({"query set": "test", "setup": "Tuned", "move": move, "metric": "R@10", "value": value,
        "where": "Appendix D"} for move, value in zip(("specify", "address", "broaden"), (56.7, 35.4, 34.6))),
     # §5.2: silver set, tuned + GPT-5-mini reranking (Table 1)
     *({"query set": "silver", "setup": "Tuned + rerank", "move": move, "metric": "M@10", "value": value,
        "where": "§5.2 (Table 1)"} for move, value in zip(("specify", "address", "broaden"), (55.1, 37.7, 28.2))),
+    # §5.2: silver set, gold in the tuned model's top 10
+    *({"query set": "silver", "setup": "Tuned", "move": move, "metric": "R@10", "value": value, "where": "§5.2"}
+      for move, value in zip(("address", "broaden"), (40.0, 41.4))),
 ]
 PAPER_SYSTEM = "ModernBERT-embed-large (recommended prefix)"
+# What the paper's text gives of each query set, and what it does not (its Table 1/7 bodies are not in the text here).
+PAPER_GIVES = {
+    "silver": "the paper's text gives, on the silver set, only Tuned + rerank M@10 and Tuned R@10 for Address and Broaden; "
+              "its silver Baseline and Tuned M@10 are not stated (only the gains below)",
+    "test": "the paper's text gives, on the unfiltered test set, Baseline and Tuned M@10 and Tuned R@10; no reranked numbers",
+}
+# Gains the paper states on the silver set (§5.2), in MRR@10 points, with the records of this run that measure the same.
+PAPER_SILVER_GAINS = [
+    ("Tuned - Baseline", "finetune_tuned_vs_baseline", "", {"specify": 20.0, "address": 14.3, "broaden": 10.0}),
+    ("best untuned dense - BM25", "baseline_comparisons", "best untuned dense", {"specify": 12.0, "address": 3.8, "broaden": 7.7}),
+    ("Tuned + rerank - Tuned", "rerank_vs_first_stage", "", {"specify": "8.4 to 15.5 (three retrievers)",
+                                                           "address": "8.4 to 15.5 (three retrievers)"}),
+]
 
 # A table note that says a part of the paper was reduced, replaced or not run contains one of these.
 REDUCTION_MARKERS = re.compile(
@@ -130,8 +148,10 @@ def read_results_table(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"])
 
 
-def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.DataFrame | None = None) -> pd.DataFrame:
-    """This run's rows (one per system and move) beside the paper's stated numbers; cells in %, `value [low, high]`."""
+def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.DataFrame | None = None,
+                   query_set: str = "silver") -> pd.DataFrame:
+    """This run's rows (one per system and move) beside the paper's numbers on the same kind of query set
+    (silver beside silver, unfiltered test beside unfiltered test); cells in %, `value [low, high]`."""
     rows = []
     ours = long[long["metric"].isin(metrics)]
     for (system, prefix, setup, move), part in ours.groupby(["system", "prefix", "setup", "move"], sort=False):
@@ -147,16 +167,17 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
             row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1)
         rows.append(row)
     paper = pd.DataFrame(PAPER_REFERENCE)
-    for (query_set, setup, move), part in paper.groupby(["query set", "setup", "move"], sort=False):
+    paper = paper[paper["query set"] == query_set]
+    for (_, setup, move), part in paper.groupby(["query set", "setup", "move"], sort=False):
         by_metric = part.set_index("metric")
-        row = {"source": f"paper ({query_set}; {by_metric['where'].iloc[0]})", "system": PAPER_SYSTEM, "setup": setup,
-               "move": move}
+        row = {"source": f"paper ({by_metric['where'].iloc[0]})", "system": PAPER_SYSTEM, "setup": setup, "move": move}
         if queries is not None:
             row["queries"] = None
         for metric in metrics:
             row[metric] = f"{by_metric.loc[metric, 'value']:.1f}" if metric in by_metric.index else ""
         rows.append(row)
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=["source", "system", "setup", "move", *(["queries"] if queries is not None else []),
+                                        *metrics])
     order = {m.value: i for i, m in enumerate(MOVES)}
     table["_move"] = table["move"].map(order)
     table["_paper"] = table["source"].str.startswith("paper")
@@ -205,8 +226,9 @@ def queries_per_split(cfg: Config) -> pd.DataFrame:
 # --- figures -----------------------------------------------------------------------------------------------------------
 
 
-def mrr_figure(long: pd.DataFrame, metric: str = "M@10"):
-    """Grouped bars: MRR@10 (%) per move (groups) and system (bars), with the 95% interval as error bars."""
+def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""):
+    """Grouped bars: MRR@10 (%) per move (groups) and system (bars), with the 95% interval as error bars;
+    the move's query count under each group, hatched bars and † where it is below stats.INDICATIVE_BELOW."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -223,13 +245,26 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10"):
         low = (values - rows["low"].to_numpy(dtype=float))
         high = (rows["high"].to_numpy(dtype=float) - values)
         has_ci = ~(np.isnan(low) | np.isnan(high))
-        ax.bar(x, values, width, label=label)
+        counts = rows["queries"].to_numpy(dtype=float) if "queries" in rows else np.full(len(moves), np.nan)
+        few = np.array([not np.isnan(n) and stats.is_indicative(int(n)) for n in counts])
+        bars = ax.bar(x, values, width, label=label)
+        for bar, indicative in zip(bars, few):
+            if indicative:
+                bar.set_hatch("//")
         if has_ci.any():
             ax.errorbar(x[has_ci], values[has_ci], yerr=[low[has_ci], high[has_ci]], fmt="none", ecolor="black",
                         capsize=2, linewidth=0.8)
-    ax.set_xticks(range(len(moves)), [m.capitalize() for m in moves])
+    n_per_move = part.groupby("move")["queries"].max() if "queries" in part else pd.Series(dtype=float)
+    ticks = []
+    for move in moves:
+        n = n_per_move.get(move)
+        ticks.append(move.capitalize() + ("" if n is None or pd.isna(n) else
+                                          f"\nN = {int(n)}{' †' if stats.is_indicative(int(n)) else ''}"))
+    ax.set_xticks(range(len(moves)), ticks)
     ax.set_ylabel(f"{metric.replace('M@', 'MRR@')} (%)")
-    ax.set_title("MRR@10 per move and system (bars: 95% bootstrap interval over queries, where the table has one)", fontsize=8)
+    query_set = queries_label.split(" on the ", 1)[-1].split(",")[0] if queries_label else "the headline query set"
+    ax.set_title(f"MRR@10 per move and system on the {query_set.removeprefix('the ')} (error bars: 95% bootstrap interval "
+                 f"over queries; hatched, †: fewer than {stats.INDICATIVE_BELOW} queries, indicative only)", fontsize=8)
     ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
     plt.close(fig)  # returned for display once (an open figure would be shown twice by the notebook)
@@ -272,6 +307,119 @@ def _shorten_paths(cfg: Config, text: str) -> str:
     """No absolute path of any machine in the report: output folders relative, the shared folder a name."""
     text = text.replace(str(cfg.paths.shared), "<shared>").replace(str(cfg.paths.root) + os.sep, "")
     return _ABSOLUTE_OUTPUT_PATH.sub("", text)
+
+
+# --- the paper's claims, its stated gains, and how this run differs -----------------------------------------------------
+
+
+def silver_gains(records: pd.DataFrame) -> pd.DataFrame:
+    """The gains the paper states on the silver set beside this run's paired differences of the same kind."""
+    rows = []
+    for quantity, table, scope, paper in PAPER_SILVER_GAINS:
+        for move in (m.value for m in MOVES):
+            if move not in paper:
+                continue
+            found = records[(records["table"] == table) & (records["move"] == move) & (records["query_set"] == "silver")
+                            & (records["metric"] == "M@10") & records["reference"].notna()]
+            if scope:
+                found = found[found["scope"] == scope]
+            ours = "; ".join(f"{r.value:.1f} [{r.low:.1f}, {r.high:.1f}]{'†' if stats.is_indicative(int(r.n)) else ''} "
+                             f"({r.subject}, n {int(r.n)})" for r in found.itertuples()) or "not computed in this run"
+            value = paper[move]
+            rows.append({"gain (M@10 points, silver)": quantity, "move": move,
+                         "paper (ModernBERT-embed-large)": f"{value:.1f}" if isinstance(value, float) else value,
+                         "this run": ours})
+    return pd.DataFrame(rows)
+
+
+def contamination_caveat(cfg: Config) -> str | None:
+    """A caveat when the test papers are not newer than the pretrained encoders the run uses (None otherwise)."""
+    from ..models import contamination_note, encoders_used
+
+    years = test_years(cfg)
+    return None if years is None else contamination_note(years, encoders_used(cfg))
+
+
+def test_years(cfg: Config) -> tuple[int, int] | None:
+    """First and last publication year of the test pairs (None without a benchmark or a test split)."""
+    from ..benchmark import load_benchmark
+
+    if not Path(cfg.paths.benchmark).exists():
+        return None
+    bench = load_benchmark(cfg.paths.benchmark)
+    years = [bench.queries(m, Split.TEST)["year"] for m in MOVES if bench.has(m, Split.TEST)]
+    years = pd.concat(years).dropna() if years else pd.Series(dtype=float)
+    return None if years.empty else (int(years.min()), int(years.max()))
+
+
+# The paper's setting, as its text states it (§4, §5.1, Appendix C).
+PAPER_SETTING = {
+    "corpus": "S2ORC computer science papers published since 2015",
+    "test pool": "404,371 sentences",
+    "pairs judged": "10,000 Specify (sampled by marker), all 14,020 Address and 1,410 Broaden test pairs",
+    "models": "BM25 ×3, all-mpnet-base-v2, ModernBERT-embed-large, Stella-en-1.5B-v5, EmbeddingGemma, Qwen3-Embedding, "
+              "ReasonIR, three ColBERTs",
+    "training": "all training pairs, 3-5 configurations per model and move, four GPUs for Address and Specify",
+    "judge": "GPT-5.4",
+    "reranker": "GPT-5-mini",
+}
+
+
+def differences(cfg: Config, label_sources: list) -> pd.DataFrame:
+    """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources)."""
+    from ..benchmark import load_benchmark
+
+    ours: dict[str, str] = {}
+    if Path(cfg.paths.papers).exists():
+        papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "year"])
+        ours["corpus"] = (f"{len(papers):,} papers of {', '.join(sorted(papers['corpus'].unique()))}, "
+                          f"{int(papers['year'].min())}–{int(papers['year'].max())} (params corpus.sources)")
+    if Path(cfg.paths.benchmark).exists():
+        bench = load_benchmark(cfg.paths.benchmark)
+        ours["test pool"] = f"{len(bench.pool(Split.TEST)):,} sentences"
+    judge = next((source for source in label_sources if source.role == "judge"), None)
+    if judge is not None and judge.detail:
+        sampled, without = judge.detail.get("sampled pairs", {}), judge.detail.get("pairs without a verdict", {})
+        test_pairs = {m.value: len(bench.queries(m, Split.TEST)) for m in MOVES} if Path(cfg.paths.benchmark).exists() else {}
+        ours["pairs judged"] = "; ".join(f"{m}: {sampled.get(m, 0)} of {test_pairs.get(m, '?')} test pairs"
+                                         f"{f' ({without[m]} without a verdict)' if without.get(m) else ''}" for m in sampled)
+    mining = Path(cfg.paths.mining_report)
+    if mining.exists():
+        report = json.loads(mining.read_text(encoding="utf-8"))
+        kept = report.get("pairs", {}).get("kept", {})
+        ours["markers and pairs"] = (f"lexicon of {report.get('lexicon', {}).get('entries', '?')} entries; pairs kept: "
+                                     + ", ".join(f"{m} {n:,}" for m, n in kept.items()))
+    retrieval, train = cfg.sections.get("retrieval", {}), cfg.sections.get("train", {})
+    ours["models"] = f"BM25 n-grams {retrieval.get('bm25_ngrams')}, dense {retrieval.get('dense_models')}"
+    ours["training"] = (f"{train.get('base_model')}, at most {train.get('max_train_pairs')} pairs per move, configurations "
+                        f"{train.get('configs')}, one device")
+    for source in label_sources:
+        key = "judge" if source.role == "judge" else "reranker"
+        ours[key] = f"{source.configured} configured; answers by {source.answered}" + (" (stand-in)" if source.stand_in else "")
+    ours.setdefault("judge", "none here (unfiltered test set only)")
+    ours.setdefault("reranker", "none here (no reranked run)")
+    keys = list(dict.fromkeys([*PAPER_SETTING, *ours]))
+    return pd.DataFrame([{"what": key, "paper": PAPER_SETTING.get(key, ""), "this run": ours.get(key, "not recorded")}
+                         for key in keys])
+
+
+def run_label_sources(cfg: Config) -> list:
+    """The silver set's judge and every reranker whose runs this run's tables use."""
+    from ..benchmark import load_benchmark
+    from ..label_sources import rerank_source, silver_sources
+    from ..paper_tables import run_files
+    from ..retrieval.runs import read_run_info
+
+    if not Path(cfg.paths.benchmark).exists():
+        return []
+    sources = silver_sources(load_benchmark(cfg.paths.benchmark))
+    runs = Path(cfg.paths.retrieval_runs)
+    rerankers = {}
+    for path in run_files(runs) if runs.exists() else []:
+        source = rerank_source(read_run_info(path).retriever)
+        if source is not None:
+            rerankers[json.dumps(source.to_json(), sort_keys=True)] = source
+    return sources + list(rerankers.values())
 
 
 # --- provenance --------------------------------------------------------------------------------------------------------
@@ -332,7 +480,14 @@ def provenance(cfg: Config) -> dict[str, Any]:
 
 @dataclass
 class Summary:
-    headline: pd.DataFrame
+    headline: pd.DataFrame  # silver beside the paper's silver numbers
+    headline_test: pd.DataFrame  # unfiltered test beside the paper's unfiltered test numbers
+    claims: pd.DataFrame
+    claim_counts: pd.DataFrame
+    gains: pd.DataFrame
+    differences: pd.DataFrame
+    label_notes: list[str]
+    contamination: str | None
     tuned_vs_baseline: pd.DataFrame
     queries: pd.DataFrame
     reductions: pd.DataFrame
@@ -351,9 +506,21 @@ def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
     record_path = table1_path.with_name(f"{params.table1}.provenance.json")
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
     queries = queries_per_split(cfg)
-    figure = mrr_figure(long) if not long.empty else None
+    test_path = Path(cfg.paths.tables) / "table7_test_full.csv"
+    test_long = read_results_table(test_path) if test_path.exists() else _empty_results()
+    sources = run_label_sources(cfg)
+    records = read_records(cfg)
+    claim_rows = claims.claims_table(records)
+    figure = mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None
     return Summary(
-        headline=headline_table(long, params.metrics, queries),
+        headline=headline_table(long, params.metrics, queries, "silver"),
+        headline_test=headline_table(test_long, params.metrics, queries, "test"),
+        claims=claim_rows,
+        claim_counts=claims.verdict_counts(claim_rows),
+        gains=silver_gains(records),
+        differences=differences(cfg, sources),
+        label_notes=label_notes(sources),
+        contamination=contamination_caveat(cfg),
         tuned_vs_baseline=tuned_vs_baseline(cfg),
         queries=queries,
         reductions=reductions(cfg),
@@ -376,21 +543,54 @@ def _markdown(frame: pd.DataFrame) -> str:
     return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
 
 
+def _label_lines(summary: Summary) -> list[str]:
+    lines = [f"- {note}" for note in summary.label_notes] or ["- No LLM labels: the silver set and reranked runs are absent."]
+    return lines + ([f"", f"**{summary.contamination}**"] if summary.contamination else [])
+
+
+def _claims_reading(summary: Summary) -> str:
+    counts = summary.claim_counts
+    return "; ".join(f"{query_set}: " + ", ".join(f"{int(n)} {verdict}" for verdict, n in counts[query_set].items() if n)
+                     for query_set in counts.columns)
+
+
+def labels_markdown(summary: Summary):
+    """Who produced the labels, and the contamination caveat, as the notebook shows them."""
+    from IPython.display import Markdown
+
+    return Markdown("\n".join(_label_lines(summary)))
+
+
+def claims_markdown(summary: Summary):
+    """The claims table's rule and its one-line reading, as the notebook shows them."""
+    from IPython.display import Markdown
+
+    return Markdown(f"{claims.RULE}\n\nClaim rows per verdict — {_claims_reading(summary)}.")
+
+
 def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
     """reports/summary.md: every section of the notebook as Markdown (figures linked, relative paths)."""
     lines = ["# Ratio rebuild: summary of this run", "",
              "Written by notebook 14 (`ratio_utils.stages.summary`) from the tables, benchmark and timings of the run; "
              "numbers are not typed in by hand. Cells: value [95% bootstrap interval over queries] where the table "
-             "carries one; † marks cells on fewer than 30 queries in the tables that mark them.", "",
-             "## Headline: Table 1 of this run beside the paper", "",
-             f"Source table: {summary.table1_caption}", "", _markdown(summary.headline), "",
-             f"Paper rows: {PAPER_SYSTEM}, the numbers its text states (its Table 1 body is not in the text available here); "
-             "compare query sets with care: this run's Table 1 uses the query set its notes name.", ""]
+             f"carries one; † marks cells on fewer than {stats.INDICATIVE_BELOW} queries (indicative only).", ""]
+    lines += ["## Who produced the labels", "", *_label_lines(summary), ""]
+    lines += ["## The paper's claims tested by this run", "", claims.RULE, "",
+              f"Claim rows per verdict — {_claims_reading(summary)}.", "", _markdown(summary.claims), ""]
+    lines += ["## Silver test set: this run beside the paper", "",
+              f"Source table: {summary.table1_caption}", "", _markdown(summary.headline), "",
+              f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['silver']}.", ""]
+    if not summary.gains.empty:
+        lines += ["Gains the paper states on the silver set beside this run's paired differences (points, 95% paired "
+                  "bootstrap interval):", "", _markdown(summary.gains), ""]
     if "mrr" in figure_files:
         lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
+    lines += ["## Unfiltered test set: this run beside the paper", "", _markdown(summary.headline_test), "",
+              f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['test']}.", ""]
     lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
               "MRR@10 (%); Δ with its paired bootstrap interval, p from a paired sign-flip permutation test "
               "(tables/finetune_tuned_vs_baseline).", "", _markdown(summary.tuned_vs_baseline), ""]
+    lines += ["## What differs from the paper", "", _markdown(summary.differences), ""]
     lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
     if "years" in figure_files:
         lines += ["## Papers per year and the split windows", "", f"![papers per year]({figure_files['years']})", ""]
@@ -418,7 +618,7 @@ def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
     report = Path(cfg.paths.summary_report)
     figure_files = {}
     if summary.figure is not None:
-        saved = save_figure(summary.figure, "summary_mrr10", cfg, inputs=[cfg.paths.tables])
+        saved = save_figure(summary.figure, "summary_mrr10", cfg, inputs=[cfg.paths.tables], labels=run_label_sources(cfg))
         figure_files["mrr"] = os.path.relpath(saved["png"], report.parent)
     years = papers_per_year(cfg)
     if years is not None:

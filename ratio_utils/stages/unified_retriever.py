@@ -17,6 +17,7 @@ from ..benchmark import load_benchmark
 from ..config import Config, load_config
 from ..io import read_json_if_exists
 from ..metrics import evaluate_run
+from ..label_sources import silver_sources
 from ..report import save_figure, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
 from ..schema import Move, Split
@@ -98,7 +99,7 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
     if not table.empty and (table["Queries"] < INDICATIVE_BELOW).any():
         notes.append(f"Rows with fewer than {INDICATIVE_BELOW} queries are indicative only.")
     if not table.empty:
-        write_table(table, "unified_vs_per_move", cfg, notes=notes, inputs=[cfg.paths.benchmark],
+        write_table(table, "unified_vs_per_move", cfg, notes=notes, inputs=[cfg.paths.benchmark], labels=silver_sources(bench),
                     caption="One unified retriever vs one retriever per move, MRR@10 (%) on the same queries")
     return table
 

@@ -1,0 +1,160 @@
+"""Conclusions a reader can draw: who produced the labels is carried into every table built on them,
+and the claims table decides each claim of the paper by its stated rule on crafted records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from ratio_utils import claims, label_sources
+from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.paper_tables import BASELINE_TABLE, Expected, assemble_tables
+from ratio_utils.report import read_records, records_frame, write_table
+from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+
+STAND_IN = label_sources.LabelSource(role="judge", configured="gpt-5.4", answered_by=("anthropic-claude-standin",),
+                                     replayed_from=label_sources.REPLAYED_FROM,
+                                     detail={"pairs without a verdict": {"address": 0}})
+
+
+@pytest.fixture
+def bench(cfg, tiny_benchmark):
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    return load_benchmark(cfg.paths.benchmark)
+
+
+# -- who produced the labels --------------------------------------------------------------------------------
+
+
+def test_a_stand_in_is_named_beside_the_configured_model():
+    note = STAND_IN.note()
+    assert STAND_IN.stand_in
+    assert "gpt-5.4 configured" in note and "produced by anthropic-claude-standin" in note and "a stand-in" in note
+    own = label_sources.LabelSource(role="reranker", configured="gpt-5-mini", answered_by=("gpt-5-mini",))
+    assert not own.stand_in and "stand-in" not in own.note() and "from the endpoint" in own.note()
+
+
+def test_the_silver_record_is_outside_the_benchmark_checksum(bench):
+    before = bench.checksum()
+    label_sources.write_silver_source(bench.root, STAND_IN)
+    assert bench.checksum() == before  # recording who judged retrains nothing
+    assert label_sources.read_silver_source(bench.root) == STAND_IN
+    label_sources.remove_silver_source(bench.root)
+    assert label_sources.read_silver_source(bench.root) is None
+
+
+def test_silver_sources_only_when_a_move_queries_silver(bench):
+    assert label_sources.silver_sources(bench) == []
+    write_pairs(bench.queries("specify", "test").head(2), bench.root, "specify", "silver")
+    unrecorded = label_sources.silver_sources(bench)
+    assert len(unrecorded) == 1 and "not recorded" in unrecorded[0].note()
+    label_sources.write_silver_source(bench.root, STAND_IN)
+    assert label_sources.silver_sources(bench) == [STAND_IN]
+
+
+def test_a_table_built_on_silver_carries_the_silver_provenance(cfg, bench):
+    write_pairs(bench.queries("specify", "test").head(2), bench.root, "specify", "silver")
+    label_sources.write_silver_source(bench.root, STAND_IN)
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test", "silver"]))
+    result = assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    for name in ("table1_silver_main", "table8_silver_full", BASELINE_TABLE):
+        record = json.loads((cfg.paths.tables / f"{name}.provenance.json").read_text())
+        assert record["label_sources"] == [STAND_IN.to_json()], name
+        assert STAND_IN.note() in (cfg.paths.tables / f"{name}.md").read_text(), name
+        assert result.notes[name][0] == STAND_IN.note(), name  # first, in the notebook's display as well
+    # the unfiltered test set rests on no LLM label
+    assert json.loads((cfg.paths.tables / "table7_test_full.provenance.json").read_text())["label_sources"] == []
+
+
+def test_a_figure_names_who_labelled_its_queries(cfg):
+    import matplotlib.pyplot as plt
+
+    from ratio_utils.report import save_figure
+
+    fig, ax = plt.subplots()
+    ax.bar([0], [1])
+    save_figure(fig, "labelled", cfg, labels=[STAND_IN])
+    assert any(STAND_IN.note() in text.get_text() for text in fig.texts)
+    record = json.loads((cfg.paths.figures / "labelled.provenance.json").read_text())
+    assert record["label_sources"] == [STAND_IN.to_json()] and STAND_IN.note() in record["notes"]
+    plt.close(fig)
+
+
+# -- records ------------------------------------------------------------------------------------------------
+
+
+def test_records_round_trip_and_refuse_unknown_columns(cfg):
+    rows = records_frame([{"move": "address", "query_set": "silver", "metric": "M@10", "subject": "a", "reference": "b",
+                           "value": 1.5, "low": 0.5, "high": 2.5, "n": 40, "p": 0.01}])
+    write_table(pd.DataFrame({"x": [1]}), "some_table", cfg, records=rows, latex=False)
+    back = read_records(cfg)
+    assert back.loc[0, "table"] == "some_table" and back.loc[0, "value"] == 1.5 and back.loc[0, "reference"] == "b"
+    with pytest.raises(ValueError, match="not among"):
+        records_frame([{"moves": "address"}])
+
+
+def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, bench):
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
+    result = assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    records = read_records(cfg)
+    diff = records[(records["table"] == BASELINE_TABLE) & (records["move"] == "specify")].iloc[0]
+    cells = result.numeric["table7_test_full"].set_index("System")
+    assert diff["subject"] == "BM25-bigram" and diff["reference"] == "BM25-unigram" and diff["scope"] == "bm25 n-gram"
+    assert diff["value"] == pytest.approx(cells.loc["BM25-bigram", "Specify M@10"] - cells.loc["BM25-unigram", "Specify M@10"])
+    assert diff["low"] <= diff["value"] <= diff["high"]
+
+
+# -- the claims table's rule ----------------------------------------------------------------------------------
+
+
+def _record(table, move, query_set, value, low, high, p, n, **extra):
+    return {"table": table, "move": move, "query_set": query_set, "metric": "M@10", "subject": "tuned",
+            "reference": "baseline", "value": value, "low": low, "high": high, "p": p, "n": n, **extra}
+
+
+CLAIM = claims.Claim("Fine-tuning helps", "§5.2", "finetune_tuned_vs_baseline", +1, moves=("address", "broaden", "specify"))
+
+
+@pytest.mark.parametrize(("value", "low", "high", "p", "n", "expected"), [
+    (5.0, 1.0, 9.0, 0.001, 100, claims.SUPPORTED),       # interval above 0, paper's direction
+    (-5.0, -9.0, -1.0, 0.001, 100, claims.CONTRADICTED),  # interval below 0: the opposite
+    (2.0, -1.0, 5.0, 0.2, 100, claims.NOT_SHOWN),        # interval covers 0
+    (5.0, 1.0, 9.0, 0.001, 29, claims.NOT_SHOWN),        # too few queries to decide
+    (5.0, 1.0, 9.0, 0.06, 100, claims.NOT_SHOWN),        # interval and test disagree: undecided
+])
+def test_one_comparison_is_decided_by_the_stated_rule(value, low, high, p, n, expected):
+    assert claims.decide(value, low, high, p, n, +1) == expected
+    mirrored = {claims.SUPPORTED: claims.CONTRADICTED, claims.CONTRADICTED: claims.SUPPORTED}.get(expected, expected)
+    assert claims.decide(value, low, high, p, n, -1) == mirrored
+
+
+def test_claims_table_on_crafted_records():
+    records = records_frame([
+        _record("finetune_tuned_vs_baseline", "specify", "silver", 7.6, 3.6, 11.7, 1e-4, 185),
+        _record("finetune_tuned_vs_baseline", "address", "silver", -4.0, -7.0, -1.0, 0.01, 61),
+        _record("finetune_tuned_vs_baseline", "broaden", "silver", 6.9, -4.2, 25.0, 1.0, 6),
+        _record("finetune_tuned_vs_baseline", "specify", "test", 7.5, 6.3, 8.7, 1e-4, 1861),
+        _record("other_table", "address", "test", 9.0, 8.0, 10.0, 1e-4, 100),  # another claim's: not read
+    ])
+    table = claims.claims_table(records, (CLAIM,)).set_index("move")
+    assert table.loc["Specify", "silver: verdict"] == claims.SUPPORTED
+    assert "+7.6 [3.6, 11.7]" in table.loc["Specify", "silver: evidence"] and "n 185" in table.loc["Specify", "silver: evidence"]
+    assert table.loc["Address", "silver: verdict"] == claims.CONTRADICTED
+    assert table.loc["Broaden", "silver: verdict"] == claims.NOT_SHOWN and "†" in table.loc["Broaden", "silver: evidence"]
+    assert table.loc["Address", "unfiltered test: verdict"] == claims.CANNOT_TEST
+    assert table.loc["Address", "unfiltered test: evidence"] == CLAIM.cannot_test
+    counts = claims.verdict_counts(table.reset_index())
+    assert counts.loc[claims.SUPPORTED, "silver"] == 1 and counts.loc[claims.CANNOT_TEST, "unfiltered test"] == 2
+
+
+def test_one_comparison_against_the_paper_contradicts_a_claim_of_every_comparison():
+    overlap = claims.Claim("less overlap", "F.1", "analysis_overlap_comparisons", -1, moves=("specify",))
+    rows = [_record("analysis_overlap_comparisons", "specify", "test", -0.01, -0.02, -0.005, 1e-3, 500) for _ in range(3)]
+    assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.SUPPORTED
+    rows.append(_record("analysis_overlap_comparisons", "specify", "test", 0.02, 0.01, 0.03, 1e-3, 500))
+    assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.CONTRADICTED
+    rows[-1] = _record("analysis_overlap_comparisons", "specify", "test", 0.0, -0.01, 0.01, 0.9, 500)
+    assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.NOT_SHOWN
