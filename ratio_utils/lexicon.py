@@ -49,6 +49,7 @@ from .schema import (
     Move,
     normalize_marker,
 )
+from .params import LexiconParams  # noqa: F401  (the `lexicon` section, re-exported)
 
 RELEASED_LEXICON_NAME = "all_query_terms5.csv"
 PINNED_LEXICON_FILE = REPO_ROOT / "data" / "lexicon" / "released_lexicon.json"
@@ -80,36 +81,6 @@ PAPER_LLM_LABELS = {"STRONG-TRUE": 3779, "WEAK-TRUE": 270, "FALSE": 207}
 PAPER_PATTERN_NEW = {Move.ADDRESS: 257, Move.BROADEN: 40}
 PAPER_TOTAL_MARKERS = 4252
 PAPER_MARKERS_IN_DATA = 809
-
-
-@dataclass
-class LexiconParams:
-    """Parameters of notebooks 01–04 (params section `lexicon`), with the paper's defaults."""
-
-    released_csv: str = "shared:lexicon/all_query_terms5.csv"  # a params path (Paths.from_params)
-    top_spans: int = 400  # spans reviewed in manual curation
-    max_span_words: int = 7  # a span before the first comma counts if it has at most this many words
-    pairs_per_span: int = 15  # sentence pairs each reviewer reads per span
-    reviewers: tuple[str, ...] = ("reviewer_1", "reviewer_2")
-    review_decisions_dir: str = "data/lexicon/review_decisions"  # relative to the repo root
-    status_top_spans: int = 400  # top spans of our corpus classified against the released decisions
-    max_extension_words: int = 5  # words an extendable connective may add before the comma
-    extension_examples: int = 3
-    # LLM generation (notebook 03)
-    generation_models: tuple[str, ...] = ("claude-opus-4-6", "gemini-3-flash", "gpt-5.4")
-    labeller_model: str = "gpt-5.4"
-    generation_rounds: int = 3
-    markers_per_request: int = 30
-    seeds_per_request: int = 25
-    label_batch_size: int = 40
-    generation_moves: tuple[str, ...] = ("address", "broaden")
-    # Pattern expansion (notebook 04)
-    templates_file: str = "data/lexicon/templates.yaml"
-    template_ids: tuple[str, ...] = ()  # empty: every template in the file
-    max_slot_terms: int = 0  # 0: every term; smoke runs cap each slot list
-    grammar_filter: bool = True  # the LLM grammaticality filter, when an endpoint exists
-    grammar_batch_size: int = 50
-    table3_examples: int = 3
 
 
 def lexicon_params(cfg: Config) -> LexiconParams:

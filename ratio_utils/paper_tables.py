@@ -140,7 +140,7 @@ class Expected:
 def expected_rows(cfg: Config) -> Expected:
     """The rows this run's params ask for (retrieval and train sections)."""
     from .models import model_name
-    from .stages.retrieval_baselines import bm25_model_name, load_retrieval_params
+    from .retrieval.systems import bm25_model_name, load_retrieval_params
     from .train import load_train_params
 
     retrieval = load_retrieval_params(cfg)

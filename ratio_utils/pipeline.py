@@ -24,24 +24,18 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
 from .report import machine_path_replacements
+from .params import PipelineParams  # noqa: F401  (the `pipeline` section, re-exported)
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
 TIMINGS_FILE = "timings.csv"  # runs/<run-id>/timings.csv, rewritten after every notebook
 RUN_DIR_ENV = "RATIO_RUN_DIR"  # set for the executed notebooks: this run's folder
-
-
-@dataclass
-class PipelineParams:
-    """`pipeline:` in a params file: fan-out values per notebook, e.g. {09_finetune: {move: [address, broaden]}}."""
-
-    fanout: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ import pandas as pd
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
 from .io import read_json_if_exists, write_json_atomic, write_parquet_atomic, write_text_atomic
-from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, instructed_query_prefix
+from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, instructed_query_prefix
 from .schema import MOVES, Move, Split
 from .train import (
     EVAL_KS,
@@ -55,34 +55,13 @@ from .train import (
     train_configuration,
     usage_lines,
 )
+from .params import UnifiedParams  # noqa: F401  (the `unified` section, re-exported)
 
 logger = logging.getLogger(__name__)
 
 UNIFIED_SUFFIX = "unified"
 FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.search)
 RESULTS_FILE = "results.json"
-
-
-@dataclass
-class UnifiedParams:
-    """The `unified:` section of a params file (notebook 13)."""
-
-    base_model: str = "all-MiniLM-L6-v2"  # a name resolve_model_path knows, or a local folder
-    configs_file: str = "params/finetune/all-MiniLM-L6-v2.yaml"
-    configs: list[int] | None = field(default_factory=lambda: [1])  # None: every configuration of the file
-    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
-    pairs_per_move: int | None = 128  # training pairs drawn from each move; None: as many as the largest move has
-    max_repeats: int = 3  # a move with fewer pairs repeats each at most this often to reach its share
-    instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE
-    doc_prefix: str = GENERIC_DOC_PREFIX
-    max_seq_length: int = 128
-    eval_batch_size: int = 64
-    logging_steps: int = 10
-    device: str | None = None
-    sensitivity_split: str = "test"  # the split whose queries are issued under every move
-
-    def selected_moves(self) -> list[Move]:
-        return [Move.parse(m) for m in self.moves]
 
 
 def load_unified_params(cfg: Config) -> UnifiedParams:

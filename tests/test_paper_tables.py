@@ -182,7 +182,7 @@ def test_every_empty_row_has_a_note(cfg, bench):
 @pytest.mark.models
 def test_tuned_run_files_score_their_own_move(cfg, bench):
     from ratio_utils.models import resolve_model_path
-    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+    from ratio_utils.retrieval.systems import record_tuned_runs
 
     tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
     shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
@@ -207,7 +207,7 @@ def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
 
 
 def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
-    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+    from ratio_utils.retrieval.systems import record_tuned_runs
 
     cfg.sections["train"] = {"moves": ["address"]}
     assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
@@ -233,7 +233,7 @@ def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
 def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     """A Tuned row whose configurations all lost to the untuned model on validation carries a note instead
     of passing for an improvement; the tuned ColBERT of notebook 09 writes no run file, so no row."""
-    from ratio_utils.stages.retrieval_baselines import _tuned_notes
+    from ratio_utils.retrieval.systems import _tuned_notes
 
     _baselines(cfg, bench)
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "broaden", "test"))

@@ -20,8 +20,7 @@ from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
 from ratio_utils.schema import Move, Split
-from ratio_utils.stages.finetune import write_table6, write_tuned_vs_baseline
-from ratio_utils.stages import finetune as finetune_stage
+from ratio_utils.train.tables import collect_runs, collect_tuned_vs_baseline, write_table6, write_tuned_vs_baseline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "train"
 
@@ -118,7 +117,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
     write_tuned_vs_baseline(cfg)
-    tuned = finetune_stage.collect_tuned_vs_baseline(cfg).set_index("split")
+    tuned = collect_tuned_vs_baseline(cfg).set_index("split")
     assert tuned.loc["test", "tuned"] == pytest.approx(results["test"]["MRR@10"])
     assert tuned.loc["silver", "tuned"] == pytest.approx(results["silver"]["MRR@10"])
     assert tuned.loc["test", "queries"] == 3 and tuned.loc["test", "indicative"]
@@ -255,7 +254,7 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
     tuned = [min(1.0, b + d) for b, d in zip(base, rng.uniform(0, 0.3, 40).round(3))]
     _write_results(cfg, Move.ADDRESS, tuned, base, beats=True)
     _write_results(cfg, Move.BROADEN, [0.5, 0.25, 0.0], [0.5, 0.25, 0.0], beats=False)
-    table = finetune_stage.collect_tuned_vs_baseline(cfg)
+    table = collect_tuned_vs_baseline(cfg)
     address = table[(table.move == "address") & (table.split == "test")].iloc[0]
     diffs = [t - b for t, b in zip(tuned, base)]
     assert address.difference == pytest.approx(sum(diffs) / len(diffs))
@@ -284,4 +283,4 @@ def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
     unified_run = cfg.paths.tuned_runs_dir(params.base_model, "unified") / "config-1-abc" / train.RESULT_FILE
     unified_run.parent.mkdir(parents=True)
     unified_run.write_text('{"move": "all"}', encoding="utf-8")
-    assert finetune_stage.collect_runs(cfg, params).empty
+    assert collect_runs(cfg, params).empty

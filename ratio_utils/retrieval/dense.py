@@ -31,12 +31,8 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
-from ..schema import Move
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_PREFIXES, GENERIC_QUERY_PREFIX, Move  # noqa: F401  (re-exported)
 from .base import Retriever, run_from_hits
-
-GENERIC_QUERY_PREFIX = "query: "
-GENERIC_DOC_PREFIX = "document: "
-GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
 
 # Appendix C, "Move instructions".
 MOVE_INSTRUCTIONS: dict[Move, str] = {
@@ -53,11 +49,6 @@ MOVE_INSTRUCTIONS: dict[Move, str] = {
         "instance, detail, or special case."
     ),
 }
-
-# The instruction layout used by the instruction-following models of the paper (Qwen3-Embedding,
-# Stella s2p); models without their own layout get the same one.
-DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
-
 
 @dataclass(frozen=True)
 class PromptStyle:

@@ -20,7 +20,7 @@ Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,25 +37,10 @@ from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries
 from ..schema import MOVES, Move, Split
+from ..params import AnalysisParams
 
 STAGE = "11_analyses"
 FULL_POOL = "full"
-
-
-@dataclass
-class AnalysisParams:
-    """The `analysis:` section of the params files (Appendix F)."""
-
-    base_model: str = "all-MiniLM-L6-v2"  # the untuned retriever: a model name (ratio_utils.models) or a folder
-    tuned_models: dict[str, str] = field(default_factory=dict)  # move -> folder; empty: notebook 09's models/<base>__<move>/
-    query_prefix: str = "query: "  # the generic prefixes of §5.1, as notebook 09 trains with
-    doc_prefix: str = "document: "
-    overlap_ks: list[int] = field(default_factory=lambda: list(analysis.OVERLAP_KS))
-    comparison_ks: list[int] = field(default_factory=lambda: list(analysis.COMPARISON_KS))
-    k: int = 100
-    max_queries: int | None = None  # per move and query set (the first by id); smoke runs only
-    batch_size: int = 64
-    n_resamples: int = 10_000
 
 
 def load_analysis_params(cfg: Config) -> AnalysisParams:

@@ -51,9 +51,9 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
     # imported only here: they load torch, which the packets themselves do not need
     from ..retrieval.scoring import benchmark_queries
     from ..train import load_train_params
-    from . import retrieval_baselines
+    from ..retrieval import systems
 
-    retrieval = retrieval_baselines.load_retrieval_params(cfg)
+    retrieval = systems.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
     made = []
     for setup, move, split in missing:
@@ -64,13 +64,13 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
                 continue
             if setup != "baseline":
                 # notebook 09's run files of its tuned model, written as 09 writes them
-                retrieval_baselines.record_tuned_runs(cfg, move.value, bench)
+                systems.record_tuned_runs(cfg, move.value, bench)
                 if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
                     made.append(f"{wanted} on {move.value}/{split.value}")
                     break
                 continue
-            system = retrieval_baselines.System(model, "generic", "dense", base)
-            retriever = retrieval_baselines.make_retriever(system, move, retrieval, cfg)
+            system = systems.System(model, "generic", "dense", base)
+            retriever = systems.make_retriever(system, move, retrieval, cfg)
             queries, _ = benchmark_queries(bench, move, split)
             run = retriever.search(queries, bench.pool(split), k=retrieval.k)
             info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,

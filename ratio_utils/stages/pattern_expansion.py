@@ -17,7 +17,7 @@ from ..config import REPO_ROOT, load_config
 from ..llm import ReplayMiss
 from ..report import write_table
 from ..schema import MarkerSource
-from .common import say
+from ..display import say
 
 TABLE4_PAPER_NOTE = (
     "The file files the paper's 257 Address pattern markers under LLM generation; paper per-source totals: "

@@ -15,7 +15,7 @@ from ..config import load_config
 from ..models import contamination_note, encoders_used
 from ..report import set_figure_style, write_table
 from ..schema import MOVES
-from .common import show_figure
+from ..display import show_figure
 
 
 class SplitAndPoolStage:

@@ -35,14 +35,7 @@ from ..io import sha256_tree, write_text_atomic
 from ..label_sources import notes as label_notes
 from ..report import read_records
 from ..schema import MOVES, Split
-
-
-@dataclass
-class SummaryParams:
-    """The `summary:` section of a params file."""
-
-    table1: str = "table1_silver_main"  # the headline table's name under cfg.paths.tables
-    metrics: tuple[str, ...] = ("M@10", "R@10")  # Table 1 columns shown in the headline (M@10 first: primary)
+from ..params import SummaryParams
 
 
 # The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
@@ -192,7 +185,7 @@ def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
 
 def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
     """Notebook 09's paired comparison (tables/finetune_tuned_vs_baseline.csv) in its display form; empty before 09."""
-    from .finetune import tuned_vs_baseline_display
+    from ..train.tables import tuned_vs_baseline_display
 
     path = Path(cfg.paths.tables) / "finetune_tuned_vs_baseline.csv"
     if not path.exists():

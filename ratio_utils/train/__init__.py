@@ -15,6 +15,7 @@ One module per layer; this package re-exports the names other modules and tests 
     run.py        train_configuration: one configuration trained on one move, its RunResult
     selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
                   plan / summary / finetune
+    tables.py     Table 6 and the tuned-vs-baseline table (paired intervals, p-values), from what selection wrote
     cli.py        the command line; __main__.py makes `python -m ratio_utils.train` run it
 
 Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), the configs file.
