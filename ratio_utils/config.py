@@ -249,11 +249,6 @@ class Paths:
         """Metadata of the S2ORC papers the corpus rule selects, streamed to parquet (stage 00)."""
         return self.interim / "s2orc_papers_selected.parquet"
 
-    @property
-    def retrieval_results(self) -> Path:
-        """Every score of notebook 08 in long form."""
-        return self.retrieval_runs / "results.parquet"
-
     def tuned_model_dir(self, base: str, move: Any, kind: str = "dense") -> Path:
         """A fine-tuned retriever of notebook 09: models/<base>__<move>/ (dense) or
         models/<base>-colbert__<move>/ (colbert); its results.json is written last."""

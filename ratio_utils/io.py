@@ -89,14 +89,6 @@ def write_parquet_atomic(frame: Any, target: "str | Path") -> Path:
     return Path(target)
 
 
-def open_text(path: "str | Path"):
-    """Open a text file, transparently gunzipping `.gz`; bytes are decoded strictly as UTF-8."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="strict")
-    return open(path, encoding="utf-8", errors="strict")
-
-
 def iter_jsonl(
     path: "str | Path",
     required: tuple[str, ...] = (),

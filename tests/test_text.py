@@ -129,7 +129,8 @@ def test_clean_keeps_case_and_content(cleaner):
 
 def test_counts_name_every_rule(cleaner):
     counts = CleaningCounts()
-    cleaner.clean_many(["1) " + LONG + " [3].", "Too short.", LONG + ".", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"], counts)
+    for text in ["1) " + LONG + " [3].", "Too short.", LONG + ".", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"]:
+        counts.add(cleaner.clean(text))
     report = counts.to_dict()
     assert set(report["edits"]) == set(EDIT_RULES) and set(report["drops"]) == set(DROP_RULES)
     assert report["sentences"] == 4 and report["kept"] == 2

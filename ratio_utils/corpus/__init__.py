@@ -35,7 +35,6 @@ from .acl_scisumm import (
     AclScisummReader,
     fetch_acl_scisumm,
     read_manifest,
-    verify_against_manifest,
 )
 from .aclsum import ACLSUM_WHEEL, ACLSUM_WHEEL_SHA256, AclsumReader, extract_aclsum_wheel, fetch_aclsum
 from .base import (
@@ -59,5 +58,5 @@ __all__ = [
     "Paper", "S2orcParams", "acl_year_venue", "back_matter_kind", "build_corpus", "cleaning_table",
     "corpus_statistics", "decode_bytes", "extract_aclsum_wheel", "fetch_acl_scisumm", "fetch_aclsum",
     "make_readers", "papers_frame", "read_manifest", "read_papers", "sample_papers",
-    "sentences_frame", "split_unsplit", "verify_against_manifest", "write_corpus_outputs", "year_histogram",
+    "sentences_frame", "split_unsplit", "write_corpus_outputs", "year_histogram",
 ]  # fmt: skip
