@@ -38,7 +38,7 @@ import pandas as pd
 
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import read_json_if_exists, write_json_atomic, write_parquet_atomic, write_text_atomic
+from .io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
 from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, instructed_query_prefix
 from .schema import MOVES, Move, Split
 from .train import (
@@ -421,9 +421,7 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
     }
     write_text_atomic(staging / "README.md", model_card(results))
     write_json_atomic(staging / RESULTS_FILE, results)
-    if final_dir.exists():
-        shutil.rmtree(final_dir)
-    staging.replace(final_dir)
+    replace_folder(staging, final_dir)
     return results
 
 

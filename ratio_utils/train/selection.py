@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import pandas as pd
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
 from ..distributed import barrier, is_main_process
-from ..io import read_json_if_exists, write_json_atomic, write_text_atomic
+from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from ..models import model_name
 from ..schema import Move, Split
 from .params import EVAL_KS, FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, load_hyperparams, load_train_params
@@ -242,9 +241,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         }
         write_text_atomic(staging / "README.md", model_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
-        if final_dir.exists():
-            shutil.rmtree(final_dir)
-        os.replace(staging, final_dir)
+        replace_folder(staging, final_dir)
     barrier()
     return (read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
 
