@@ -264,3 +264,63 @@ def test_the_import_check_sees_relative_function_level_and_package_imports(tmp_p
         "library module pkg.uses_stage imports the stage pkg.stages.one",
     ]
     assert set(_cycle(graph)) == {"pkg.config", "pkg.lib"}
+
+
+# -- docs/architecture.md keeps in step with the tree ------------------------------------------------------------------
+
+ARCHITECTURE_DOC = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+def _doc_name(module: str) -> str:
+    """How the page names a module: its path under ratio_utils/ without .py (`retrieval/runs`); a package ends in /."""
+    path = "/".join(module.split(".")[1:])
+    return path + "/" if (REPO_ROOT / "ratio_utils" / path / "__init__.py").exists() else path
+
+
+def _names_in(text: str) -> set[str]:
+    """Module names in backticks: `retrieval/runs`, `corpus/`, `ratio_utils.schema` (read as `schema`)."""
+    tokens = re.findall(r"`([^`\s(]+)`", text)
+    return {re.sub(r"^ratio_utils[./]", "", token).replace(".", "/") for token in tokens}
+
+
+def _section(title: str) -> str:
+    start = ARCHITECTURE_DOC.index(f"## {title}")
+    return ARCHITECTURE_DOC[start:ARCHITECTURE_DOC.find("\n## ", start + 1)]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    rows = [line.strip().strip("|").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def _closure(graph: dict[str, set[str]], module: str) -> set[str]:
+    seen, pending = set(), [module]
+    while pending:
+        for target in graph.get(pending.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return seen
+
+
+def test_the_architecture_page_names_every_module():
+    missing = [_doc_name(m) for m in sorted(RATIO_GRAPH) if m != "ratio_utils" and _doc_name(m) not in _names_in(ARCHITECTURE_DOC)]
+    assert not missing, f"docs/architecture.md does not name {missing} (write each as its path under ratio_utils/)"
+
+
+def test_each_notebook_row_names_the_library_modules_its_stage_imports():
+    """Row by row: the stage exists, every library module it imports is named (beside the shared definitions), and
+    every module named is one it uses (directly or through another)."""
+    shared = _names_in(_section("Shared definitions").split("| where |")[1])
+    by_name = {_doc_name(m): m for m in RATIO_GRAPH if m != "ratio_utils"}
+    rows = _table_rows(_section("Notebook ↔ stage module ↔ library modules"))
+    assert [row[0].strip("`") for row in rows] == [p.stem for p in NOTEBOOKS]
+    assert {row[1].strip("`") for row in rows} == {_doc_name(m) for m in RATIO_GRAPH if m.startswith("ratio_utils.stages.")}
+    for notebook, stage, library in rows:
+        stage_module = by_name[stage.strip("`")]
+        named = _names_in(library)
+        assert named <= set(by_name), f"{notebook}: {sorted(named - set(by_name))} are no modules"
+        imported = {_doc_name(m) for m in RATIO_GRAPH[stage_module]} - shared
+        used = {_doc_name(m) for m in _closure(RATIO_GRAPH, stage_module)}
+        assert imported <= named, f"{notebook}: the row leaves out {sorted(imported - named)}, which {stage} imports"
+        assert named <= used, f"{notebook}: the row names {sorted(named - used)}, which {stage} does not use"
