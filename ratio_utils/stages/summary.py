@@ -336,11 +336,11 @@ def contamination_caveat(cfg: Config) -> str | None:
     """A caveat when the test papers are not newer than the pretrained encoders the run uses (None otherwise)."""
     from ..models import contamination_note, encoders_used
 
-    years = test_years(cfg)
+    years = years_of_test_pairs(cfg)
     return None if years is None else contamination_note(years, encoders_used(cfg))
 
 
-def test_years(cfg: Config) -> tuple[int, int] | None:
+def years_of_test_pairs(cfg: Config) -> tuple[int, int] | None:
     """First and last publication year of the test pairs (None without a benchmark or a test split)."""
     from ..benchmark import load_benchmark
 
