@@ -349,7 +349,7 @@ def cell(values, cache: IntervalCache) -> Cell:
 
 def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
     """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
-    common = a.dropna().index.intersection(b.dropna().index)
+    common = a.dropna().index.intersection(b.dropna().index).sort_values()  # qid order, whatever the input order
     first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
     low, high, p = cache.paired(first, second)
     return Cell(float((first - second).mean()), low, high, len(common)), p
@@ -467,7 +467,8 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             common = run.per_query.index.intersection(first.per_query.index)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
-                               "Difference": diff.text(), "p (permutation)": f"{p:.4f}", "Note": ""})
+                               "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
+                               "Note": ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
