@@ -9,7 +9,7 @@ files whatever their order or the fan-out that wrote them. A run computed on ano
 error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
-Markdown as `23.3 [21.4, 25.2]` and written to the CSV as separate columns; cells on fewer than
+Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
 `stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
 the same queries (paired bootstrap interval and sign-flip permutation p-value) in
 `tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
