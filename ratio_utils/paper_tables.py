@@ -9,7 +9,7 @@ files whatever their order or the fan-out that wrote them. A run computed on ano
 error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
-Markdown as `23.3 [21.4, 25.2]` and written to the CSV as separate columns; cells on fewer than
+Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
 `stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
 the same queries (paired bootstrap interval and sign-flip permutation p-value) in
 `tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
@@ -354,7 +354,7 @@ def cell(values, cache: IntervalCache) -> Cell:
 
 def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
     """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
-    common = a.dropna().index.intersection(b.dropna().index)
+    common = a.dropna().index.intersection(b.dropna().index).sort_values()  # qid order, whatever the input order
     first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
     low, high, p = cache.paired(first, second)
     return Cell(float((first - second).mean()), low, high, len(common)), p
@@ -479,7 +479,8 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             common = run.per_query.index.intersection(first.per_query.index)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
-                               "Difference": diff.text(), "p (permutation)": stats.format_p(p), "Note": ""})
+                               "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
+                               "Note": ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
@@ -509,7 +510,7 @@ def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) 
             for label, run in pairs:
                 diff, p = paired_cell(cache, run.per_query["MRR@10"], unigram.per_query["MRR@10"])
                 shown_rows.append({"Move": move.value.capitalize(), "Query set": split, "Comparison": f"{label} - {BM25_UNIGRAM}",
-                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p)})
+                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples)})
                 records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
                                        subject=run.info.system, reference=BM25_UNIGRAM,
                                        scope="best untuned dense" if label.startswith("best") else "bm25 n-gram"))

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import paper_tables
+from ratio_utils import paper_tables, stats
 from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, IntervalCache, assemble_tables
@@ -246,3 +246,38 @@ def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
                    zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
     assert _tuned_notes({"beats_baseline_on_validation": True}) == []
+
+
+def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    _, qrels = benchmark_queries(bench, "specify", "test")
+    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
+        qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(reranked, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    p = result.numeric[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10", "p (permutation)"]
+    shown = result.tables[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10", "p (permutation)"]
+    assert shown == stats.format_p(p, 200) and shown != ""
+
+
+def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables():
+    """Notebook 09's tuned-vs-baseline table and notebook 11's transfer table compare the same per-query
+    values (tuned vs untuned on a move's queries): same seed, count and query order, so the same p and text."""
+    from ratio_utils.stages import analyses, finetune
+
+    rng = np.random.default_rng(3)
+    qids = [f"q{i:03d}" for i in range(185)]
+    tuned = np.where(rng.random(185) < 0.4, 1 / rng.integers(1, 11, 185), 0.0)
+    base = np.where(rng.random(185) < 0.25, 1 / rng.integers(1, 11, 185), 0.0)
+    order = rng.permutation(185)  # results.json need not list the queries in qid order
+    as_json = lambda values: {"qid": [qids[i] for i in order], "MRR@10": [float(values[i]) for i in order]}  # noqa: E731
+    row = finetune.paired_comparison(as_json(tuned), as_json(base), seed=13)
+    diff, p = paper_tables.paired_cell(IntervalCache(None, seed=13), pd.Series(tuned, index=qids), pd.Series(base, index=qids))
+    assert row["p_value"] == p
+    assert (row["difference_low"], row["difference_high"]) == (diff.low, diff.high)
+    shown_finetune = finetune.tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))
+    shown_analysis = analyses.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
+    assert shown_finetune.loc[0, "p (paired permutation)"] == shown_analysis.loc[0, "p"]
