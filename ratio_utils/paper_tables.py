@@ -37,6 +37,7 @@ from .io import InputError, write_json_atomic
 from .metrics import per_query_metrics
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
 from .retrieval.scoring import run_queries
+from .run_records import count_reused
 from .schema import MOVES, Move, Split
 
 DAGGER = "†"
@@ -283,8 +284,11 @@ class IntervalCache:
     """Bootstrap intervals already computed, keyed by the per-query values, resamples and seed.
 
     Intervals of 10,000 resamples take ~0.5 s per cell on 2 cores; the tables are assembled after
-    every notebook of 08–10, so each interval is computed once and looked up afterwards.
+    every notebook of 08–10, so each interval is computed once and looked up afterwards. `save` also
+    records, for the run's time table, how many of the intervals asked for were computed before (run_records).
     """
+
+    REUSE_RECORD = "bootstrap intervals computed before (cache/bootstrap_cells.json)"
 
     def __init__(self, path: Path | None, seed: int, n_resamples: int = 10_000):
         self.path, self.seed, self.n_resamples = path, seed, n_resamples
@@ -292,6 +296,8 @@ class IntervalCache:
         if path is not None and path.exists():
             self.values = json.loads(path.read_text(encoding="utf-8"))
         self._dirty = False
+        self._earlier = set(self.values)  # computed by an earlier notebook or run
+        self._asked: set[str] = set()
 
     def _key(self, kind: str, *arrays: np.ndarray) -> str:
         digest = hashlib.sha256(f"{kind}|{self.n_resamples}|{self.seed}|{CONFIDENCE}".encode())
@@ -304,6 +310,7 @@ class IntervalCache:
         if key not in self.values:
             self.values[key] = [float(x) for x in compute()]
             self._dirty = True
+        self._asked.add(key)
         return self.values[key]
 
     def interval(self, values: np.ndarray) -> tuple[float, float]:
@@ -320,7 +327,11 @@ class IntervalCache:
         return low, high, p
 
     def save(self) -> None:
-        if self.path is not None and self._dirty:
+        if self.path is None:
+            return
+        count_reused(self.REUSE_RECORD, len(self._asked & self._earlier), len(self._asked))
+        self._asked = set()
+        if self._dirty:
             write_json_atomic(self.path, self.values)
             self._dirty = False
 

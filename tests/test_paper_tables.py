@@ -94,6 +94,26 @@ def test_indicative_marking_starts_below_thirty_queries(tmp_path):
     assert not paper_tables.cell(pd.Series(np.linspace(0, 1, 30)), cache).text().endswith(DAGGER)
 
 
+def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08.ipynb")
+    first = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values[:2] * 2:  # asked twice in one notebook: computed once, not "reused"
+        paper_tables.cell(series, first)
+    first.save()
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "11.ipynb")
+    later = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values:
+        paper_tables.cell(series, later)
+    later.save()
+    assert run_records.reused_by_notebook(tmp_path / "run") == {
+        "08.ipynb": "", "11.ipynb": f"2 of 3 {IntervalCache.REUSE_RECORD}"}
+
+
 def test_captions_name_the_query_set_used(cfg, bench):
     _baselines(cfg, bench)
     result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
