@@ -369,6 +369,9 @@ def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell,
 # -- assembly -----------------------------------------------------------------------------------------
 
 
+SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
+
+
 @dataclass
 class PaperTables:
     """What `assemble_tables` wrote: display tables (cells with intervals), CSV tables, and notes."""
@@ -392,6 +395,16 @@ class PaperTables:
                 .set_sticky(axis="columns")
                 .to_html() + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else ""))
         return HTML(page)
+
+    def pointer(self, cfg: Config, what: str):
+        """The line a notebook shows instead of Tables 1, 7 and 8: what it added, where the tables are written,
+        and which notebook displays them (one display per run, not one per notebook that adds rows)."""
+        from IPython.display import Markdown
+
+        files = ", ".join(f"`{cfg.paths.relative(cfg.paths.tables / name)}.md`" for name in TABLE_SPECS)
+        systems = self.runs["system"].nunique() if not self.runs.empty else 0
+        return Markdown(f"Tables 1, 7 and 8 re-assembled {what} (run files of {systems} system(s) present) and written "
+                        f"to {files}; notebook {SHOWN_IN} shows them, once its reranked rows are in.")
 
 
 def query_set_label(silver_moves: list[str], split: str) -> str:

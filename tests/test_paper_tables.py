@@ -266,3 +266,23 @@ def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
                    zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
     assert _tuned_notes({"beats_baseline_on_validation": True}) == []
+
+
+def _displayed_tables(notebook) -> list[str]:
+    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`)."""
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    return [name for c in cells if c.cell_type == "code" for name in paper_tables.TABLE_SPECS if f'.show("{name}")' in c.source]
+
+
+def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg, bench):
+    from ratio_utils.pipeline import discover_notebooks
+
+    shown = {nb.stem: _displayed_tables(nb) for nb in discover_notebooks()}
+    assert {stem: names for stem, names in shown.items() if names} == {paper_tables.SHOWN_IN: list(paper_tables.TABLE_SPECS)}
+    _baselines(cfg, bench)
+    tables = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    text = tables.pointer(cfg, "with the baseline rows").data
+    assert "<table" not in text and paper_tables.SHOWN_IN in text and "2 system(s)" in text
+    assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists() for name in paper_tables.TABLE_SPECS)
