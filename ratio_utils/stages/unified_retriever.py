@@ -17,11 +17,13 @@ from ..benchmark import load_benchmark
 from ..config import Config, load_config
 from ..io import read_json_if_exists
 from ..metrics import evaluate_run
-from ..report import save_figure, set_figure_style, write_table
+from ..report import format_floats, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
+from ..run_records import record_reused
 from ..schema import Move, Split
 from ..stats import INDICATIVE_BELOW
 from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
+from .common import show_figure
 
 
 def setup(params_file: str, overrides: dict | None = None) -> tuple[Config, unified.UnifiedParams]:
@@ -35,7 +37,16 @@ def balance(cfg: Config, params: unified.UnifiedParams) -> pd.DataFrame:
 
 
 def train(cfg: Config, params: unified.UnifiedParams) -> unified.UnifiedResult:
-    return unified.train_unified(cfg, params)
+    """Train (or reuse) the unified model; what was reused is recorded for the summary's time table."""
+    result = unified.train_unified(cfg, params)
+    for line in result.reused():
+        record_reused(line)
+    return result
+
+
+def formatted(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of this notebook as it is shown: percentages with one decimal, missing cells blank."""
+    return format_floats(table, "{:.1f}")
 
 
 def _per_move_results(cfg: Config, params: unified.UnifiedParams, move: Move) -> tuple[dict | None, str]:
@@ -123,7 +134,9 @@ def sensitivity_table(cfg: Config, params: unified.UnifiedParams, ranks: pd.Data
 
 
 def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame):
-    """(a) own vs each other move: % of golds ranked higher / equal / lower; (b) top-10 overlap with other moves."""
+    """(a) own vs each other move: % of golds ranked higher / equal / lower; (b) top-10 overlap with other moves.
+
+    Saved under figures/ and shown once, from its file (common.show_figure closes the live figure)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -147,9 +160,8 @@ def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.Dat
     right.set_ylabel(f"shared candidates in the top {unified.TOP}")
     right.set_title("(b) top-10 overlap, own move vs other moves")
     fig.tight_layout()
-    save_figure(fig, "unified_move_sensitivity", cfg, inputs=[cfg.paths.benchmark],
-                notes=[f"{params.sensitivity_split} queries, unified retriever {result_name(params)}"])
-    return fig
+    return show_figure(fig, "unified_move_sensitivity", cfg, inputs=[cfg.paths.benchmark],
+                       notes=[f"{params.sensitivity_split} queries, unified retriever {result_name(params)}"])
 
 
 def result_name(params: unified.UnifiedParams) -> str:
