@@ -202,6 +202,16 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     (again,) = train_colbert.train_colbert(cfg, "address")
     assert not again.trained_now and again.test == result.test
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
+    # Notebook 09's cell records the reused checkpoint for the summary's time table.
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.stages.finetune import FinetuneStage
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09.ipynb")
+    FinetuneStage("params/default.yaml", {"train": cfg.sections["train"]}, "address").colbert()
+    recorded = run_records.reused_by_notebook(tmp_path / "run")["09.ipynb"]
+    assert recorded == f"address: the tuned ColBERT and its test scores ({cfg.paths.relative(model_dir)})"
 
 
 def test_training_schedule_gives_tiny_moves_real_steps():

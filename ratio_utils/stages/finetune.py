@@ -70,6 +70,9 @@ class FinetuneStage:
         results = train_colbert.train_colbert(self.cfg, self.move, self.params)
         if not results:
             return train_colbert.skipped_reason(self.params, self.move)
+        for result in results:
+            if not result.trained_now:
+                record_reused(f"{result.move}: the tuned ColBERT and its test scores ({self.cfg.paths.relative(result.model_dir)})")
         train_colbert.write_colbert_table(self.cfg, self.params)
         return train_colbert.colbert_summary(results)
 
