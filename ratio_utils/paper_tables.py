@@ -4,8 +4,9 @@ Notebooks 08 (baselines), 09 (tuned retrievers) and 10 (LLM reranking) each writ
 files, `data/retrieval_runs/<system>/<move>/<split>.parquet`, with a sidecar (`retrieval.runs.RunInfo`)
 naming the system and the checksum of the benchmark the run was computed on. `assemble_tables` scores
 every run file against the benchmark's qrels (ratio_utils.metrics) and lays the cells out in the paper's
-shape; each of those notebooks may call it at its end, and it builds the same tables from the same run
-files whatever their order or the fan-out that wrote them. A run computed on another benchmark is an
+shape; each of those notebooks calls it at its end and writes the tables (so the files are current whatever
+ran last), and it builds the same tables from the same run files whatever their order or the fan-out that
+wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
 error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
