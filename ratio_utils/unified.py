@@ -324,6 +324,17 @@ class UnifiedResult:
     model_dir: Path
     trained_now: list[int]
     sensitivity: pd.DataFrame  # sensitivity_ranks of the published model on params.sensitivity_split
+    published_now: bool = True  # False: the selected model, its test scores and sensitivity ranks were on disk
+
+    def reused(self) -> list[str]:
+        """What this call took from earlier runs instead of computing it, one line per kind."""
+        from .train import describe_runs
+
+        earlier = [r for r in self.runs if r.config["id"] not in self.trained_now]
+        lines = [f"unified: configuration(s) {describe_runs(earlier)}"] if earlier else []
+        if not self.published_now:
+            lines.append(f"unified: the selected model, its test scores and move-sensitivity ranks ({Path(self.model_dir).name})")
+        return lines
 
 
 def plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
@@ -393,12 +404,13 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
         selected = fresh
         trained_now.append(fresh.config["id"])
+    published_before = published and sensitivity_path(cfg, params, selected.run_key).exists()
     final = _publish(cfg, params, bench, selected, runs, balance, fingerprints, final_dir)
     for run in runs:
         if run.run_key != selected.run_key:
             shutil.rmtree(run.model_dir, ignore_errors=True)
     sensitivity = pd.read_parquet(sensitivity_path(cfg, params, selected.run_key))
-    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity)
+    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity, not published_before)
 
 
 def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
@@ -493,7 +505,7 @@ def summary(result: UnifiedResult) -> pd.DataFrame:
                 row[f"val {key}"] = round(100 * value, 1)
         row[f"val {PRIMARY} (mean of moves)"] = round(100 * run.score, 1)
         row["selected"] = "✓" if run.run_key == result.selected.run_key else ""
-        row["trained in this call"] = run.config["id"] in result.trained_now
+        row["this run"] = "trained" if run.config["id"] in result.trained_now else f"reused (run key {run.run_key})"
         rows.append(row)
     return pd.DataFrame(rows)
 

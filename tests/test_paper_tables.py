@@ -94,6 +94,26 @@ def test_indicative_marking_starts_below_thirty_queries(tmp_path):
     assert not paper_tables.cell(pd.Series(np.linspace(0, 1, 30)), cache).text().endswith(DAGGER)
 
 
+def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08.ipynb")
+    first = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values[:2] * 2:  # asked twice in one notebook: computed once, not "reused"
+        paper_tables.cell(series, first)
+    first.save()
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "11.ipynb")
+    later = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values:
+        paper_tables.cell(series, later)
+    later.save()
+    assert run_records.reused_by_notebook(tmp_path / "run") == {
+        "08.ipynb": "", "11.ipynb": f"2 of 3 {IntervalCache.REUSE_RECORD}"}
+
+
 def test_captions_name_the_query_set_used(cfg, bench):
     _baselines(cfg, bench)
     result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
@@ -281,3 +301,23 @@ def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables
     shown_finetune = finetune.tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))
     shown_analysis = analyses.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
     assert shown_finetune.loc[0, "p (paired permutation)"] == shown_analysis.loc[0, "p"]
+
+
+def _displayed_tables(notebook) -> list[str]:
+    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`)."""
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    return [name for c in cells if c.cell_type == "code" for name in paper_tables.TABLE_SPECS if f'.show("{name}")' in c.source]
+
+
+def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg, bench):
+    from ratio_utils.pipeline import discover_notebooks
+
+    shown = {nb.stem: _displayed_tables(nb) for nb in discover_notebooks()}
+    assert {stem: names for stem, names in shown.items() if names} == {paper_tables.SHOWN_IN: list(paper_tables.TABLE_SPECS)}
+    _baselines(cfg, bench)
+    tables = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    text = tables.pointer(cfg, "with the baseline rows").data
+    assert "<table" not in text and paper_tables.SHOWN_IN in text and "2 system(s)" in text
+    assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists() for name in paper_tables.TABLE_SPECS)

@@ -148,8 +148,26 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     fmt = json.loads((result.model_dir / unified.FORMAT_FILE).read_text())
     assert fmt["query_prefixes"]["broaden"] == unified.query_prefix("broaden")
     assert "MRR@10" in result.selected.validation and "broaden/MRR@10" in result.selected.validation
+    assert result.reused() == [] and unified.summary(result)["this run"].tolist() == ["trained"] * len(result.runs)
     again = unified.train_unified(cfg, params)  # resumes: nothing trained, the test score reused
     assert again.trained_now == [] and again.final["test"] == result.final["test"]
+    keys = ", ".join(f"{r.config['id']} (run key {r.run_key})" for r in result.runs)
+    assert again.reused() == [f"unified: configuration(s) {keys}",
+                              f"unified: the selected model, its test scores and move-sensitivity ranks ({result.model_dir.name})"]
+    assert unified.summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
+
+    # What notebook 13 shows: the figure once (from its file, no live figure left to show again), floats formatted.
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    from ratio_utils.stages import unified_retriever as stage
+
+    plt.close("all")
+    shown = stage.sensitivity_figure(cfg, params, again.sensitivity)
+    assert isinstance(shown, Image) and plt.get_fignums() == [] and (cfg.paths.figures / "unified_move_sensitivity.png").exists()
+    table = stage.sensitivity_table(cfg, params, again.sensitivity)
+    cells = stage.formatted(table)["Top 10 changes with the move (%)"]
+    assert cells.tolist() == [f"{v:.1f}" for v in table["Top 10 changes with the move (%)"]]
     assert len(result.sensitivity) == 8 and again.sensitivity.equals(result.sensitivity)
 
 

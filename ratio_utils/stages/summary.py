@@ -461,12 +461,17 @@ def find_timings(cfg: Config) -> Path | None:
 
 
 def wall_times(cfg: Config) -> pd.DataFrame:
-    """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed)."""
+    """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed),
+    with what each reused from earlier runs instead of computing it (ratio_utils.run_records)."""
+    from ..run_records import reused_by_notebook
+
     path = find_timings(cfg)
     if path is None:
-        return pd.DataFrame(columns=["run", "notebook", "seconds"])
+        return pd.DataFrame(columns=["run", "notebook", "seconds", "reused"])
     frame = pd.read_csv(path)
-    return frame.assign(run=path.parent.name)[["run", "notebook", "seconds"]]
+    reused = reused_by_notebook(path.parent)
+    frame = frame.assign(run=path.parent.name, reused=[reused.get(name, "") for name in frame["notebook"]])
+    return frame[["run", "notebook", "seconds", "reused"]]
 
 
 def provenance(cfg: Config) -> dict[str, Any]:

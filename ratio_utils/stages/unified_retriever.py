@@ -20,11 +20,13 @@ from ..io import read_json_if_exists
 from ..label_sources import silver_sources
 from ..metrics import per_query_metrics
 from ..paper_tables import DAGGER, IntervalCache, cell, paired_cell
-from ..report import save_figure, set_figure_style, write_table
+from ..report import format_floats, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
+from ..run_records import record_reused
 from ..schema import Move, Split
 from ..stats import INDICATIVE_BELOW, format_p
 from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
+from .common import show_figure
 
 
 def setup(params_file: str, overrides: dict | None = None) -> tuple[Config, unified.UnifiedParams]:
@@ -38,7 +40,16 @@ def balance(cfg: Config, params: unified.UnifiedParams) -> pd.DataFrame:
 
 
 def train(cfg: Config, params: unified.UnifiedParams) -> unified.UnifiedResult:
-    return unified.train_unified(cfg, params)
+    """Train (or reuse) the unified model; what was reused is recorded for the summary's time table."""
+    result = unified.train_unified(cfg, params)
+    for line in result.reused():
+        record_reused(line)
+    return result
+
+
+def formatted(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of this notebook as it is shown: percentages with one decimal, missing cells blank."""
+    return format_floats(table, "{:.1f}")
 
 
 def _per_move_results(cfg: Config, params: unified.UnifiedParams, move: Move) -> tuple[dict | None, str]:
@@ -276,7 +287,8 @@ def sensitivity_reading(summary: pd.DataFrame, pairwise: pd.DataFrame) -> list[s
 
 def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame):
     """(a) own vs each other move: % of golds ranked higher / equal / lower; (b) top-10 overlap with other moves.
-    Each bar and box names its N (pairs), † below 30; the title names the query set."""
+    Each bar and box names its N (pairs), † below 30; the title names the query set. Saved under figures/ and
+    shown once, from its file (common.show_figure closes the live figure)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -304,9 +316,8 @@ def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.Dat
     title = sensitivity_figure_title(params, counts)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    save_figure(fig, "unified_move_sensitivity", cfg, inputs=[cfg.paths.benchmark],
-                notes=[f"{title}; unified retriever {result_name(params)}"])
-    return fig
+    return show_figure(fig, "unified_move_sensitivity", cfg, inputs=[cfg.paths.benchmark],
+                       notes=[f"{title}; unified retriever {result_name(params)}"])
 
 
 def _dagger(n: int) -> str:
