@@ -161,15 +161,22 @@ class QueryCounts:
     """What happened to the queries of one (system, move): the report's counts."""
 
     queries: int = 0
-    sent: int = 0
+    to_rerank: int = 0  # gold in the first-stage top n: one request each (whether it is sent, replayed or written)
     not_sent_gold_outside_top_n: int = 0
     not_in_first_stage_run: int = 0
+    # what happened to the requests: sent to the endpoint in this run, answered from recorded responses
+    # (replay or the cache), or written as Batch API request files without an answer
+    sent: int = 0
+    replayed: int = 0
+    request_files: int = 0
     answered: int = 0
     missing: int = 0  # no answer: replay miss, dry run, API or batch error
     replay_misses: int = 0
     repairs: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self) -> dict:
-        return {"queries": self.queries, "sent": self.sent, "not_sent_gold_outside_top_n": self.not_sent_gold_outside_top_n,
-                "not_in_first_stage_run": self.not_in_first_stage_run, "answered": self.answered, "missing": self.missing,
+        return {"queries": self.queries, "to_rerank": self.to_rerank,
+                "not_sent_gold_outside_top_n": self.not_sent_gold_outside_top_n,
+                "not_in_first_stage_run": self.not_in_first_stage_run, "sent": self.sent, "replayed": self.replayed,
+                "request_files": self.request_files, "answered": self.answered, "missing": self.missing,
                 "replay_misses": self.replay_misses, "repairs": {r: int(self.repairs.get(r, 0)) for r in REPAIR_RULES}}

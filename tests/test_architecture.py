@@ -158,6 +158,18 @@ def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
     assert paths.from_params(LexiconParams().released_csv) == paths.shared / "lexicon" / "all_query_terms5.csv"
 
 
+def test_every_interval_the_docs_quote_is_held_by_a_committed_table():
+    """A doc that quotes a result `value [low, high]` quotes one of the committed tables (names it beside)."""
+    cell = re.compile(r"[-+]?\d+\.\d\s+\[-?\d+\.\d,\s*-?\d+\.\d\]")
+    tables = " ".join(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "tables").glob("*.md"))
+    docs = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    quoted = [(doc.name, " ".join(m.group().lstrip("+").split())) for doc in docs
+              for m in cell.finditer(doc.read_text(encoding="utf-8"))]
+    assert quoted, "the pattern finds the intervals the docs quote"
+    missing = [(name, text) for name, text in quoted if text not in tables]
+    assert not missing, f"quoted intervals no committed table holds: {missing}"
+
+
 # -- imports point one way --------------------------------------------------------------------------------------------
 
 

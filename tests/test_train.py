@@ -127,6 +127,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
 def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_path, monkeypatch):
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["specify"])
+    assert train.plan(cfg, "specify")["this run"].tolist() == ["train", "train"]
     (first,) = train.finetune(cfg, "specify")
     assert sorted(first.trained_now) == [1, 2]
     assert first.selected.score == max(r.score for r in first.runs)
@@ -141,10 +142,21 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     train_configuration = train.train_configuration
     # finetune looks train_configuration up in the module that calls it (ratio_utils.train.selection)
     monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
+    plan = train.plan(cfg, "specify").set_index("config")
+    assert plan["this run"].str.startswith("reuse").all()
     (second,) = train.finetune(cfg, "specify")
     assert calls == [] and second.trained_now == []
     assert second.selected.run_key == first.selected.run_key and second.test == first.test
     assert {p: p.stat().st_mtime_ns for p in watched} == mtimes
+    # What notebook 09 shows: trained now vs reused, each configuration with its run key.
+    keys = {r.config["id"]: r.run_key for r in first.runs}
+    trained, reused = train.summary([first]).iloc[0], train.summary([second]).iloc[0]
+    assert trained["trained in this run"] == f"1 (run key {keys[1]}), 2 (run key {keys[2]})"
+    assert trained["reused from an earlier run"] == "nothing" and first.reused() == []
+    assert reused["trained in this run"] == "nothing"
+    assert reused["reused from an earlier run"] == (f"configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]}); "
+                                                    f"the selected model and its test scores ({Path(second.model_dir).name})")
+    assert second.reused()[0] == f"specify: configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]})"
 
     # New settings mean new runs; Table 6 then lists the runs of the new selection only.
     monkeypatch.setattr(train.selection, "train_configuration", train_configuration)
@@ -189,6 +201,16 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     (again,) = train_colbert.train_colbert(cfg, "address")
     assert not again.trained_now and again.test == result.test
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
+    # Notebook 09's cell records the reused checkpoint for the summary's time table.
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.stages.finetune import FinetuneStage
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09.ipynb")
+    FinetuneStage("params/default.yaml", {"train": cfg.sections["train"]}, "address").colbert()
+    recorded = run_records.reused_by_notebook(tmp_path / "run")["09.ipynb"]
+    assert recorded == f"address: the tuned ColBERT and its test scores ({cfg.paths.relative(model_dir)})"
 
 
 def test_training_schedule_gives_tiny_moves_real_steps():

@@ -57,10 +57,13 @@ class _FileHashes:
 
 
 EXECUTION_SETTINGS = {"progress", "engine", "dask_scheduler", "dask_workers", "dask_processes"}  # not in a part's key
+# Rules added after parts were built: left off (None), they are not in the key, so those parts stay valid.
+SWITCHES_OFF_BY_DEFAULT = {"min_word_token_ratio"}
 
 
 def part_key(part: InputPart, params: CorpusParams, previous: str, hashes: Callable[[str], str]) -> str:
-    settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
+    settings = {k: v for k, v in asdict(params).items()
+                if k not in EXECUTION_SETTINGS and not (k in SWITCHES_OFF_BY_DEFAULT and v is None)}
     record = {
         "previous": previous, "corpus": part.corpus, "lines": part.lines, "params": settings,
         "files": [[Path(f).name, hashes(f)] for f in part.files],

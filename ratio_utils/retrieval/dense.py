@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
+from ..run_records import count_reused
 from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_PREFIXES, GENERIC_QUERY_PREFIX, Move  # noqa: F401  (re-exported)
 from .base import Retriever, run_from_hits
 
@@ -106,7 +107,13 @@ def _short(text: str) -> str:
 
 
 class EmbeddingCache:
-    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped."""
+    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped.
+
+    Each load and save is counted for the run's records (ratio_utils.run_records): texts whose embeddings
+    were read from an array an earlier notebook or run wrote, out of all texts embedded or read."""
+
+    REUSE_RECORD = "texts' embeddings computed before (cache/embeddings)"
+    _saved_here: set[Path] = set()  # arrays this process wrote: reading them again is not reuse of earlier work
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -120,6 +127,8 @@ class EmbeddingCache:
         array = np.load(path, mmap_mode="r")
         if array.shape[0] != n_rows:  # a different text set hashed alike: never trust it
             return None
+        if path not in self._saved_here:
+            count_reused(self.REUSE_RECORD, n_rows, n_rows)
         return array
 
     def save(self, path: Path, array: np.ndarray, prefix: str, model: str) -> np.ndarray:
@@ -128,6 +137,8 @@ class EmbeddingCache:
                 np.save(handle, array)
         # The prefix is hashed in the folder name; keep it readable beside the arrays.
         write_json_atomic(path.parent / "prefix.json", {"prefix": prefix, "model": model})
+        self._saved_here.add(path)
+        count_reused(self.REUSE_RECORD, 0, array.shape[0])
         return np.load(path, mmap_mode="r")
 
 
@@ -243,7 +254,7 @@ class DenseRetriever(Retriever):
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
-            show_progress_bar=len(texts) > 5 * self.batch_size,
+            show_progress_bar=self.show_progress and len(texts) > 5 * self.batch_size,
         )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -279,7 +290,7 @@ class DenseRetriever(Retriever):
         qids = list(queries["qid"])
         runs = []
         starts = range(0, len(qids), self.query_chunk)
-        for start in tqdm(starts, desc=f"{self.name}: search", disable=len(starts) < 2):
+        for start in tqdm(starts, desc=f"{self.name}: search", disable=not self.show_progress or len(starts) < 2):
             block = np.ascontiguousarray(query_vectors[start : start + self.query_chunk], dtype=np.float32)
             scores, hits = index.search(block, width)
             runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(), hits, scores, k))

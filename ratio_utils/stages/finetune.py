@@ -14,6 +14,7 @@ import pandas as pd
 from .. import train, train_colbert
 from ..config import load_config
 from ..retrieval.systems import record_tuned_runs
+from ..run_records import record_reused
 from ..train.tables import write_table6, write_tuned_vs_baseline
 
 
@@ -29,8 +30,15 @@ class FinetuneStage:
         return train.plan(self.cfg, self.move, self.params)
 
     def train(self) -> pd.DataFrame:
-        """Fine-tune the move(s) (finished configurations are found on disk and skipped); one row per move."""
-        return train.summary(train.finetune(self.cfg, self.move, self.params))
+        """Fine-tune the move(s); one row per move saying what was trained now and what was reused.
+
+        Configurations finished by an earlier run with the same run key are read from disk, not trained again;
+        what was reused is recorded for the summary's time table (ratio_utils.run_records)."""
+        results = train.finetune(self.cfg, self.move, self.params)
+        for result in results:
+            for line in result.reused():
+                record_reused(line)
+        return train.summary(results)
 
     def table6(self) -> pd.DataFrame:
         return write_table6(self.cfg, self.params)
@@ -43,14 +51,19 @@ class FinetuneStage:
         results = train_colbert.train_colbert(self.cfg, self.move, self.params)
         if not results:
             return train_colbert.skipped_reason(self.params, self.move)
+        for result in results:
+            if not result.trained_now:
+                record_reused(f"{result.move}: the tuned ColBERT and its test scores ({self.cfg.paths.relative(result.model_dir)})")
         train_colbert.write_colbert_table(self.cfg, self.params)
         return train_colbert.colbert_summary(results)
 
     def paper_tables(self):
-        """This move's tuned run files, then Tables 1, 7, 8 assembled from every run file present."""
+        """This move's tuned run files, then Tables 1, 7, 8 re-assembled from every run file present and
+        written; a pointer to them is shown (notebook 10 shows the tables, once every row can be filled)."""
         from .. import paper_tables
 
         record_tuned_runs(self.cfg, self.move)
-        return paper_tables.assemble_tables(self.cfg).show("table1_silver_main")
+        tables = paper_tables.assemble_tables(self.cfg)
+        return tables.pointer(self.cfg, f"with the tuned rows of {self.move}")
 
 

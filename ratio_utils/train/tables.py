@@ -116,26 +116,30 @@ def write_table6(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
 SPLIT_LABELS = {"validation": "Val", "test": "Test", "silver": "Silver"}
 
 
-def paired_comparison(tuned: dict[str, list], baseline: dict[str, list], metric: str = PRIMARY) -> dict[str, Any]:
+def paired_comparison(tuned: dict[str, list], baseline: dict[str, list], metric: str = PRIMARY, *,
+                      seed: int = 13, n_resamples: int = stats.N_RESAMPLES) -> dict[str, Any]:
     """Means, 95% bootstrap intervals, the paired difference's interval and a paired permutation p-value.
 
     `tuned` and `baseline` are per_query_values of the same split; they are paired by qid (both score
     every query of the split's qrels, so the qids agree; a mismatch is an error, not a silent subset).
+    The queries are taken in qid order, with the run's seed and resample count, as the analyses of
+    notebook 11 take them (`paper_tables.paired_cell`): the same comparison gets the same p in both.
     """
 
-    a = pd.Series(tuned[metric], index=tuned["qid"], dtype=float)
+    a = pd.Series(tuned[metric], index=tuned["qid"], dtype=float).sort_index()
     b = pd.Series(baseline[metric], index=baseline["qid"], dtype=float)
     if set(a.index) != set(b.index):
         raise ValueError(f"tuned and baseline were scored on different queries ({len(a)} vs {len(b)})")
     b = b.loc[a.index]
-    tuned_ci, base_ci = stats.bootstrap_ci(a.to_numpy()), stats.bootstrap_ci(b.to_numpy())
-    diff_ci = stats.paired_bootstrap_ci(a.to_numpy(), b.to_numpy())
+    draws = {"n_resamples": n_resamples, "seed": seed}
+    tuned_ci, base_ci = stats.bootstrap_ci(a.to_numpy(), **draws), stats.bootstrap_ci(b.to_numpy(), **draws)
+    diff_ci = stats.paired_bootstrap_ci(a.to_numpy(), b.to_numpy(), **draws)
     return {
         "queries": len(a),
         "baseline": float(b.mean()), "baseline_low": base_ci[0], "baseline_high": base_ci[1],
         "tuned": float(a.mean()), "tuned_low": tuned_ci[0], "tuned_high": tuned_ci[1],
         "difference": float((a - b).mean()), "difference_low": diff_ci[0], "difference_high": diff_ci[1],
-        "p_value": float(stats.paired_permutation_test(a.to_numpy(), b.to_numpy())),
+        "p_value": float(stats.paired_permutation_test(a.to_numpy(), b.to_numpy(), n_permutations=n_resamples, seed=seed)),
         "indicative": len(a) < stats.INDICATIVE_BELOW,
     }
 
@@ -163,7 +167,7 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
             tuned_q = (per_query.get("tuned") or {}).get(split)
             base_q = (per_query.get("baseline") or {}).get(split)
             if tuned_q and base_q:
-                row.update(paired_comparison(tuned_q, base_q))
+                row.update(paired_comparison(tuned_q, base_q, seed=cfg.seed))
             else:
                 row.update({"baseline": base_scores.get(PRIMARY), "tuned": tuned_scores.get(PRIMARY)})
             rows.append(row)
@@ -184,7 +188,7 @@ def tuned_vs_baseline_display(table: pd.DataFrame) -> pd.DataFrame:
         "Baseline M@10": cell(row, "baseline"),
         "Tuned M@10": cell(row, "tuned"),
         "Δ (tuned - baseline)": cell(row, "difference"),
-        "p (paired permutation)": "" if pd.isna(row.get("p_value", float("nan"))) else f"{row['p_value']:.3f}",
+        "p (paired permutation)": stats.format_p(row.get("p_value")),
         "Ratio": "" if not row.get("baseline") else f"{row['tuned'] / row['baseline']:.2f}",
         "Beats baseline on val": {True: "yes", False: "no"}.get(row.get("beats_baseline_on_validation"), "n/a"),
     } for row in table.to_dict("records")])
