@@ -274,3 +274,14 @@ def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny
     plt.close(figure)
     text = stage.narrative(table, summary)
     assert "Address (test" in text and "lower under its own move" in text
+
+
+def test_the_notebook_shows_the_comparison_with_its_notes_and_formatted_numbers():
+    """Notebook 13 passes the unified-vs-per-move Comparison (not a frame) to `formatted`."""
+    from ratio_utils.stages import unified_retriever as stage
+
+    shown = pd.DataFrame({"Move": ["Address"], "Unified training pairs": [128.0], "Unified M@10": ["25.4 [14.0, 37.9]"]})
+    comparison = stage.Comparison(shown.assign(x=0.123456), shown, ["not matched: budgets differ"])
+    out = stage.formatted(comparison)
+    assert out.shown.loc[0, "Unified training pairs"] == "128.0" and out.notes == comparison.notes
+    assert "not matched: budgets differ" in out._repr_html_()

@@ -9,6 +9,8 @@ Writes: models/<base>__unified/ (ratio_utils.unified), tables/unified_vs_per_mov
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 import pandas as pd
@@ -47,8 +49,11 @@ def train(cfg: Config, params: unified.UnifiedParams) -> unified.UnifiedResult:
     return result
 
 
-def formatted(table: pd.DataFrame) -> pd.DataFrame:
-    """A table of this notebook as it is shown: percentages with one decimal, missing cells blank."""
+def formatted(table: "pd.DataFrame | Comparison"):
+    """A table of this notebook as it is shown: percentages with one decimal, missing cells blank (the comparison
+    keeps its notes below it)."""
+    if isinstance(table, Comparison):
+        return dataclasses.replace(table, shown=format_floats(table.shown, "{:.1f}"))
     return format_floats(table, "{:.1f}")
 
 
