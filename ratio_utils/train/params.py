@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ..config import REPO_ROOT, Config
+from ..distributed import DEFAULT_DDP_TIMEOUT_SECONDS
 from ..schema import MOVES, Move
 
 
@@ -114,6 +115,14 @@ class TrainParams:
     logging_steps: int = 10
     keep_unselected_models: bool = False  # delete the weights of configurations that lost
     device: str | None = None  # None: cuda when present, else cpu (the trainer decides under torchrun)
+    # Processes `run_all.sh` starts notebook 09 with (torchrun --nproc_per_node; the paper: 4 GPUs for
+    # Address and Specify). 1: one process, as before.
+    nproc_per_node: int = 1
+    # Seconds a rank waits at a collective (barriers included) before giving up: the other ranks wait
+    # while rank 0 alone scores the baseline and the test split (the authors set 28,800).
+    ddp_timeout: int = DEFAULT_DDP_TIMEOUT_SECONDS
+    bf16: bool = False  # bfloat16 mixed precision (the authors needed it for ModernBERT / Stella on GPU)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, ~30% slower
     # Tuned late-interaction row (ratio_utils.train_colbert): PyLate ColBERT on top of base_model.
     colbert: bool = True
     colbert_moves: list[str] | None = None  # None: the same moves as the dense retrievers
