@@ -22,7 +22,7 @@ from ..benchmark import Benchmark
 from ..config import Config
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..retrieval import BM25Retriever, DenseRetriever, instructed_query_prefix, recommended_prefixes
-from ..retrieval.dense import GENERIC_PREFIXES
+from ..retrieval.dense import DEFAULT_MAX_POOL_BYTES, GENERIC_PREFIXES
 from ..retrieval.runs import RunInfo, system_name
 from ..retrieval.scoring import record_run
 from ..schema import MOVES, Move, Split
@@ -45,6 +45,8 @@ class RetrievalParams:
     k: int = 100
     batch_size: int = 64
     fp16_storage: bool = False
+    # A pool whose vectors take more is searched from a memory-mapped file, block by block (same ranking).
+    max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES
     max_queries: int | None = None  # per (move, split); smoke runs only
     tuned_models: bool = True  # notebook 09 writes run files of its models/<base>__<move>/
 
@@ -102,7 +104,7 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
     """The retriever of one row for one move (instructions depend on the move)."""
     cache = cfg.paths.embedding_cache
     if system.family == "bm25":
-        return BM25Retriever(int(system.source), name=system.model)
+        return BM25Retriever(int(system.source), name=system.model, max_pool_bytes=params.max_pool_bytes)
     if system.family == "colbert":
         from ..retrieval.colbert import ColBERTRetriever
 
@@ -124,7 +126,7 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
         raise ValueError(f"unknown prefix kind {system.prefix!r}")
     return DenseRetriever(
         model, query_prefix, doc_prefix, batch_size=params.batch_size, cache_dir=cache,
-        fp16_storage=params.fp16_storage, name=system.model,
+        fp16_storage=params.fp16_storage, name=system.model, max_pool_bytes=params.max_pool_bytes,
     )
 
 
@@ -210,7 +212,8 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
                                        model_fingerprint=model_fingerprint(folder), notes=_tuned_notes(results))
             retriever = retriever or DenseRetriever(
                 str(folder), query_prefix, doc_prefix, batch_size=params.batch_size,
-                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system)
+                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system,
+                max_pool_bytes=params.max_pool_bytes)
             run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
             rows.append({"system": info.system, "move": target.value, "split": split.value, "status": "written",
                          "queries": int(run["qid"].nunique())})
