@@ -21,10 +21,7 @@ from .benchmark import Benchmark
 from .metrics import order_run
 from .retrieval.bm25 import BM25Tokenizer
 from .schema import Move, Split
-
-OVERLAP_KS: tuple[int, ...] = (1, 3, 5, 10, 20, 50, 100)
-COMPARISON_KS: tuple[int, ...] = (1, 3, 5, 10)
-
+from .params import OVERLAP_KS
 
 # -- F.1 lexical overlap ------------------------------------------------------------------------------
 

@@ -117,6 +117,7 @@ def claims_table(records: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> p
     """One row per claim and move: the paper's number and, per query set, the verdict and its deciding numbers."""
     rows = []
     for claim in claims:
+        measured = sorted(set(records.loc[records["table"] == claim.table, "query_set"].dropna()))
         for move in claim.moves:
             row = {"claim": claim.text, "paper": claim.where, "move": move.capitalize(),
                    "paper says": (claim.paper or {}).get(move, "")}
@@ -126,8 +127,12 @@ def claims_table(records: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> p
                 verdict = combine(verdicts)
                 name = "silver" if query_set == "silver" else "unfiltered test"
                 row[f"{name}: verdict"] = verdict
-                row[f"{name}: evidence"] = ("; ".join(_evidence(r, v) for (_, r), v in zip(found.iterrows(), verdicts))
-                                            if verdicts else claim.cannot_test)
+                if verdicts:
+                    row[f"{name}: evidence"] = "; ".join(_evidence(r, v) for (_, r), v in zip(found.iterrows(), verdicts))
+                elif measured and query_set not in measured:
+                    row[f"{name}: evidence"] = f"not measured on this query set ({claim.table}: {', '.join(measured)} only)"
+                else:
+                    row[f"{name}: evidence"] = claim.cannot_test
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -6,9 +6,10 @@ typed parameters (a dataclass with the paper's defaults) and reads them with `Co
 so a params file only lists what differs from the defaults.
 
 Checked once, at load: every section of a params file must be registered in `PARAMS_SECTIONS`
-(section name -> "module:Dataclass") and every key must be a field of that dataclass, so a typo in
-`train:` fails in `load_config` (notebook 00), naming the file and the key. A new stage registers
-its section with one line in `PARAMS_SECTIONS`.
+(section name -> its dataclass in `ratio_utils.params`) and every key must be a field of that dataclass,
+so a typo in `train:` fails in `load_config` (notebook 00), naming the file and the key. A new stage
+defines its dataclass in `ratio_utils.params` and registers it with one line in `PARAMS_SECTIONS`
+(`ratio_utils.params` is light: loading a config imports no stage, no torch).
 
 Paths in a params file follow one rule (`Paths.from_params`): relative to the repository root, except
 `shared:<path>` (under the shared folder, e.g. `lexicon.released_csv`) and `output:<path>` (under the
@@ -21,16 +22,31 @@ every other params file writes under `outputs/<name>/` unless it sets `output_ro
 
 from __future__ import annotations
 
-import ast
 import copy
 import dataclasses
-import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+
+from .llm.types import LLMSettings
+from .params import (
+    AnalysisParams,
+    CorpusParams,
+    DatasetParams,
+    HumanEvalParams,
+    JudgeParams,
+    LexiconParams,
+    MiningParams,
+    PipelineParams,
+    RerankParams,
+    RetrievalParams,
+    SummaryParams,
+    TrainParams,
+    UnifiedParams,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
@@ -39,22 +55,22 @@ OUTPUTS_DIR = REPO_ROOT / "outputs"  # output roots of every params file but def
 # Prefixes of params paths (Paths.from_params): under the shared folder, under the output root.
 SHARED_PREFIX, OUTPUT_PREFIX = "shared:", "output:"
 
-# Params section -> the dataclass that reads it. Registering a new stage's section is one line here.
-PARAMS_SECTIONS: dict[str, str] = {
-    "corpus": "ratio_utils.corpus:CorpusParams",
-    "lexicon": "ratio_utils.lexicon:LexiconParams",
-    "mining": "ratio_utils.mining:MiningParams",
-    "dataset": "ratio_utils.dataset:DatasetParams",
-    "llm": "ratio_utils.llm:LLMSettings",
-    "judge": "ratio_utils.judge:JudgeParams",
-    "retrieval": "ratio_utils.stages.retrieval_baselines:RetrievalParams",
-    "train": "ratio_utils.train:TrainParams",
-    "analysis": "ratio_utils.stages.analyses:AnalysisParams",
-    "rerank": "ratio_utils.rerank:RerankParams",
-    "human_eval": "ratio_utils.human_eval:HumanEvalParams",
-    "unified": "ratio_utils.unified:UnifiedParams",
-    "summary": "ratio_utils.stages.summary:SummaryParams",
-    "pipeline": "ratio_utils.pipeline:PipelineParams",
+# Params section -> the dataclass that reads it (ratio_utils.params). Registering a new stage's section is one line here.
+PARAMS_SECTIONS: dict[str, type] = {
+    "corpus": CorpusParams,
+    "lexicon": LexiconParams,
+    "mining": MiningParams,
+    "dataset": DatasetParams,
+    "llm": LLMSettings,
+    "judge": JudgeParams,
+    "retrieval": RetrievalParams,
+    "train": TrainParams,
+    "analysis": AnalysisParams,
+    "rerank": RerankParams,
+    "human_eval": HumanEvalParams,
+    "unified": UnifiedParams,
+    "summary": SummaryParams,
+    "pipeline": PipelineParams,
 }
 
 T = TypeVar("T")
@@ -233,11 +249,6 @@ class Paths:
         """Metadata of the S2ORC papers the corpus rule selects, streamed to parquet (stage 00)."""
         return self.interim / "s2orc_papers_selected.parquet"
 
-    @property
-    def retrieval_results(self) -> Path:
-        """Every score of notebook 08 in long form."""
-        return self.retrieval_runs / "results.parquet"
-
     def tuned_model_dir(self, base: str, move: Any, kind: str = "dense") -> Path:
         """A fine-tuned retriever of notebook 09: models/<base>__<move>/ (dense) or
         models/<base>-colbert__<move>/ (colbert); its results.json is written last."""
@@ -383,34 +394,6 @@ def _repo_relative(path: Path) -> str:
     return Path(path).name if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
 
 
-def _dataclass_fields(spec: str) -> set[str]:
-    """The field names of the dataclass `module:Class`, read from its source without importing it.
-
-    Importing every stage module at load would pull torch and sentence-transformers into notebook 00
-    (~10 s); the source's annotated class attributes are the dataclass fields (tests/test_params.py
-    checks that against `dataclasses.fields` for every registered section). A name re-exported with
-    `from .x import Class` is followed to the module that defines it.
-    """
-    module, _, name = spec.partition(":")
-    found = importlib.util.find_spec(module)
-    if found is None or not found.origin:
-        raise ImportError(f"params section dataclass {spec}: module not found")
-    tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return {
-                item.target.id for item in node.body
-                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-                and "ClassVar" not in ast.unparse(item.annotation)
-            }
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and any(alias.name == name for alias in node.names):
-            package = module if found.submodule_search_locations else module.rpartition(".")[0]
-            target = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
-            return _dataclass_fields(f"{target}:{name}")
-    raise ImportError(f"params section dataclass {spec}: class {name} not found in {found.origin}")
-
-
 def validate_sections(sections: dict[str, Any], source: Path | None) -> None:
     """Every section registered, every key a field of its dataclass; the error names file and key."""
     unknown = sorted(set(sections) - set(PARAMS_SECTIONS))
@@ -420,12 +403,12 @@ def validate_sections(sections: dict[str, Any], source: Path | None) -> None:
             "(a new stage registers its section in ratio_utils.config.PARAMS_SECTIONS)"
         )
     for name, values in sections.items():
-        known = _dataclass_fields(PARAMS_SECTIONS[name])
+        cls = PARAMS_SECTIONS[name]
+        known = {f.name for f in dataclasses.fields(cls)}
         typos = sorted(set(values) - known)
         if typos:
             raise ValueError(
-                f"{source}: params section {name!r} has unknown key(s) {typos}; "
-                f"{PARAMS_SECTIONS[name].partition(':')[2]} accepts {sorted(known)}"
+                f"{source}: params section {name!r} has unknown key(s) {typos}; {cls.__name__} accepts {sorted(known)}"
             )
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -50,16 +50,8 @@ from .benchmark import load_benchmark, write_pairs, write_pool  # noqa: F401  (l
 from .io import write_json_atomic
 from .mining import counts_to_report, read_mined
 from .parts import read_table
-from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, POOL_SPLITS, SEEDED_HASH_RANGE, seeded_hash
-
-SPLITS = tuple(s.value for s in POOL_SPLITS)
-
-# The paper's windows (App. B.2, Table 5 caption).
-PAPER_SPLITS = {
-    "train": {"start": "2015-01-01", "end": "2025-09-30"},
-    "validation": {"start": "2025-10-01", "end": "2025-12-31"},
-    "test": {"start": "2026-01-01", "end": "2026-05-05"},
-}
+from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash
+from .params import PAPER_SPLITS, SPLITS, DatasetParams, SplitWindow  # noqa: F401  (the `dataset` section, re-exported)
 
 # The paper's Table 5 figures that its text states (§4.2, §5, App. F): pairs per move (all splits),
 # pool sizes, and the test golds per move (the oracle pools of §5 are "the gold sentences of all test
@@ -77,119 +69,16 @@ PAPER_FIGURES = {
     ("pool", "all sources", "test"): 404_371,
 }
 
+# The figures the paper's text rounds ("13.8M, 361K, and 404K sentences"; the test pool's 404,371 is exact
+# elsewhere): shown as the paper writes them, kept as numbers in the CSV.
+PAPER_FIGURES_AS_WRITTEN = {
+    ("pool", "all sources", "train"): "13.8M",
+    ("pool", "all sources", "validation"): "361K",
+}
+
 
 class LeakageError(AssertionError):
     """A leakage check failed: the benchmark would let training see evaluation data."""
-
-
-@dataclass
-class DatasetParams:
-    """The `dataset:` section of the params files; defaults are the paper's date windows."""
-
-    split_by: str = "date"  # "date" or "year"
-    splits: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in PAPER_SPLITS.items()})
-    year_only: str = "whole_year"  # date windows only: "whole_year" or "exclude"
-    hash_seed: int = 13  # seed of the paper-id hash that divides a window shared by splits with a `fraction`
-
-    def __post_init__(self) -> None:
-        if self.split_by not in ("date", "year"):
-            raise ValueError(f"dataset.split_by must be 'date' or 'year', got {self.split_by!r}")
-        if self.year_only not in ("whole_year", "exclude"):
-            raise ValueError(f"dataset.year_only must be 'whole_year' or 'exclude', got {self.year_only!r}")
-        unknown = sorted(set(self.splits) - set(SPLITS))
-        if unknown:
-            raise ValueError(f"dataset.splits has unknown split(s) {unknown}; expected {list(SPLITS)}")
-
-    def windows(self) -> list["SplitWindow"]:
-        """Every split's window, earliest first (splits sharing a window by fraction in SPLITS order)."""
-        return [window for group in self.window_groups() for window in group]
-
-    def window_groups(self) -> list[tuple["SplitWindow", ...]]:
-        """The windows grouped by span, earliest first: one window, or the splits that divide one window
-        by fraction. Raises ValueError on overlapping spans or on a group that is not a valid division."""
-        windows = [SplitWindow.parse(name, self.splits[name], self.split_by) for name in SPLITS if name in self.splits]
-        spans: dict[tuple, list[SplitWindow]] = {}
-        for window in windows:
-            spans.setdefault((window.start, window.end), []).append(window)
-        groups = [tuple(group) for group in spans.values()]
-        for group in groups:
-            _check_fraction_group(group)
-        groups.sort(key=lambda g: g[0].sort_key)
-        for before, after in zip(groups, groups[1:]):
-            first, second = before[-1], after[0]
-            if first.end is None or second.start is None or first.end >= second.start:
-                raise ValueError(f"dataset.splits: windows {first.name} and {second.name} overlap or are open-ended towards each other"
-                                 " (splits may share a window only when each names the same start and end and a fraction)")
-        return groups
-
-
-def _check_fraction_group(group: tuple["SplitWindow", ...]) -> None:
-    names = [w.name for w in group]
-    with_fraction = [w for w in group if w.fraction is not None]
-    if len(group) > 1 and len(with_fraction) < len(group):
-        raise ValueError(f"dataset.splits: windows {' and '.join(names)} overlap: splits that share a window each need a fraction")
-    total = sum((w.fraction for w in with_fraction), Fraction(0))
-    if total > 1:
-        raise ValueError(f"dataset.splits: the fractions of {', '.join(names)} sum to {total} (> 1) over their shared window")
-
-
-@dataclass(frozen=True)
-class SplitWindow:
-    """One split's window, inclusive at both ends; None = open. Dates (date mode) or ints (year mode).
-    `fraction`: this split's share of the window's papers, by paper-id hash (None: all of them)."""
-
-    name: str
-    start: _dt.date | int | None
-    end: _dt.date | int | None
-    fraction: Fraction | None = None
-
-    @staticmethod
-    def parse(name: str, spec: dict, split_by: str) -> "SplitWindow":
-        unknown = sorted(set(spec) - {"start", "end", "fraction"})
-        if unknown:
-            raise ValueError(f"dataset.splits.{name}: unknown key(s) {unknown}; use start, end and fraction")
-
-        def value(raw):
-            if raw is None:
-                return None
-            if split_by == "year":
-                if isinstance(raw, bool) or not isinstance(raw, int):
-                    raise ValueError(f"dataset.splits.{name}: split_by=year needs whole years, got {raw!r}")
-                return raw
-            if isinstance(raw, _dt.datetime):
-                return raw.date()
-            if isinstance(raw, _dt.date):
-                return raw
-            if isinstance(raw, int) or len(str(raw)) != 10:
-                raise ValueError(f"dataset.splits.{name}: split_by=date needs ISO dates (YYYY-MM-DD), got {raw!r}")
-            return _dt.date.fromisoformat(str(raw))
-
-        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")), _parse_fraction(name, spec.get("fraction")))
-        if window.start is not None and window.end is not None and window.start > window.end:
-            raise ValueError(f"dataset.splits.{name}: start {window.start} is after end {window.end}")
-        return window
-
-    @property
-    def sort_key(self):
-        return (0, 0) if self.start is None else (1, self.start)
-
-    def contains(self, value) -> bool:
-        return (self.start is None or value >= self.start) and (self.end is None or value <= self.end)
-
-
-def _parse_fraction(name: str, raw) -> Fraction | None:
-    """A split's fraction, exact: a number (0.5) or a ratio written as text ("1/3"), in (0, 1]."""
-    if raw is None:
-        return None
-    try:
-        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-            raise ValueError
-        fraction = Fraction(str(raw).strip())  # str: 0.1 is 1/10, not the binary float's value
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"dataset.splits.{name}: fraction must be a number or a ratio like 1/3, got {raw!r}") from None
-    if not 0 < fraction <= 1:
-        raise ValueError(f"dataset.splits.{name}: fraction must lie in (0, 1], got {raw!r}")
-    return fraction
 
 
 def hash_position(paper_id: str, seed: int) -> Fraction:
@@ -501,9 +390,22 @@ def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -
     return frame
 
 
+def table5_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 5 as the Markdown shows it: the paper's figures as its text writes them ('13.8M', '404,371')."""
+    shown = table.copy().astype(object)
+    for index, record in table.iterrows():
+        for split in (*SPLITS, "total"):
+            column, value = f"paper_{split}", record[f"paper_{split}"]
+            if value == "" or value is None or pd.isna(value):
+                continue
+            shown.at[index, column] = PAPER_FIGURES_AS_WRITTEN.get((record["section"], record["item"], split), f"{int(value):,}")
+    return shown
+
+
 TABLE5_NOTES = [
     "Paper columns (paper_*) hold the figures the paper's text states (§4.2, §5 oracle pools = test golds per move); "
-    "its other Table 5 cells are not in the text available here and are left empty.",
+    "its other Table 5 cells are not in the text available here and are left empty. They are shown as the text writes "
+    "them: the train and validation pools as the rounded 13.8M and 361K (the CSV holds 13800000 and 361000).",
     "Ours: the corpus of this run; the paper mined S2ORC computer-science papers (366.6M consecutive pairs).",
 ]
 

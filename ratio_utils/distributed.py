@@ -15,9 +15,7 @@ import datetime as _dt
 import os
 import sys
 
-# The authors' ddp_timeout (8 h): rank-0-only passes (baseline scoring, the test evaluation) over a
-# paper-size pool outlast torch's and transformers' default of 30 minutes while the other ranks wait.
-DEFAULT_DDP_TIMEOUT_SECONDS = 28_800
+from .params import DEFAULT_DDP_TIMEOUT_SECONDS  # the `train.ddp_timeout` default
 
 
 def is_main_process() -> bool:

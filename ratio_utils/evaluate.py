@@ -49,8 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="silver", help="silver (default, primary), test, validation or train")
     parser.add_argument("--fallback-to-test", action="store_true",
                         help="when the silver split is absent, evaluate the unfiltered test split instead (recorded)")
-    parser.add_argument("--query-prefix", default="", help="text put before every query (e.g. 'query: ')")
-    parser.add_argument("--doc-prefix", default="", help="text put before every candidate (e.g. 'document: ')")
+    parser.add_argument("--query-prefix", default=None,
+                        help="text put before every query (e.g. 'query: '); default: the model's stored 'query' prompt "
+                             "(config_sentence_transformers.json), else none; '' forces none")
+    parser.add_argument("--doc-prefix", default=None,
+                        help="text put before every candidate (e.g. 'document: '); default: the model's stored "
+                             "'document' prompt, else none; '' forces none")
     parser.add_argument("--instruction", action="store_true",
                         help="prefix each query with its move's instruction (paper Appendix C) after --query-prefix")
     parser.add_argument("--colbert", action="store_true", help="--model is a PyLate ColBERT checkpoint (MaxSim)")
@@ -104,6 +108,32 @@ def make_retriever(args: argparse.Namespace, move: Move):
     )
 
 
+PROMPT_KEYS = {"query_prefix": "query", "doc_prefix": "document"}  # sentence-transformers' prompt names
+
+
+def resolve_prefixes(args: argparse.Namespace, model_path: Path | None) -> dict[str, str]:
+    """Fill args.query_prefix / args.doc_prefix left unset (None) from the model's stored prompts; say where each came from.
+
+    Only a dense sentence-transformers model has prompts; for BM25, ColBERT or a Retriever object an unset
+    prefix is none.
+    """
+    from .models import ST_CONFIG_FILE, stored_prompts
+
+    dense = model_path is not None and not args.colbert
+    prompts = stored_prompts(model_path) if dense else {}
+    source = {}
+    for attribute, key in PROMPT_KEYS.items():
+        if getattr(args, attribute) is not None:
+            source[key] = "flag"
+        elif key in prompts:
+            setattr(args, attribute, prompts[key])
+            source[key] = f"model prompts ({ST_CONFIG_FILE})"
+        else:
+            setattr(args, attribute, "")
+            source[key] = "none"
+    return source
+
+
 def benchmark_file_checksums(bench, plan: dict[Move, Split]) -> dict[str, str]:
     """sha256 of exactly the files evaluated (hashing a whole release with its 13.8M-sentence train pool is slow)."""
     files = {pairs_path(bench.root, m, s) for m, s in plan.items()} | {candidates_path(bench.root, s) for s in plan.values()}
@@ -118,8 +148,8 @@ def evaluate_retriever(
     *,
     params_file: "str | os.PathLike | None" = None,
     fallback_to_test: bool = False,
-    query_prefix: str = "",
-    doc_prefix: str = "",
+    query_prefix: str | None = None,
+    doc_prefix: str | None = None,
     instruction: bool = False,
     colbert: bool = False,
     k: int = 100,
@@ -135,6 +165,9 @@ def evaluate_retriever(
     `model_or_retriever`: a sentence-transformers folder or packaged name, a PyLate checkpoint (`colbert=True`),
     `bm25-unigram`/`-bigram`/`-trigram`, or any `ratio_utils.retrieval.Retriever` (its `search` is called as is).
     `benchmark`: a directory in the release layout; default: the rebuilt benchmark of `params_file`.
+    `query_prefix` / `doc_prefix`: None (default) uses the prompts a sentence-transformers folder stores
+    (`config_sentence_transformers.json`: {"query": ..., "document": ...}, as notebook 09 saves its models), else
+    none; a string (even "") overrides them. The result records the prefixes used and where they came from.
     The other arguments are those of the CLI (`python -m ratio_utils.evaluate --help`).
     """
     if benchmark is None:
@@ -172,6 +205,7 @@ def _evaluate(args: argparse.Namespace) -> dict:
     else:
         model_path = resolve_model_path(args.model)
         fingerprint = model_fingerprint(model_path)
+    prefix_source = resolve_prefixes(args, model_path)
     checksums = benchmark_file_checksums(bench, plan)
     result = {
         "model": args.model,
@@ -186,6 +220,7 @@ def _evaluate(args: argparse.Namespace) -> dict:
             "split_requested": requested.value,
             "query_prefix": args.query_prefix,
             "doc_prefix": args.doc_prefix,
+            "prefix_source": prefix_source,
             "instruction": args.instruction,
             "colbert": args.colbert,
             "k": args.k,
@@ -214,6 +249,10 @@ def format_result(result: dict) -> str:
         cells = [move, result["splits"][move]] + [f"{100 * scores[f'R@{k}']:.1f}" for k in ks]
         cells += [f"{100 * scores[f'MRR@{k}']:.1f}" for k in ks]
         lines.append("  ".join(f"{c:>8}" for c in cells))
+    params = result.get("params", {})
+    source = params.get("prefix_source", {})
+    lines.append(f"prefixes: query {params.get('query_prefix', '')!r} ({source.get('query', 'flag')}), "
+                 f"document {params.get('doc_prefix', '')!r} ({source.get('document', 'flag')})")
     return "\n".join(lines) + "\n(percent; M@k = MRR@k, MRR@10 is the primary metric)"
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from .io import InputError, iter_jsonl, write_json_atomic, write_text_atomic
 from .retrieval.runs import read_run, run_path
 from .schema import MOVES, Move, Split
 from .stats import paired_permutation_test
+from .params import ANNOTATOR_NAME, HumanEvalParams  # noqa: F401  (the `human_eval` section, re-exported)
 
 PACKET_FORMAT = "ratio-human-eval-packet/1"
 LISTS = ("A", "B")
@@ -39,7 +39,6 @@ LABEL_FIELDS = (
     "annotator", "item", "move", "query_id", "list", "rank", "candidate_id", "label", "labelled_at",
     "preference", "preference_at", "comment", "comment_at",
 )  # fmt: skip
-ANNOTATOR_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_COMMENT = 5_000  # characters; the app's comment box holds no more
 KEY_FILE = "unblinding_key.jsonl"
 
@@ -55,44 +54,6 @@ MOVE_QUESTIONS = {
     Move.BROADEN: "Would this candidate help you broaden the query?",
     Move.SPECIFY: "Would this candidate help you find a concrete example of the query?",
 }
-
-
-def _default_annotators() -> dict[str, list[str] | None]:
-    return {f"annotator{i}": None for i in range(1, 6)}  # five annotators in the paper
-
-
-@dataclass
-class HumanEvalParams:
-    """The `human_eval:` section of the params files (notebook 12)."""
-
-    baseline_system: str = "all-MiniLM-L6-v2"  # a system of data/retrieval_runs/ (runs.system_name)
-    tuned_system: str = "all-MiniLM-L6-v2 (tuned)"  # "{move}" in a name is replaced by the move
-    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
-    pool_per_move: int = 400  # paper: a pool of 400 silver queries per move, by marker with equal allocation
-    labelled_per_move: int = 42  # paper: 125 labelled in all (39 Specify, 40 Address, 46 Broaden)
-    k: int = 10
-    subfield_column: str | None = None  # a pair column or a papers.parquet column, e.g. "venue"
-    subfield_values: list[str] | None = None  # keep only queries whose subfield is one of these
-    annotators: dict[str, list[str] | None] = field(default_factory=_default_annotators)  # name -> subfields (null: any)
-    double_labelled_per_move: int = 5  # queries per move given to a second annotator (agreement)
-    seed: int | None = None  # null: the params file's seed
-    labels_dir: str | None = None  # folder of <annotator>.jsonl label files; null: no labels yet
-    n_permutations: int = 10_000
-
-    def system(self, setup: str, move: Move) -> str:
-        name = self.baseline_system if setup == "baseline" else self.tuned_system
-        return name.replace("{move}", move.value)
-
-    def check(self) -> None:
-        bad = [name for name in self.annotators if not ANNOTATOR_NAME.match(name)]
-        if bad:
-            raise ValueError(f"human_eval.annotators: names must be letters, digits, '_' or '-': {bad}")
-        if not self.annotators:
-            raise ValueError("human_eval.annotators: at least one annotator is needed")
-        if self.labelled_per_move > self.pool_per_move:
-            raise ValueError("human_eval.labelled_per_move cannot exceed pool_per_move")
-        for move in self.moves:
-            Move.parse(move)
 
 
 # --- sampling -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""File helpers shared by every stage: atomic writes, checked JSONL reading, checksums.
+"""File helpers shared by every stage: atomic writes, folder swaps, checked JSONL reading, checksums.
 
 No stage writes an output file in place: each writes to a temporary file beside the target and
 renames it, so an interrupted run never leaves a half-written file that a later step would trust.
+A folder (a published model) is built beside its target and swapped in by `replace_folder`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -53,6 +55,36 @@ def atomic_path(target: "str | Path") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def replace_folder(new: "str | Path", target: "str | Path") -> Path:
+    """Put the folder `new` where `target` is (publishing a model), so that one of the two is always there.
+
+    A folder cannot be renamed onto a non-empty one, and deleting `target` first would leave no model if the
+    rename then failed. So: the old folder is renamed aside (`.<name>.old` beside it), `new` renamed in, and
+    only then the old one deleted; if renaming `new` in fails, the old one is renamed back and `new` stays
+    where it was. A process killed between the two renames leaves the old folder aside: the next call (or
+    the next publish) puts it back first.
+    """
+    new, target = Path(new), Path(target)
+    aside = target.with_name(f".{target.name}.old")
+    if aside.exists():  # a swap interrupted between its two renames
+        if target.exists():
+            shutil.rmtree(aside)
+        else:
+            os.replace(aside, target)
+    had_old = target.exists()
+    if had_old:
+        os.replace(target, aside)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if had_old:
+            os.replace(aside, target)
+        raise
+    if had_old:
+        shutil.rmtree(aside, ignore_errors=True)  # the new folder is in place; a leftover goes at the next call
+    return target
+
+
 def require_columns(frame: Any, columns: "Iterable[str]", source: "str | Path") -> Any:
     """`frame` (pandas or polars) unchanged if it has every column; else InputError naming `source`
     (a file, or what the frame is) with the missing and the present columns."""
@@ -87,14 +119,6 @@ def write_parquet_atomic(frame: Any, target: "str | Path") -> Path:
         else:  # pandas
             frame.to_parquet(tmp, index=False)
     return Path(target)
-
-
-def open_text(path: "str | Path"):
-    """Open a text file, transparently gunzipping `.gz`; bytes are decoded strictly as UTF-8."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="strict")
-    return open(path, encoding="utf-8", errors="strict")
 
 
 def iter_jsonl(

@@ -49,6 +49,7 @@ from .schema import (
     Move,
     normalize_marker,
 )
+from .params import LexiconParams  # noqa: F401  (the `lexicon` section, re-exported)
 
 RELEASED_LEXICON_NAME = "all_query_terms5.csv"
 PINNED_LEXICON_FILE = REPO_ROOT / "data" / "lexicon" / "released_lexicon.json"
@@ -80,36 +81,6 @@ PAPER_LLM_LABELS = {"STRONG-TRUE": 3779, "WEAK-TRUE": 270, "FALSE": 207}
 PAPER_PATTERN_NEW = {Move.ADDRESS: 257, Move.BROADEN: 40}
 PAPER_TOTAL_MARKERS = 4252
 PAPER_MARKERS_IN_DATA = 809
-
-
-@dataclass
-class LexiconParams:
-    """Parameters of notebooks 01–04 (params section `lexicon`), with the paper's defaults."""
-
-    released_csv: str = "shared:lexicon/all_query_terms5.csv"  # a params path (Paths.from_params)
-    top_spans: int = 400  # spans reviewed in manual curation
-    max_span_words: int = 7  # a span before the first comma counts if it has at most this many words
-    pairs_per_span: int = 15  # sentence pairs each reviewer reads per span
-    reviewers: tuple[str, ...] = ("reviewer_1", "reviewer_2")
-    review_decisions_dir: str = "data/lexicon/review_decisions"  # relative to the repo root
-    status_top_spans: int = 400  # top spans of our corpus classified against the released decisions
-    max_extension_words: int = 5  # words an extendable connective may add before the comma
-    extension_examples: int = 3
-    # LLM generation (notebook 03)
-    generation_models: tuple[str, ...] = ("claude-opus-4-6", "gemini-3-flash", "gpt-5.4")
-    labeller_model: str = "gpt-5.4"
-    generation_rounds: int = 3
-    markers_per_request: int = 30
-    seeds_per_request: int = 25
-    label_batch_size: int = 40
-    generation_moves: tuple[str, ...] = ("address", "broaden")
-    # Pattern expansion (notebook 04)
-    templates_file: str = "data/lexicon/templates.yaml"
-    template_ids: tuple[str, ...] = ()  # empty: every template in the file
-    max_slot_terms: int = 0  # 0: every term; smoke runs cap each slot list
-    grammar_filter: bool = True  # the LLM grammaticality filter, when an endpoint exists
-    grammar_batch_size: int = 50
-    table3_examples: int = 3
 
 
 def lexicon_params(cfg: Config) -> LexiconParams:
@@ -585,6 +556,37 @@ def table4_notes(table: pd.DataFrame) -> list[str]:
         "here (tables/table4_lexicon notes). tables/llm_marker_labels rebuilds the paper's 3,779 strong-true LLM markers "
         "from the file's rows; tables/pattern_regeneration shows which pattern rows our templates regenerate.",
     ]
+
+
+def manual_count_notes(table: pd.DataFrame, released_rows: pd.DataFrame) -> list[str]:
+    """Why a move's manual-curation count differs from the paper's (84 + 13 + 72), from the released file's rows.
+
+    `released_rows` is `read_released_csv_rows` of the released file: its manual rows of a move, and the
+    distinct markers they give, say whether the difference is in the release or in our reading of it.
+    """
+    by_source = table.set_index("source")
+    manual = by_source.loc[SOURCE_LABELS[MarkerSource.MANUAL.value]]
+    extendable = by_source.loc[SOURCE_LABELS[MarkerSource.EXTENDABLE.value]] if SOURCE_LABELS[MarkerSource.EXTENDABLE.value] in by_source.index else None
+    notes = []
+    for move, paper in PAPER_MANUAL.items():
+        ours = int(manual[f"{move.value}_lexicon"])
+        if ours == paper:
+            continue
+        rows = released_rows[(released_rows["move"] == move.value) & (released_rows["source"] == MarkerSource.MANUAL.value)]
+        distinct = rows["marker"].nunique()
+        n_extendable = 0 if extendable is None else int(extendable[f"{move.value}_lexicon"])
+        reason = (f"the released file has {len(rows)} {move.value.capitalize()} rows with query_type manual, "
+                  f"{distinct} distinct markers after normalisation")
+        if distinct == ours:
+            reason += (f": the release itself holds {ours}, so the {abs(paper - ours)} "
+                       f"{'missing are not in it' if ours < paper else 'extra are in it'} (nothing is lost or added here)")
+            if n_extendable and ours < paper:
+                short = paper - ours - n_extendable
+                reason += (f" (with its {n_extendable} {move.value.capitalize()} extendable connectives, counted in their own "
+                           f"row, {ours + n_extendable} is still {short} {'short of' if short > 0 else 'beyond'} {paper})"
+                           if short else f" (the paper may count its {n_extendable} extendable connectives as manual)")
+        notes.append(f"Manual curation {move.value.capitalize()}: {ours} here vs the paper's {paper}: {reason}.")
+    return notes
 
 
 def read_released_csv_rows(path: "str | Path") -> pd.DataFrame:

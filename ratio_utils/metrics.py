@@ -89,11 +89,6 @@ def per_query_scores(run: pd.DataFrame, qrels: pd.DataFrame, k: int) -> pd.DataF
     return _per_query(relevant_ranks(run, qrels), k)
 
 
-def per_query_reciprocal_rank(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 10) -> pd.Series:
-    """Reciprocal rank at cut-off k of every query in the qrels (0 when the gold is not in the top k)."""
-    return per_query_scores(run, qrels, k)["rr"].rename(f"RR@{k}")
-
-
 _PER_QUERY_COLUMN = {"R": "recall", "MRR": "rr", "HR": "hr"}
 
 
@@ -137,6 +132,3 @@ def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEF
     return scores
 
 
-def as_percent(scores: dict[str, float]) -> dict[str, float]:
-    """Metrics in percent, as the paper's tables show them."""
-    return {key: 100.0 * value for key, value in scores.items()}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -49,34 +49,10 @@ from .schema import (
     normalize_marker,
     sentence_id,
 )
+from .params import MiningParams  # noqa: F401  (the `mining` section, re-exported)
 
 
 # --- parameters ------------------------------------------------------------------------------
-
-
-@dataclass
-class MiningParams:
-    """The `mining:` section of the params files; defaults are the paper's."""
-
-    extension_max_words: int = 5  # App. A: extensions of at most five words up to a comma
-    lowercase: bool = True  # App. B.1 "we lowercase the text"
-    min_chars: int = 35  # App. B.1 short-sentence removal (query and gold)
-    query_prefix_max_words: int = 4  # leading clause of at most four words before a comma
-    anaphors: list[str] = field(default_factory=lambda: ["this", "these", "such", "it", "the above"])
-    engine: str = "local"  # "local" (one process) or "dask"
-    dask_scheduler: str | None = None  # address of a running scheduler; None = LocalCluster
-    dask_workers: int = 2
-    dask_processes: bool = True  # LocalCluster with worker processes (threads would share the GIL)
-    shards: int = 8  # papers are split into this many shards for Dask
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if self.engine not in ("local", "dask"):
-            raise ValueError(f"mining.engine must be 'local' or 'dask', got {self.engine!r}")
-        if self.extension_max_words < 0 or self.min_chars < 0 or self.query_prefix_max_words < 0:
-            raise ValueError("mining: extension_max_words, min_chars and query_prefix_max_words must be >= 0")
-        if self.shards < 1:
-            raise ValueError("mining.shards must be >= 1")
 
 
 # --- the lexicon as a matcher ----------------------------------------------------------------

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import importlib
 import importlib.metadata
+import json
 import logging
 import os
 import re
@@ -193,6 +194,27 @@ def _silence_harmless_load_reports() -> None:
         target = logging.getLogger(name)
         if not any(isinstance(f, _HarmlessLoadReportFilter) for f in target.filters):
             target.addFilter(_HarmlessLoadReportFilter())
+
+
+ST_CONFIG_FILE = "config_sentence_transformers.json"  # where sentence-transformers saves a model's `prompts`
+
+
+def stored_prompts(model_path: str | os.PathLike) -> dict[str, str]:
+    """The `prompts` a sentence-transformers folder stores ({"query": "query: ", "document": "document: "}; {} if none).
+
+    Notebook 09 saves its models with the prefixes they were trained with, so a user re-scoring one
+    gets the published number by using them. A malformed file is an error naming it.
+    """
+    path = Path(model_path) / ST_CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        prompts = json.loads(path.read_text(encoding="utf-8")).get("prompts") or {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise ValueError(f"{path}: 'prompts' must map names to strings, got {prompts!r}")
+    return dict(prompts)
 
 
 def load_sentence_transformer(name_or_path: str | os.PathLike, device: str | None = None) -> "SentenceTransformer":

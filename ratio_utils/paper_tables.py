@@ -4,12 +4,13 @@ Notebooks 08 (baselines), 09 (tuned retrievers) and 10 (LLM reranking) each writ
 files, `data/retrieval_runs/<system>/<move>/<split>.parquet`, with a sidecar (`retrieval.runs.RunInfo`)
 naming the system and the checksum of the benchmark the run was computed on. `assemble_tables` scores
 every run file against the benchmark's qrels (ratio_utils.metrics) and lays the cells out in the paper's
-shape; each of those notebooks may call it at its end, and it builds the same tables from the same run
-files whatever their order or the fan-out that wrote them. A run computed on another benchmark is an
+shape; each of those notebooks calls it at its end and writes the tables (so the files are current whatever
+ran last), and it builds the same tables from the same run files whatever their order or the fan-out that
+wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
 error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
-Markdown as `23.3 [21.4, 25.2]` and written to the CSV as separate columns; cells on fewer than
+Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
 `stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
 the same queries (paired bootstrap interval and sign-flip permutation p-value) in
 `tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
@@ -40,6 +41,7 @@ from .metrics import per_query_metrics
 from .report import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
 from .retrieval.scoring import run_queries
+from .run_records import count_reused
 from .schema import MOVES, Move, Split
 
 DAGGER = "†"
@@ -140,7 +142,7 @@ class Expected:
 def expected_rows(cfg: Config) -> Expected:
     """The rows this run's params ask for (retrieval and train sections)."""
     from .models import model_name
-    from .stages.retrieval_baselines import bm25_model_name, load_retrieval_params
+    from .retrieval.systems import bm25_model_name, load_retrieval_params
     from .train import load_train_params
 
     retrieval = load_retrieval_params(cfg)
@@ -288,8 +290,11 @@ class IntervalCache:
     """Bootstrap intervals already computed, keyed by the per-query values, resamples and seed.
 
     Intervals of 10,000 resamples take ~0.5 s per cell on 2 cores; the tables are assembled after
-    every notebook of 08–10, so each interval is computed once and looked up afterwards.
+    every notebook of 08–10, so each interval is computed once and looked up afterwards. `save` also
+    records, for the run's time table, how many of the intervals asked for were computed before (run_records).
     """
+
+    REUSE_RECORD = "bootstrap intervals computed before (cache/bootstrap_cells.json)"
 
     def __init__(self, path: Path | None, seed: int, n_resamples: int = 10_000):
         self.path, self.seed, self.n_resamples = path, seed, n_resamples
@@ -297,6 +302,8 @@ class IntervalCache:
         if path is not None and path.exists():
             self.values = json.loads(path.read_text(encoding="utf-8"))
         self._dirty = False
+        self._earlier = set(self.values)  # computed by an earlier notebook or run
+        self._asked: set[str] = set()
 
     def _key(self, kind: str, *arrays: np.ndarray) -> str:
         digest = hashlib.sha256(f"{kind}|{self.n_resamples}|{self.seed}|{CONFIDENCE}".encode())
@@ -309,6 +316,7 @@ class IntervalCache:
         if key not in self.values:
             self.values[key] = [float(x) for x in compute()]
             self._dirty = True
+        self._asked.add(key)
         return self.values[key]
 
     def interval(self, values: np.ndarray) -> tuple[float, float]:
@@ -325,7 +333,11 @@ class IntervalCache:
         return low, high, p
 
     def save(self) -> None:
-        if self.path is not None and self._dirty:
+        if self.path is None:
+            return
+        count_reused(self.REUSE_RECORD, len(self._asked & self._earlier), len(self._asked))
+        self._asked = set()
+        if self._dirty:
             write_json_atomic(self.path, self.values)
             self._dirty = False
 
@@ -354,13 +366,16 @@ def cell(values, cache: IntervalCache) -> Cell:
 
 def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
     """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
-    common = a.dropna().index.intersection(b.dropna().index)
+    common = a.dropna().index.intersection(b.dropna().index).sort_values()  # qid order, whatever the input order
     first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
     low, high, p = cache.paired(first, second)
     return Cell(float((first - second).mean()), low, high, len(common)), p
 
 
 # -- assembly -----------------------------------------------------------------------------------------
+
+
+SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
 
 
 @dataclass
@@ -386,6 +401,16 @@ class PaperTables:
                 .set_sticky(axis="columns")
                 .to_html() + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else ""))
         return HTML(page)
+
+    def pointer(self, cfg: Config, what: str):
+        """The line a notebook shows instead of Tables 1, 7 and 8: what it added, where the tables are written,
+        and which notebook displays them (one display per run, not one per notebook that adds rows)."""
+        from IPython.display import Markdown
+
+        files = ", ".join(f"`{cfg.paths.relative(cfg.paths.tables / name)}.md`" for name in TABLE_SPECS)
+        systems = self.runs["system"].nunique() if not self.runs.empty else 0
+        return Markdown(f"Tables 1, 7 and 8 re-assembled {what} (run files of {systems} system(s) present) and written "
+                        f"to {files}; notebook {SHOWN_IN} shows them, once its reranked rows are in.")
 
 
 def query_set_label(silver_moves: list[str], split: str) -> str:
@@ -479,7 +504,8 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             common = run.per_query.index.intersection(first.per_query.index)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
-                               "Difference": diff.text(), "p (permutation)": stats.format_p(p), "Note": ""})
+                               "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
+                               "Note": ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
@@ -509,7 +535,7 @@ def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) 
             for label, run in pairs:
                 diff, p = paired_cell(cache, run.per_query["MRR@10"], unigram.per_query["MRR@10"])
                 shown_rows.append({"Move": move.value.capitalize(), "Query set": split, "Comparison": f"{label} - {BM25_UNIGRAM}",
-                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p)})
+                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples)})
                 records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
                                        subject=run.info.system, reference=BM25_UNIGRAM,
                                        scope="best untuned dense" if label.startswith("best") else "bm25 n-gram"))

@@ -10,7 +10,8 @@ the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
 The console shows one line per notebook with its wall time; a failing notebook stops the run with its
 name and the failing cell. Kernels talk over IPC (no "running over TCP without encryption" warning),
 and stream outputs are coalesced so a progress bar is stored as its final line. Timings go to
-runs/<run-id>/timings.csv.
+runs/<run-id>/timings.csv; what a notebook reused instead of computing is recorded beside them
+(ratio_utils.run_records), so the summary's time table can say so.
 """
 
 from __future__ import annotations
@@ -24,24 +25,18 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
+from .params import PipelineParams  # noqa: F401  (the `pipeline` section, re-exported)
 from .report import machine_path_replacements
+from .run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"
 TIMINGS_FILE = "timings.csv"  # runs/<run-id>/timings.csv, rewritten after every notebook
-RUN_DIR_ENV = "RATIO_RUN_DIR"  # set for the executed notebooks: this run's folder
-
-
-@dataclass
-class PipelineParams:
-    """`pipeline:` in a params file: fan-out values per notebook, e.g. {09_finetune: {move: [address, broaden]}}."""
-
-    fanout: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     timings: list[tuple[str, float]] = []
     width = max(len(job.output_name) for job in jobs)
     # The summary notebook (14) reads this run's timings so far from here (ratio_utils.stages.summary).
+    saved_env = {name: os.environ.get(name) for name in (RUN_DIR_ENV, NOTEBOOK_ENV)}
     os.environ[RUN_DIR_ENV] = str(out_dir)
+    clear_run_records(out_dir)  # a run id given again starts its records afresh
     try:
         for job in jobs:
             print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name:<{width}} ", end="", flush=True)
+            os.environ[NOTEBOOK_ENV] = job.output_name  # run_records files what this notebook reuses under it
             command = torchrun_pass(job, cfg)
             trained = 0.0
             if command is not None:
@@ -215,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         _report_timings(timings, out_dir)
+        for name, value in saved_env.items():  # the calling process (a test) keeps its own environment
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return 0
 
 

@@ -141,12 +141,7 @@ def write_table(
             records_frame(records.assign(table=name).to_dict("records")).to_csv(tmp, index=False)
         written["records"] = out_dir / f"{name}.records.csv"
 
-    shown = (frame if shown is None else shown).copy()
-    for column in shown.columns:
-        if pd.api.types.is_float_dtype(shown[column]):
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))
-    # Missing cells print as blanks, not "<NA>"/"nan": the notes say why they are missing.
-    shown = shown.astype(object).where(shown.notna(), "")
+    shown = format_floats(frame if shown is None else shown, float_format)
     md = []
     if caption:
         md += [f"**{caption}**", ""]
@@ -163,6 +158,16 @@ def write_table(
                    label_sources=[source.to_json() for source in labels]),
     )
     return written
+
+
+def format_floats(frame: pd.DataFrame, float_format: str = "{:.1f}") -> pd.DataFrame:
+    """A table as it is shown (Markdown, LaTeX, a notebook): float columns as text in `float_format`,
+    missing cells blank, not "<NA>"/"nan" (the notes say why they are missing)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        if pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else float_format.format(v))
+    return shown.astype(object).where(shown.notna(), "")
 
 
 def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (), notes: Iterable[str] = (),

@@ -28,7 +28,8 @@ import pandas as pd
 from .judge import JudgePrompt, read_prompt
 from .llm import ChatRequest, ChatResult
 from .retrieval.runs import system_slug
-from .schema import MOVES, Move
+from .schema import Move
+from .params import RerankParams  # noqa: F401  (the `rerank` section, re-exported)
 
 RANKING_FIELD = "ranking"
 
@@ -41,31 +42,6 @@ REPAIR_RULES = {
     "too_many": "numbers after the first k are dropped",
     "too_few": "fewer than k numbers left: the best-ranked first-stage candidates not chosen fill the top k",
 }
-
-
-@dataclass
-class RerankParams:
-    """The `rerank` params section (paper: GPT-5-mini, top 100, 10 best, reasoning effort medium)."""
-
-    systems: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)"])  # first stages
-    split: str = "silver"  # per move, the unfiltered test split where the silver split is absent
-    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
-    max_queries: int | None = None  # per (system, move): a seeded sample of this many queries; None: all
-    top_n: int = 100  # candidates shown to the model
-    k: int = 10  # numbers the model returns
-    prompts_dir: str = "prompts/rerank"  # relative to the repository
-    prompt: str = "listwise"  # prompts/rerank/<move>/<prompt>.md
-    model: str | None = "gpt-5-mini"  # None: llm.model
-    reasoning_effort: str | None = "medium"
-    extra: dict[str, Any] = field(default_factory=dict)  # further request parameters
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.k <= self.top_n:
-            raise ValueError(f"rerank.k must be between 1 and rerank.top_n ({self.top_n}), got {self.k}")
-        for move in self.moves:
-            Move.parse(move)
-        if self.max_queries is not None and self.max_queries < 1:
-            raise ValueError("rerank.max_queries must be positive or null (every query)")
 
 
 def load_rerank_prompt(prompts_dir: Path, move: Move, name: str, k: int) -> JudgePrompt:
@@ -185,15 +161,22 @@ class QueryCounts:
     """What happened to the queries of one (system, move): the report's counts."""
 
     queries: int = 0
-    sent: int = 0
+    to_rerank: int = 0  # gold in the first-stage top n: one request each (whether it is sent, replayed or written)
     not_sent_gold_outside_top_n: int = 0
     not_in_first_stage_run: int = 0
+    # what happened to the requests: sent to the endpoint in this run, answered from recorded responses
+    # (replay or the cache), or written as Batch API request files without an answer
+    sent: int = 0
+    replayed: int = 0
+    request_files: int = 0
     answered: int = 0
     missing: int = 0  # no answer: replay miss, dry run, API or batch error
     replay_misses: int = 0
     repairs: collections.Counter = field(default_factory=collections.Counter)
 
     def to_dict(self) -> dict:
-        return {"queries": self.queries, "sent": self.sent, "not_sent_gold_outside_top_n": self.not_sent_gold_outside_top_n,
-                "not_in_first_stage_run": self.not_in_first_stage_run, "answered": self.answered, "missing": self.missing,
+        return {"queries": self.queries, "to_rerank": self.to_rerank,
+                "not_sent_gold_outside_top_n": self.not_sent_gold_outside_top_n,
+                "not_in_first_stage_run": self.not_in_first_stage_run, "sent": self.sent, "replayed": self.replayed,
+                "request_files": self.request_files, "answered": self.answered, "missing": self.missing,
                 "replay_misses": self.replay_misses, "repairs": {r: int(self.repairs.get(r, 0)) for r in REPAIR_RULES}}

@@ -55,6 +55,13 @@ class Split(str, enum.Enum):
 MOVES: tuple[Move, ...] = tuple(Move)
 POOL_SPLITS: tuple[Split, ...] = (Split.TRAIN, Split.VALIDATION, Split.TEST)
 
+# The generic input prefixes of the paper (§5.1, Appendix C), used for every dense model, and the instruction layout
+# of the instruction-following models (Qwen3-Embedding, Stella s2p) that models without their own layout get too.
+GENERIC_QUERY_PREFIX = "query: "
+GENERIC_DOC_PREFIX = "document: "
+GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
+DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
+
 # The released lexicon's `group` column (shared/lexicon/PROVENANCE.md).
 GROUP_TO_MOVE: dict[str, Move] = {
     "Solving_problems_improvements_mitigation": Move.ADDRESS,

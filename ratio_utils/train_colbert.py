@@ -30,7 +30,7 @@ import pandas as pd
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
 from .distributed import barrier, is_main_process, world_size
-from .io import read_json_if_exists, write_json_atomic, write_text_atomic
+from .io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from .schema import Move, Split
 from .train import (
     EVAL_KS,
@@ -122,8 +122,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
         write_text_atomic(staging / "README.md", colbert_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
         if staging != out_dir:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            staging.rename(out_dir)
+            replace_folder(staging, out_dir)
     barrier()
     return ColbertResult(move.value, str(out_dir), len(pairs), loss_history, pairs_per_second, test, True)
 

@@ -29,17 +29,18 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import stats
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import read_json_if_exists, write_json_atomic, write_parquet_atomic, write_text_atomic
-from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, instructed_query_prefix
+from .io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
+from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, instructed_query_prefix
 from .schema import MOVES, Move, Split
 from .train import (
     EVAL_KS,
@@ -55,34 +56,13 @@ from .train import (
     train_configuration,
     usage_lines,
 )
+from .params import UnifiedParams  # noqa: F401  (the `unified` section, re-exported)
 
 logger = logging.getLogger(__name__)
 
 UNIFIED_SUFFIX = "unified"
 FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.search)
 RESULTS_FILE = "results.json"
-
-
-@dataclass
-class UnifiedParams:
-    """The `unified:` section of a params file (notebook 13)."""
-
-    base_model: str = "all-MiniLM-L6-v2"  # a name resolve_model_path knows, or a local folder
-    configs_file: str = "params/finetune/all-MiniLM-L6-v2.yaml"
-    configs: list[int] | None = field(default_factory=lambda: [1])  # None: every configuration of the file
-    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
-    pairs_per_move: int | None = 128  # training pairs drawn from each move; None: as many as the largest move has
-    max_repeats: int = 3  # a move with fewer pairs repeats each at most this often to reach its share
-    instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE
-    doc_prefix: str = GENERIC_DOC_PREFIX
-    max_seq_length: int = 128
-    eval_batch_size: int = 64
-    logging_steps: int = 10
-    device: str | None = None
-    sensitivity_split: str = "test"  # the split whose queries are issued under every move
-
-    def selected_moves(self) -> list[Move]:
-        return [Move.parse(m) for m in self.moves]
 
 
 def load_unified_params(cfg: Config) -> UnifiedParams:
@@ -248,17 +228,25 @@ def score_moves(model: Any, evalsets: dict[Move, EvalSet], template: str, doc_pr
 
     The pool is embedded once per call when `cache_dir` is given (the moves share it)."""
     from .metrics import evaluate_run
-    from .retrieval import DenseRetriever
 
     scores: dict[str, float] = {}
     for move, evalset in evalsets.items():
-        retriever = DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
-                                   batch_size=batch_size, cache_dir=cache_dir)
-        for key, value in evaluate_run(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, EVAL_KS).items():
+        run = move_run(model, move, evalset, template, doc_prefix, batch_size=batch_size, cache_dir=cache_dir)
+        for key, value in evaluate_run(run, evalset.qrels, EVAL_KS).items():
             scores[f"{move.value}/{key}"] = value
     for key in {k.split("/", 1)[1] for k in scores}:
         scores[key] = float(np.mean([scores[f"{m.value}/{key}"] for m in evalsets]))
     return scores
+
+
+def move_run(model: Any, move: Move, evalset: EvalSet, template: str, doc_prefix: str, *, batch_size: int = 64,
+             cache_dir: Path | None = None) -> pd.DataFrame:
+    """The top-k run of one move's queries, each with the move's instruction, against the split's pool."""
+    from .retrieval import DenseRetriever
+
+    retriever = DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
+                               batch_size=batch_size, cache_dir=cache_dir)
+    return retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
 
 
 class MoveMixEvaluator(PoolRetrievalEvaluator):
@@ -315,6 +303,17 @@ class UnifiedResult:
     model_dir: Path
     trained_now: list[int]
     sensitivity: pd.DataFrame  # sensitivity_ranks of the published model on params.sensitivity_split
+    published_now: bool = True  # False: the selected model, its test scores and sensitivity ranks were on disk
+
+    def reused(self) -> list[str]:
+        """What this call took from earlier runs instead of computing it, one line per kind."""
+        from .train import describe_runs
+
+        earlier = [r for r in self.runs if r.config["id"] not in self.trained_now]
+        lines = [f"unified: configuration(s) {describe_runs(earlier)}"] if earlier else []
+        if not self.published_now:
+            lines.append(f"unified: the selected model, its test scores and move-sensitivity ranks ({Path(self.model_dir).name})")
+        return lines
 
 
 def plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
@@ -384,12 +383,13 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
         selected = fresh
         trained_now.append(fresh.config["id"])
+    published_before = published and sensitivity_path(cfg, params, selected.run_key).exists()
     final = _publish(cfg, params, bench, selected, runs, balance, fingerprints, final_dir)
     for run in runs:
         if run.run_key != selected.run_key:
             shutil.rmtree(run.model_dir, ignore_errors=True)
     sensitivity = pd.read_parquet(sensitivity_path(cfg, params, selected.run_key))
-    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity)
+    return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity, not published_before)
 
 
 def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
@@ -442,9 +442,7 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
     }
     write_text_atomic(staging / "README.md", model_card(results))
     write_json_atomic(staging / RESULTS_FILE, results)
-    if final_dir.exists():
-        shutil.rmtree(final_dir)
-    staging.replace(final_dir)
+    replace_folder(staging, final_dir)
     return results
 
 
@@ -484,7 +482,7 @@ def summary(result: UnifiedResult) -> pd.DataFrame:
                 row[f"val {key}"] = round(100 * value, 1)
         row[f"val {PRIMARY} (mean of moves)"] = round(100 * run.score, 1)
         row["selected"] = "✓" if run.run_key == result.selected.run_key else ""
-        row["trained in this call"] = run.config["id"] in result.trained_now
+        row["this run"] = "trained" if run.config["id"] in result.trained_now else f"reused (run key {run.run_key})"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -578,8 +576,15 @@ def sensitivity_summary(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def pairwise_own_vs_other(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFrame:
-    """For each own move and each other move: % of pairs whose gold ranks higher / equal / lower under the own move."""
+def pairwise_own_vs_other(ranks: pd.DataFrame, moves: Sequence[Move], *, paired_test: bool = True, seed: int = 13,
+                          n_resamples: int = stats.N_RESAMPLES) -> pd.DataFrame:
+    """For each own move and each other move: % of pairs whose gold ranks higher / equal / lower under the own move,
+    and the difference higher - lower (points) with its paired bootstrap interval and sign-flip permutation p.
+
+    Per pair, 'higher' is 1 when the gold ranks higher under the own move and 'lower' 1 when it ranks lower; a
+    retriever that ignored the instruction would have higher - lower = 0 in expectation. `paired_test`
+    False: the shares only (a figure's bars).
+    """
     rows = []
     for own in moves:
         frame = ranks[ranks["move"] == own.value]
@@ -589,7 +594,15 @@ def pairwise_own_vs_other(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.Data
             a, b = frame[f"rank_{own.value}"], frame[f"rank_{other.value}"]
             valid = a.notna() & b.notna()
             a, b = a[valid], b[valid]
-            rows.append({"own move": own.value, "other move": other.value, "pairs": int(valid.sum()),
-                         "higher under own": 100 * float((a < b).mean()), "equal": 100 * float((a == b).mean()),
-                         "lower under own": 100 * float((a > b).mean())})
+            higher, lower = (a < b).to_numpy(float), (a > b).to_numpy(float)
+            row = {"own move": own.value, "other move": other.value, "pairs": int(valid.sum()),
+                   "higher under own": 100 * float(higher.mean()) if len(a) else float("nan"),
+                   "equal": 100 * float((a == b).mean()) if len(a) else float("nan"),
+                   "lower under own": 100 * float(lower.mean()) if len(a) else float("nan")}
+            if paired_test and len(a):
+                low, high = stats.paired_bootstrap_ci(higher, lower, n_resamples=n_resamples, seed=seed)
+                p = stats.paired_permutation_test(higher, lower, n_permutations=n_resamples, seed=seed)
+                row.update({"higher - lower": 100 * float((higher - lower).mean()), "higher - lower low": 100 * low,
+                            "higher - lower high": 100 * high, "p": p})
+            rows.append(row)
     return pd.DataFrame(rows)

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import analysis
+from ratio_utils import analysis, stats
+from ratio_utils.paper_tables import DAGGER
 from ratio_utils.benchmark import load_benchmark, write_pairs
 
 
@@ -98,8 +99,34 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench):
     assert set(specify["Pool size"]) == {3} and set(specify["Setup"]) == {"Baseline", "Tuned"}
     assert specify.iloc[0]["M@10"] == specify.iloc[1]["M@10"]  # same weights, same pool
     assert (table10[table10["Move"] == "Broaden"].query("Setup == 'Tuned'")["M@10"] == "").all()
+    # a pool of 3 golds: R@3 and above are 100 by construction and say so; R@1 is a result
+    assert set(specify["R@3"]) == {"100 (pool ≤ 3)" + DAGGER} and set(specify["R@100"]) == {"100 (pool ≤ 100)" + DAGGER}
+    assert "pool ≤" not in " ".join(specify["R@1"])
+    md = (cfg.paths.tables / "table10_oracle_filtering.md").read_text(encoding="utf-8")
+    assert "'100 (pool ≤ k)': the pool holds no more than k candidates" in md
+    csv = pd.read_csv(cfg.paths.tables / "table10_oracle_filtering.csv")
+    tuned_p = csv.loc[(csv["Move"] == "Specify") & (csv["Setup"] == "Tuned"), "p"]
+    assert tuned_p.dtype.kind == "f" and tuned_p.between(0, 1).all()  # numbers in the CSV, text in the shown table
+    assert list(specify.query("Setup == 'Tuned'")["p"]) == [stats.format_p(v, 200) for v in tuned_p]
 
     transfer = analyses.cross_move_transfer(cfg, bench, params, retrievers)
     assert len(transfer.table) == 2 * 3  # two tuned retrievers x three queried moves
     assert (transfer.matrix.fillna(0).abs() < 1e-9).all().all()  # same weights: no change anywhere
     assert (cfg.paths.tables / "analysis_cross_move_transfer.md").exists()
+    title = transfer.figure.axes[0].get_title()
+    n_address = len(bench.queries("address", "test"))
+    assert f"Address unfiltered test N={n_address}{DAGGER}" in title and f"{DAGGER} fewer than 30 queries" in title
+    annotations = [t.get_text() for t in transfer.figure.axes[0].texts]
+    assert annotations and all("N=" in t for t in annotations)
+
+
+def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
+    from ratio_utils.paper_tables import Cell
+    from ratio_utils.stages.analyses import oracle_cell_text
+
+    c = Cell(1.0, 1.0, 1.0, 41)
+    assert oracle_cell_text("R@100", c, 41) == "100 (pool ≤ 100)"
+    assert oracle_cell_text("R@10", c, 10) == "100 (pool ≤ 10)"
+    assert oracle_cell_text("R@10", c, 11) == c.text() == "100.0 [100.0, 100.0]"  # 11 candidates: a real result
+    assert oracle_cell_text("M@100", c, 41) == c.text()  # MRR depends on the rank even in a small pool
+    assert oracle_cell_text("R@100", Cell(1.0, 1.0, 1.0, 6), 13).endswith(DAGGER)

@@ -1,19 +1,23 @@
 """The shape docs/architecture.md promises, checked: thin notebooks (one statement per code cell),
 parameters cells that take `params_file` and `overrides`, params validated at load through one
-registry, one output root per params file, and no machine path in any committed output."""
+registry, one output root per params file, no machine path in any committed output, and imports that
+point one way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle)."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib
+import graphlib
+import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from ratio_utils.config import OUTPUTS_DIR, PARAMS_SECTIONS, REPO_ROOT, _dataclass_fields, load_config
+from ratio_utils.config import OUTPUTS_DIR, PARAMS_SECTIONS, REPO_ROOT, load_config
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MACHINE_PATH = re.compile(r"/work/|/home/|/tmp/|/Users/|[A-Z]:\\\\Users")
@@ -53,12 +57,23 @@ def test_parameters_cell_has_params_file_and_overrides(path):
     assert "overrides" in body, f"{path.name}: `overrides` is never passed on, so papermill -p overrides has no effect"
 
 
-def test_every_registered_section_names_its_dataclass_fields():
-    """config reads the fields from source (no heavy import at load); they must be the real ones."""
-    for name, spec in PARAMS_SECTIONS.items():
-        module, _, cls_name = spec.partition(":")
-        cls = getattr(importlib.import_module(module), cls_name)
-        assert _dataclass_fields(spec) == {f.name for f in dataclasses.fields(cls)}, name
+def test_every_registered_section_is_a_dataclass_of_a_light_module():
+    """config imports the dataclasses themselves (no reading of source), from modules that import no stage."""
+    for name, cls in PARAMS_SECTIONS.items():
+        assert dataclasses.is_dataclass(cls), name
+        assert cls.__module__ in {"ratio_utils.params", "ratio_utils.llm.types"}, f"{name}: {cls.__module__}"
+
+
+def test_loading_a_config_imports_neither_torch_nor_a_stage():
+    """Notebook 00 and `load_config` stay light: checked in a fresh interpreter, where nothing is imported yet."""
+    script = ("import json, sys; from ratio_utils.config import load_config; load_config('params/default.yaml'); "
+              "print(json.dumps(sorted(sys.modules)))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                                       check=True).stdout)
+    heavy = [name for name in loaded if name.split(".")[0] in {"torch", "sentence_transformers", "transformers", "pandas"}]
+    assert not heavy, f"loading a config imports {heavy[:5]}"
+    assert "ratio_utils.params" in loaded
+    assert not [name for name in loaded if name.startswith("ratio_utils.stages")]
 
 
 def test_a_typo_fails_at_load_naming_file_section_and_key(tmp_path):
@@ -141,3 +156,183 @@ def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
     assert paths.from_params(LLMSettings().cache_dir) == paths.cache / "llm"
     assert paths.from_params(JudgeParams().labels_dir) == paths.interim / "judge" / "labels"
     assert paths.from_params(LexiconParams().released_csv) == paths.shared / "lexicon" / "all_query_terms5.csv"
+
+
+def test_every_interval_the_docs_quote_is_held_by_a_committed_table():
+    """A doc that quotes a result `value [low, high]` quotes one of the committed tables (names it beside)."""
+    cell = re.compile(r"[-+]?\d+\.\d\s+\[-?\d+\.\d,\s*-?\d+\.\d\]")
+    tables = " ".join(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "tables").glob("*.md"))
+    docs = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    quoted = [(doc.name, " ".join(m.group().lstrip("+").split())) for doc in docs
+              for m in cell.finditer(doc.read_text(encoding="utf-8"))]
+    assert quoted, "the pattern finds the intervals the docs quote"
+    missing = [(name, text) for name, text in quoted if text not in tables]
+    assert not missing, f"quoted intervals no committed table holds: {missing}"
+
+
+# -- imports point one way --------------------------------------------------------------------------------------------
+
+
+def _module_names(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (a package's name is its __init__.py)."""
+    names = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and ast.unparse(test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+
+
+def _imported_modules(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """The modules of `modules` that an import statement anywhere in the tree names (function-level ones too; not
+    those under `if TYPE_CHECKING:`, which never run), relative imports resolved. `from p import x` names p.x when
+    that is a module, else p (x is then an attribute of p's __init__)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if _is_type_checking_block(node):
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names)
+        pending.extend(ast.iter_child_nodes(node))
+    return (found & modules) - {module}
+
+
+def import_graph(package_dir: Path) -> dict[str, set[str]]:
+    """Every module of the package -> the package's modules it imports."""
+    modules = _module_names(package_dir)
+    return {name: _imported_modules(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", set(modules))
+            for name, path in modules.items()}
+
+
+def _layer_violations(graph: dict[str, set[str]], stages: str) -> list[str]:
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if not target.startswith(stages + "."):
+                continue
+            if not module.startswith(stages + "."):
+                wrong.append(f"library module {module} imports the stage {target}")
+            elif module != stages:
+                wrong.append(f"stage {module} imports the stage {target} (move what they share into the library)")
+    return wrong
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return list(error.args[1])
+    return []
+
+
+RATIO_GRAPH = import_graph(REPO_ROOT / "ratio_utils")
+
+
+def test_no_library_module_imports_a_stage_and_no_stage_another():
+    assert not _layer_violations(RATIO_GRAPH, "ratio_utils.stages"), "\n".join(_layer_violations(RATIO_GRAPH, "ratio_utils.stages"))
+
+
+def test_no_import_cycle_among_ratio_utils_modules():
+    cycle = _cycle(RATIO_GRAPH)
+    assert not cycle, "import cycle (function-level imports count): " + " -> ".join(cycle)
+
+
+def test_the_import_check_sees_relative_function_level_and_package_imports(tmp_path):
+    """The checks above on a package with each fault: they must find every one (a checker that sees nothing passes)."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/config.py": "from .lib import helper\n",
+        "pkg/lib.py": "def helper():\n    from . import config  # function-level: a cycle all the same\n",
+        "pkg/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .stages.one import x\n",
+        "pkg/uses_stage.py": "def f():\n    from pkg.stages import one\n",
+        "pkg/stages/__init__.py": "",
+        "pkg/stages/one.py": "from ..lib import helper\n",
+        "pkg/stages/two.py": "from .one import x\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path / "pkg")
+    assert graph["pkg.stages.one"] == {"pkg.lib"}
+    assert "pkg.stages.one" not in graph["pkg.typed"]  # TYPE_CHECKING imports never run
+    assert _layer_violations(graph, "pkg.stages") == [
+        "stage pkg.stages.two imports the stage pkg.stages.one (move what they share into the library)",
+        "library module pkg.uses_stage imports the stage pkg.stages.one",
+    ]
+    assert set(_cycle(graph)) == {"pkg.config", "pkg.lib"}
+
+
+# -- docs/architecture.md keeps in step with the tree ------------------------------------------------------------------
+
+ARCHITECTURE_DOC = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+
+
+def _doc_name(module: str) -> str:
+    """How the page names a module: its path under ratio_utils/ without .py (`retrieval/runs`); a package ends in /."""
+    path = "/".join(module.split(".")[1:])
+    return path + "/" if (REPO_ROOT / "ratio_utils" / path / "__init__.py").exists() else path
+
+
+def _names_in(text: str) -> set[str]:
+    """Module names in backticks: `retrieval/runs`, `corpus/`, `ratio_utils.schema` (read as `schema`)."""
+    tokens = re.findall(r"`([^`\s(]+)`", text)
+    return {re.sub(r"^ratio_utils[./]", "", token).replace(".", "/") for token in tokens}
+
+
+def _section(title: str) -> str:
+    start = ARCHITECTURE_DOC.index(f"## {title}")
+    return ARCHITECTURE_DOC[start:ARCHITECTURE_DOC.find("\n## ", start + 1)]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    rows = [line.strip().strip("|").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def _closure(graph: dict[str, set[str]], module: str) -> set[str]:
+    seen, pending = set(), [module]
+    while pending:
+        for target in graph.get(pending.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return seen
+
+
+def test_the_architecture_page_names_every_module():
+    missing = [_doc_name(m) for m in sorted(RATIO_GRAPH) if m != "ratio_utils" and _doc_name(m) not in _names_in(ARCHITECTURE_DOC)]
+    assert not missing, f"docs/architecture.md does not name {missing} (write each as its path under ratio_utils/)"
+
+
+def test_each_notebook_row_names_the_library_modules_its_stage_imports():
+    """Row by row: the stage exists, every library module it imports is named (beside the shared definitions), and
+    every module named is one it uses (directly or through another)."""
+    shared = _names_in(_section("Shared definitions").split("| where |")[1])
+    by_name = {_doc_name(m): m for m in RATIO_GRAPH if m != "ratio_utils"}
+    rows = _table_rows(_section("Notebook ↔ stage module ↔ library modules"))
+    assert [row[0].strip("`") for row in rows] == [p.stem for p in NOTEBOOKS]
+    assert {row[1].strip("`") for row in rows} == {_doc_name(m) for m in RATIO_GRAPH if m.startswith("ratio_utils.stages.")}
+    for notebook, stage, library in rows:
+        stage_module = by_name[stage.strip("`")]
+        named = _names_in(library)
+        assert named <= set(by_name), f"{notebook}: {sorted(named - set(by_name))} are no modules"
+        imported = {_doc_name(m) for m in RATIO_GRAPH[stage_module]} - shared
+        used = {_doc_name(m) for m in _closure(RATIO_GRAPH, stage_module)}
+        assert imported <= named, f"{notebook}: the row leaves out {sorted(imported - named)}, which {stage} imports"
+        assert named <= used, f"{notebook}: the row names {sorted(named - used)}, which {stage} does not use"

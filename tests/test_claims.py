@@ -145,7 +145,11 @@ def test_claims_table_on_crafted_records():
     assert table.loc["Address", "silver: verdict"] == claims.CONTRADICTED
     assert table.loc["Broaden", "silver: verdict"] == claims.NOT_SHOWN and "†" in table.loc["Broaden", "silver: evidence"]
     assert table.loc["Address", "unfiltered test: verdict"] == claims.CANNOT_TEST
+    # the table measured other moves on the unfiltered test set: this move's comparison is missing, the reason generic
     assert table.loc["Address", "unfiltered test: evidence"] == CLAIM.cannot_test
+    silver_only = claims.claims_table(records[records["query_set"] == "silver"], (CLAIM,)).set_index("move")
+    assert silver_only.loc["Specify", "unfiltered test: evidence"] == \
+        "not measured on this query set (finetune_tuned_vs_baseline: silver only)"
     counts = claims.verdict_counts(table.reset_index())
     assert counts.loc[claims.SUPPORTED, "silver"] == 1 and counts.loc[claims.CANNOT_TEST, "unfiltered test"] == 2
 

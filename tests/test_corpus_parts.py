@@ -140,3 +140,21 @@ def test_a_killed_run_resumes_without_redoing_finished_parts(tmp_path, monkeypat
     own_copy.write_bytes(own_copy.read_bytes() + b"\n")
     changed = build_corpus(cfg, params)
     assert 0 < changed.report["parts"]["built"] < total
+
+
+def test_a_cleaning_switch_left_off_keeps_the_keys_of_parts_built_before_it():
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from ratio_utils.corpus.base import CorpusParams, InputPart
+    from ratio_utils.corpus.partitioned import EXECUTION_SETTINGS, part_key
+
+    part = InputPart("jsonl", ("a.jsonl",), (1, 10))
+    hashes = lambda path: "h"  # noqa: E731
+    off, on = CorpusParams(), CorpusParams(min_word_token_ratio=0.35)
+    # the key a build made before the switch existed: every setting but it
+    before = {k: v for k, v in asdict(off).items() if k not in EXECUTION_SETTINGS and k != "min_word_token_ratio"}
+    record = {"previous": "", "corpus": "jsonl", "lines": (1, 10), "params": before, "files": [["a.jsonl", "h"]]}
+    assert part_key(part, off, "", hashes) == hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+    assert part_key(part, on, "", hashes) != part_key(part, off, "", hashes)  # switched on: the parts are rebuilt

@@ -96,3 +96,51 @@ def test_python_api_matches_the_cli(tiny_benchmark, tmp_path):
     assert by_name["scores"] == json.loads(out.read_text())["scores"]
     assert by_object["scores"] == {"specify": by_name["scores"]["specify"]}
     assert by_object["system"] == "mine" and by_object["model_fingerprint"] is None
+
+
+def _model_with_prompts(tmp_path, prompts):
+    """A saved sentence-transformers folder (the packaged MiniLM) whose config stores `prompts`, as notebook 09 saves."""
+    from ratio_utils.models import ST_CONFIG_FILE, resolve_model_path
+
+    folder = tmp_path / "tuned-like"
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), folder)
+    config_path = folder / ST_CONFIG_FILE
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config["prompts"] = prompts
+    config_path.write_text(json.dumps(config))
+    return folder
+
+
+def test_a_models_stored_prompts_are_used_by_default_and_flags_override_them(tiny_benchmark, tmp_path, capsys):
+    import ratio_utils
+
+    folder = _model_with_prompts(tmp_path, {"query": "query: ", "document": "document: "})
+    common = dict(benchmark=tiny_benchmark, split="test", move="specify", k=10)
+    stored = ratio_utils.evaluate(str(folder), **common)
+    assert (stored["params"]["query_prefix"], stored["params"]["doc_prefix"]) == ("query: ", "document: ")
+    assert stored["params"]["prefix_source"] == {"query": "model prompts (config_sentence_transformers.json)",
+                                                 "document": "model prompts (config_sentence_transformers.json)"}
+    explicit = ratio_utils.evaluate(str(folder), query_prefix="query: ", doc_prefix="document: ", **common)
+    assert explicit["scores"] == stored["scores"] and explicit["params"]["prefix_source"] == {"query": "flag", "document": "flag"}
+    none = ratio_utils.evaluate(str(folder), query_prefix="", doc_prefix="", **common)  # '' overrides the stored prompts
+    assert none["params"]["query_prefix"] == "" and none["scores"] != stored["scores"]
+    # the CLI: no prefix flags, the stored prompts, printed with the scores
+    out = tmp_path / "r.json"
+    assert main(["--model", str(folder), "--benchmark", str(tiny_benchmark), "--split", "test", "--move", "specify",
+                 "--k", "10", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["scores"] == stored["scores"]
+    assert "prefixes: query 'query: ' (model prompts" in capsys.readouterr().out
+
+
+def test_stored_prompts_absent_empty_or_malformed(tmp_path):
+    from ratio_utils.models import ST_CONFIG_FILE, stored_prompts
+
+    assert stored_prompts(tmp_path) == {}  # no config file: no prompts
+    (tmp_path / ST_CONFIG_FILE).write_text(json.dumps({"prompts": {}, "similarity_fn_name": "cosine"}))
+    assert stored_prompts(tmp_path) == {}
+    (tmp_path / ST_CONFIG_FILE).write_text(json.dumps({"prompts": {"query": 3}}))
+    with pytest.raises(ValueError, match="must map names to strings"):
+        stored_prompts(tmp_path)
+    (tmp_path / ST_CONFIG_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match=f"{ST_CONFIG_FILE}: not valid JSON"):
+        stored_prompts(tmp_path)

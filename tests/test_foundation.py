@@ -10,7 +10,7 @@ import pytest
 
 from ratio_utils.benchmark import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.io import InputError, atomic_path, iter_jsonl
+from ratio_utils.io import InputError, atomic_path, iter_jsonl, replace_folder
 from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
 
 
@@ -46,6 +46,68 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
             raise RuntimeError("boom")
     assert not target.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def _model_folder(path, weights: str):
+    path.mkdir()
+    (path / "weights.bin").write_text(weights)
+    return path
+
+
+def _weights(path) -> str | None:
+    return (path / "weights.bin").read_text() if path.exists() else None
+
+
+def test_replace_folder_swaps_in_the_new_model_and_deletes_the_old(tmp_path):
+    final = _model_folder(tmp_path / "model", "old")
+    replace_folder(_model_folder(tmp_path / "model.partial", "new"), final)
+    assert _weights(final) == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # staging moved, old copy deleted
+    replace_folder(_model_folder(tmp_path / "first.partial", "first"), tmp_path / "fresh")  # nothing to replace
+    assert _weights(tmp_path / "fresh") == "first"
+
+
+def _failing_rename(monkeypatch, call: int):
+    """os.replace raising OSError on its `call`-th use (1-based), working otherwise."""
+    import os
+
+    real_replace, calls = os.replace, []
+
+    def flaky_replace(src, dst):
+        calls.append((src, dst))
+        if len(calls) == call:
+            raise OSError("disk gone")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky_replace)
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_a_failed_swap_leaves_the_old_model_in_place(tmp_path, monkeypatch, fail_at):
+    """A failing rename (the old one aside, or the new one in) leaves the old model where it was, never none."""
+    final = _model_folder(tmp_path / "model", "old")
+    staging = _model_folder(tmp_path / "model.partial", "new")
+    _failing_rename(monkeypatch, fail_at)
+    with pytest.raises(OSError, match="disk gone"):
+        replace_folder(staging, final)
+    assert _weights(final) == "old" and _weights(staging) == "new"  # the caller can publish again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.partial"]
+
+
+def test_a_swap_killed_between_its_renames_is_undone_by_the_next(tmp_path, monkeypatch):
+    """Killed after moving the old model aside (no model/ left): the next swap puts the old one back first, so
+    that its own failure still leaves a model; without a failure the new one is in and the old one gone."""
+    _model_folder(tmp_path / ".model.old", "old")
+    staging = _model_folder(tmp_path / "model.partial", "new")
+    _failing_rename(monkeypatch, 3)  # 1: the old one back, 2: aside again, 3: the new one in
+    with pytest.raises(OSError):
+        replace_folder(staging, tmp_path / "model")
+    assert _weights(tmp_path / "model") == "old"
+    monkeypatch.undo()
+    (tmp_path / "model").rename(tmp_path / ".model.old")  # killed again
+    replace_folder(staging, tmp_path / "model")
+    assert _weights(tmp_path / "model") == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
@@ -13,6 +14,7 @@ from ratio_utils import annotate, human_eval
 from ratio_utils.config import load_config
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
+from ratio_utils.stats import format_p
 
 SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 3, "labelled_per_move": 2,
            "annotators": {"ann1": None, "ann2": None}, "double_labelled_per_move": 1}
@@ -68,6 +70,12 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     for name in ("table2_human_eval", "table11_beyond_gold", "table12_cross_paper", "human_eval_agreement"):
         assert (labelled.paths.tables / f"{name}.md").exists()
     notes = (labelled.paths.tables / "table2_human_eval.md").read_text()
+    # p: numbers in the CSV, printed through the one formatter in the shown form
+    csv = pd.read_csv(labelled.paths.tables / "table2_human_eval.csv")
+    p_column = next(c for c in csv.columns if c.startswith("p MRR"))
+    assert csv[p_column].dropna().between(0, 1).all()
+    shown = human_eval_stats.p_values_shown(csv, 10_000)
+    assert list(shown[p_column]) == [format_p(p) for p in csv[p_column]] and "" in set(shown[p_column])
     assert "no silver set" in notes and "1 incomplete annotation" in notes and str(labelled.paths.root) not in notes
 
 

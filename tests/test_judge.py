@@ -390,6 +390,12 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
         assert rows.loc["Both (AND)", "single_F1"] == pytest.approx(
             f1_score(cal.to_numpy(), both.reindex(cal.index).astype(int).to_numpy(), zero_division=0))
     assert anaphora.loc["address", "n_with_anaphor"] == 3
+    # one denominator per column, named: sampled pairs vs judged pairs (with a usable verdict)
+    address = anaphora.loc["address"]
+    assert address["judged pairs"] == address["n_with_anaphor"] + address["n_without_anaphor"]
+    md = (cfg.paths.tables / "judge_anaphora.md").read_text(encoding="utf-8")
+    assert "sampled: with anaphor %" in md and "judged with anaphor: accepted %" in md and "n_with_anaphor" not in md
+    assert f"address {int(address['judged pairs'])} of {int(address['sampled pairs'])}" in md
     assert sha256_tree(cfg.paths.benchmark / "candidates") == pools_before  # rejected golds stay in the pool
     # the silver set's record says who judged it, with which prompts, and how many pairs got no verdict
     judge = read_silver_source(cfg.paths.benchmark)

@@ -238,6 +238,23 @@ def test_cost_accounting_uses_usage_and_the_batch_discount(stub, tmp_path, capsy
     assert "priced: 3 request(s)" in printed and "estimate" in printed and "used" in printed
 
 
+def test_a_missing_price_is_said_once_per_run_with_the_setting_that_fixes_it(stub, tmp_path, monkeypatch, capsys):
+    from ratio_utils.pipeline import RUN_DIR_ENV
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    first = LLMClient(settings(stub, mode="dry_run"), tmp_path / "a", api_key=KEY)
+    first.run(requests_for(2), desc="first")
+    first.run(requests_for(2, "again"), desc="second")
+    # Another notebook of the same run (another client, another process in the pipeline) stays quiet too.
+    LLMClient(settings(stub, mode="dry_run"), tmp_path / "b", api_key=KEY).run(requests_for(2, "b"), desc="third")
+    printed = capsys.readouterr().out
+    assert printed.count("llm.prices has no price") == 1 and "set llm.prices" in printed and "test-model" in printed
+    assert "unknown" not in printed and all(f"{d}: 2 request(s)" in printed for d in ("first", "second", "third"))
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "next run"))
+    first.run(requests_for(1, "next"), desc="next")
+    assert capsys.readouterr().out.count("llm.prices has no price") == 1
+
+
 def test_api_key_never_written_printed_or_raised(tmp_path, capsys):
     with StubOpenAI(KEY, batch_fail_once={"b1"}, echo_auth_in_errors=True) as stub:
         client = LLMClient(settings(stub, max_retries=0), tmp_path, api_key=KEY)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from ratio_utils.metrics import DEFAULT_KS, evaluate_run, order_run, per_query_reciprocal_rank
+from ratio_utils.metrics import DEFAULT_KS, evaluate_run, order_run, per_query_scores
 
 
 def _random_case(seed: int, ties: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -78,7 +78,7 @@ def test_hand_computed_single_gold():
     assert scores["R@1"] == pytest.approx(1 / 3)
     assert scores["R@3"] == pytest.approx(2 / 3)
     assert scores["HR@10"] == pytest.approx(2 / 3)
-    rr = per_query_reciprocal_rank(run, qrels, k=10)
+    rr = per_query_scores(run, qrels, k=10)["rr"]
     assert rr.to_dict() == pytest.approx({"q1": 1 / 3, "q2": 1.0, "q3": 0.0})
 
 

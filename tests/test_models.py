@@ -108,7 +108,7 @@ def test_live_model_fingerprint_changes_with_weights():
 
 def test_fingerprint_ignores_notebook_09_scores_and_card(tmp_path):
     # notebook 09 scores a model, then writes results.json and README.md beside its weights: the embeddings
-    # cached under the first fingerprint must still be found afterwards (stages.retrieval_baselines.record_tuned_runs)
+    # cached under the first fingerprint must still be found afterwards (retrieval.systems.record_tuned_runs)
     from ratio_utils.models import model_fingerprint
 
     folder = tmp_path / "model"

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import paper_tables
+from ratio_utils import paper_tables, stats
 from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, IntervalCache, assemble_tables
@@ -92,6 +92,26 @@ def test_indicative_marking_starts_below_thirty_queries(tmp_path):
     cache = IntervalCache(None, seed=13, n_resamples=200)
     assert paper_tables.cell(pd.Series(np.linspace(0, 1, 29)), cache).text().endswith(DAGGER)
     assert not paper_tables.cell(pd.Series(np.linspace(0, 1, 30)), cache).text().endswith(DAGGER)
+
+
+def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08.ipynb")
+    first = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values[:2] * 2:  # asked twice in one notebook: computed once, not "reused"
+        paper_tables.cell(series, first)
+    first.save()
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "11.ipynb")
+    later = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
+    for series in values:
+        paper_tables.cell(series, later)
+    later.save()
+    assert run_records.reused_by_notebook(tmp_path / "run") == {
+        "08.ipynb": "", "11.ipynb": f"2 of 3 {IntervalCache.REUSE_RECORD}"}
 
 
 def test_captions_name_the_query_set_used(cfg, bench):
@@ -182,7 +202,7 @@ def test_every_empty_row_has_a_note(cfg, bench):
 @pytest.mark.models
 def test_tuned_run_files_score_their_own_move(cfg, bench):
     from ratio_utils.models import resolve_model_path
-    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+    from ratio_utils.retrieval.systems import record_tuned_runs
 
     tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
     shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
@@ -207,7 +227,7 @@ def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
 
 
 def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
-    from ratio_utils.stages.retrieval_baselines import record_tuned_runs
+    from ratio_utils.retrieval.systems import record_tuned_runs
 
     cfg.sections["train"] = {"moves": ["address"]}
     assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
@@ -233,7 +253,7 @@ def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
 def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     """A Tuned row whose configurations all lost to the untuned model on validation carries a note instead
     of passing for an improvement; the tuned ColBERT of notebook 09 writes no run file, so no row."""
-    from ratio_utils.stages.retrieval_baselines import _tuned_notes
+    from ratio_utils.retrieval.systems import _tuned_notes
 
     _baselines(cfg, bench)
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "broaden", "test"))
@@ -246,3 +266,59 @@ def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
                    zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
     assert _tuned_notes({"beats_baseline_on_validation": True}) == []
+
+
+def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    _, qrels = benchmark_queries(bench, "specify", "test")
+    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
+        qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(reranked, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    p = result.numeric[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10", "p (permutation)"]
+    shown = result.tables[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10", "p (permutation)"]
+    assert shown == stats.format_p(p, 200) and shown != ""
+
+
+def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables():
+    """Notebook 09's tuned-vs-baseline table and notebook 11's transfer table compare the same per-query
+    values (tuned vs untuned on a move's queries): same seed, count and query order, so the same p and text."""
+    from ratio_utils.stages import analyses
+    from ratio_utils.train.tables import paired_comparison, tuned_vs_baseline_display
+
+    rng = np.random.default_rng(3)
+    qids = [f"q{i:03d}" for i in range(185)]
+    tuned = np.where(rng.random(185) < 0.4, 1 / rng.integers(1, 11, 185), 0.0)
+    base = np.where(rng.random(185) < 0.25, 1 / rng.integers(1, 11, 185), 0.0)
+    order = rng.permutation(185)  # results.json need not list the queries in qid order
+    as_json = lambda values: {"qid": [qids[i] for i in order], "MRR@10": [float(values[i]) for i in order]}  # noqa: E731
+    row = paired_comparison(as_json(tuned), as_json(base), seed=13)
+    diff, p = paper_tables.paired_cell(IntervalCache(None, seed=13), pd.Series(tuned, index=qids), pd.Series(base, index=qids))
+    assert row["p_value"] == p
+    assert (row["difference_low"], row["difference_high"]) == (diff.low, diff.high)
+    shown_finetune = tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))
+    shown_analysis = analyses.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
+    assert shown_finetune.loc[0, "p (paired permutation)"] == shown_analysis.loc[0, "p"]
+
+
+def _displayed_tables(notebook) -> list[str]:
+    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`)."""
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    return [name for c in cells if c.cell_type == "code" for name in paper_tables.TABLE_SPECS if f'.show("{name}")' in c.source]
+
+
+def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg, bench):
+    from ratio_utils.pipeline import discover_notebooks
+
+    shown = {nb.stem: _displayed_tables(nb) for nb in discover_notebooks()}
+    assert {stem: names for stem, names in shown.items() if names} == {paper_tables.SHOWN_IN: list(paper_tables.TABLE_SPECS)}
+    _baselines(cfg, bench)
+    tables = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    text = tables.pointer(cfg, "with the baseline rows").data
+    assert "<table" not in text and paper_tables.SHOWN_IN in text and "2 system(s)" in text
+    assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists() for name in paper_tables.TABLE_SPECS)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import nbformat
 import pytest
 
-from ratio_utils import pipeline
+from ratio_utils import pipeline, run_records
+from ratio_utils.stages.summary import wall_times
 
 
 def _notebook(path, *sources, tag_first=True):
@@ -58,6 +61,7 @@ def test_run_prints_one_line_per_notebook_and_publishes_it_without_machine_paths
     _notebook(
         nbdir / "00_show.ipynb",
         "params_file = ''\noverrides = {}",
+        "from ratio_utils.run_records import record_reused\nrecord_reused('the cached thing')",
         "from ratio_utils.config import REPO_ROOT, load_config\nprint(REPO_ROOT / 'tables', load_config(params_file).paths.root)",
         "from tqdm import tqdm\nfor _ in tqdm(range(300), mininterval=0):\n    pass",
     )
@@ -73,6 +77,9 @@ def test_run_prints_one_line_per_notebook_and_publishes_it_without_machine_paths
     assert printed.split() == ["tables", "."]  # repo path and output root, both made relative
     bar = cells[-1].outputs
     assert len(bar) == 1 and bar[0]["text"].count("\n") == 1 and "300/300" in bar[0]["text"]
+    # The kernel knew which notebook it ran: what it reused is filed under that notebook's name.
+    assert run_records.reused_by_notebook(out / "runs" / "t") == {"00_show.ipynb": "the cached thing"}
+    assert pipeline.RUN_DIR_ENV not in os.environ and run_records.NOTEBOOK_ENV not in os.environ
 
 
 @pytest.mark.slow
@@ -94,6 +101,35 @@ def test_papermill_overrides_parameter_reaches_the_config(tmp_path):
         check=True, capture_output=True, env=env,
     )
     assert "VALUE 3" in nbformat.read(executed, as_version=4).cells[-1].outputs[0]["text"]
+
+
+def test_wall_times_say_what_each_notebook_reused(cfg, monkeypatch):
+    """Stages record what they reused in the run folder; the summary's time table shows it per notebook."""
+    run_dir = cfg.paths.runs / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / pipeline.TIMINGS_FILE).write_text("notebook,seconds\n08_retrieval_baselines.ipynb,19.1\n"
+                                                 "09_finetune__move=address.ipynb,12.1\n10_llm_rerank.ipynb,9.3\n")
+    monkeypatch.setenv(pipeline.RUN_DIR_ENV, str(run_dir))
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08_retrieval_baselines.ipynb")
+    run_records.count_reused("embeddings (cache/embeddings)", 100, 120)
+    run_records.count_reused("embeddings (cache/embeddings)", 50, 50)
+    run_records.count_reused("bootstrap intervals", 0, 30)  # nothing reused: not mentioned
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09_finetune__move=address.ipynb")
+    run_records.record_reused("address: configurations 1, 2 (run keys aaa, bbb)")
+    run_records.record_reused("address: configurations 1, 2 (run keys aaa, bbb)")
+    table = wall_times(cfg).set_index("notebook")
+    assert table.loc["08_retrieval_baselines.ipynb", "reused"] == "150 of 170 embeddings (cache/embeddings)"
+    assert table.loc["09_finetune__move=address.ipynb", "reused"] == "address: configurations 1, 2 (run keys aaa, bbb)"
+    assert table.loc["10_llm_rerank.ipynb", "reused"] == "" and table["seconds"].tolist() == [19.1, 12.1, 9.3]
+    run_records.clear_run_records(run_dir)
+    assert wall_times(cfg)["reused"].tolist() == ["", "", ""]
+
+
+def test_nothing_is_recorded_outside_a_pipeline_run(cfg, monkeypatch):
+    monkeypatch.delenv(pipeline.RUN_DIR_ENV, raising=False)
+    monkeypatch.delenv(run_records.NOTEBOOK_ENV, raising=False)
+    run_records.record_reused("a model")
+    assert not list(cfg.paths.root.rglob(f"{run_records.REUSED_DIR}/*.json"))
 
 
 def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_processes(tmp_path, monkeypatch, capsys):

@@ -151,12 +151,14 @@ def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup
     with StubOpenAI(KEY, responder=_responder) as stub:
         stage = _live(cfg, stub)
         plan = stage.plan().set_index("move")
-        assert plan.loc["address", "sent"] == 2 and plan.loc["address", "not_sent_gold_outside_top_n"] == 1
+        assert plan.loc["address", "to_rerank"] == 2 and plan.loc["address", "not_sent_gold_outside_top_n"] == 1
+        assert plan["sent"].sum() == 0  # planned, not sent yet
         assert plan["split"].eq("test").all()  # no silver split: the unfiltered test queries
         summary = stage.run().set_index("move")
         assert stub.counts["POST /v1/chat/completions"] == 7  # 2 + 2 + 3 queries sent, one request each
 
     assert summary["answered"].to_dict() == {"address": 2, "broaden": 2, "specify": 3}
+    assert summary["sent"].sum() == 7 and summary["replayed"].sum() == 0 and summary["request_files"].sum() == 0
     assert summary.loc["address", "repair: unusable_answer"] == 1
     assert summary.loc["broaden", "repair: too_many"] == 1
     for rule in ("non_integer", "out_of_range", "duplicate", "too_few"):
@@ -205,6 +207,8 @@ def test_offline_with_nothing_to_replay_writes_request_files_and_no_run_file(set
     assert not any((cfg.paths.retrieval_runs / "BM25-test_+_rerank").rglob("*.parquet"))
     assert summary["missing"].to_dict() == {"address": 2, "broaden": 2, "specify": 3}
     assert summary["answered"].sum() == 0
+    # nothing was sent: every request was written as a request file
+    assert summary["sent"].sum() == 0 and summary["request_files"].to_dict() == summary["to_rerank"].to_dict()
     report = json.loads(cfg.paths.rerank_report.read_text())
     assert report["mode"] == "replay" and report["answered_by"] == [] and report["request_files"].startswith("cache/llm/batches/")
     files = sorted((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))
@@ -242,6 +246,8 @@ def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monke
     # the invalid JSON answer of one Address query was never cached: it misses too
     assert summary["replay_misses"].to_dict() == {"address": 1, "broaden": 0, "specify": 3}
     assert summary["answered"].to_dict() == {"address": 1, "broaden": 2, "specify": 0}
+    assert summary["replayed"].to_dict() == summary["answered"].to_dict() and summary["sent"].sum() == 0
+    assert summary["request_files"].to_dict() == summary["replay_misses"].to_dict()
     assert run_path(cfg.paths.retrieval_runs, RERANKED, Move.ADDRESS, "test").exists()
     assert not run_path(cfg.paths.retrieval_runs, RERANKED, Move.SPECIFY, "test").exists()
     report = json.loads(cfg.paths.rerank_report.read_text())
@@ -261,6 +267,7 @@ def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
         summary = LLMRerank.from_config(cfg).run()
         assert stub.total_requests == 0
     assert summary["missing"].sum() == 7 and summary["replay_misses"].sum() == 0
+    assert summary["sent"].sum() == 0 and summary["request_files"].sum() == 7
     report = json.loads(cfg.paths.rerank_report.read_text())
     assert report["mode"] == "dry_run" and len(list((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))) == 1
     assert not (cfg.paths.retrieval_runs / "BM25-test_+_rerank").exists()

@@ -180,6 +180,35 @@ def test_embedding_cache_second_run_encodes_nothing(tiny_benchmark, minilm, tmp_
     assert third_model.texts == n_queries
 
 
+def test_embeddings_read_from_an_earlier_notebooks_cache_are_recorded_as_reused(tiny_benchmark, tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.retrieval.dense import EmbeddingCache
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fake_encoder import FakeEncoder
+
+    bench = load_benchmark(tiny_benchmark)
+    queries, _ = benchmark_queries(bench, "address", "test")
+    pool = bench.pool("test")
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    monkeypatch.setattr(EmbeddingCache, "_saved_here", set())
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08.ipynb")
+    FakeEncoder(cache_dir=tmp_path / "emb").search(queries, pool, k=3)
+    FakeEncoder(cache_dir=tmp_path / "emb").search(queries, pool, k=3)  # the same notebook reads what it wrote
+    monkeypatch.setattr(EmbeddingCache, "_saved_here", set())  # the next notebook runs in a new kernel
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09.ipynb")
+    later = FakeEncoder(cache_dir=tmp_path / "emb")
+    later.search(queries, pool, k=3)
+    assert later.encoded_texts == 0
+    n = len(queries) + len(pool)
+    assert run_records.reused_by_notebook(tmp_path / "run") == {
+        "08.ipynb": "", "09.ipynb": f"{n} of {n} {EmbeddingCache.REUSE_RECORD}"}
+
+
 @pytest.mark.models
 def test_fp16_storage_halves_the_cache_and_keeps_the_ranking(tiny_benchmark, minilm, tmp_path):
     bench = load_benchmark(tiny_benchmark)
@@ -214,3 +243,29 @@ def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
         assert list(got.docid) == [r["id"] for r in expected]
         assert got.score.to_numpy() == pytest.approx([r["score"] for r in expected], rel=1e-4)
 
+
+
+def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark, capfd):
+    """Over 1,000 queries bm25s draws its own bar; under the stage's bar it would nest and leave cursor-up
+    escapes (\\x1b[A) in the notebook's output. The stage's bar is the only one."""
+    from ratio_utils.benchmark import pairs_path, write_pairs, write_pool
+    from ratio_utils.schema import Split, sentence_id
+    from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+
+    pairs = pd.read_parquet(pairs_path(tiny_benchmark, Move.SPECIFY, Split.TEST))
+    many = pd.concat([pairs.iloc[[0]]] * 1100, ignore_index=True)
+    many["querySentence"] = [f"query {i} asks about topic {i % 37} with method {i % 11}." for i in range(len(many))]
+    many["goldSentence"] = [f"topic {i % 37} is handled by method {i % 11} in gold {i}." for i in range(len(many))]
+    many["query_id"] = many["querySentence"].map(sentence_id)
+    many["gold_id"] = many["goldSentence"].map(sentence_id)
+    write_pairs(many, tiny_benchmark, Move.SPECIFY, Split.TEST)
+    pool = load_benchmark(tiny_benchmark).pool("test")
+    golds = pd.DataFrame({"docid": many["gold_id"], "text": many["goldSentence"], "source": "specify", "corpusid": many["corpusid"]})
+    write_pool(pd.concat([pool[list(golds.columns)], golds], ignore_index=True), tiny_benchmark, Split.TEST)
+
+    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"], tuned_models=False)
+    done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
+    assert done.set_index("move").loc["specify", "queries"].tolist() == [1100, 1100]
+    err = capfd.readouterr().err
+    assert "retrieval baselines" in err and "6/6" in err
+    assert "\x1b[" not in err and "BM25S" not in err

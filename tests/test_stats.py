@@ -73,3 +73,28 @@ def test_errors_and_formatting():
     assert stats.format_ci(0.5, float("nan"), 0.6) == "50.0"
     assert stats.format_ci(float("nan"), 0.1, 0.2) == ""
     assert stats.is_indicative(13) and not stats.is_indicative(30)
+
+
+def test_format_p_prints_the_floor_of_the_permutation_count_never_zero():
+    floor = 1 / 10_001
+    assert stats.format_p(floor) == "< 1e-4"
+    # the value a clear difference gets from the test itself
+    assert stats.format_p(stats.paired_permutation_test(np.ones(50), np.zeros(50))) == "< 1e-4"
+    assert stats.format_p(2 / 10_001) == "0.0002"  # the next attainable value is a number, not 0
+    assert stats.format_p(0.25237476) == "0.2524"
+    assert stats.format_p(1.0) == "1.0000"
+    # the floor follows the count: 1 / (n + 1), as a one-digit bound at or above it
+    assert stats.format_p(1 / 1_000, n_permutations=999) == "< 1e-3"
+    assert stats.format_p(1 / 501, n_permutations=500) == "< 2e-3"
+    assert stats.format_p(2 / 501, n_permutations=500) == "0.004"
+    assert stats.format_p(1 / 1_001, n_permutations=1_000) == "< 1e-3"
+
+
+def test_format_p_blank_for_missing_and_errors_for_impossible_values():
+    assert stats.format_p(None) == "" and stats.format_p(float("nan")) == "" and stats.format_p(np.float64("nan")) == ""
+    with pytest.raises(ValueError, match="lies in"):
+        stats.format_p(1.2)
+    with pytest.raises(ValueError, match="lies in"):
+        stats.format_p(-0.01)
+    with pytest.raises(ValueError, match="n_permutations"):
+        stats.format_p(0.5, n_permutations=0)

@@ -129,7 +129,8 @@ def test_clean_keeps_case_and_content(cleaner):
 
 def test_counts_name_every_rule(cleaner):
     counts = CleaningCounts()
-    cleaner.clean_many(["1) " + LONG + " [3].", "Too short.", LONG + ".", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"], counts)
+    for text in ["1) " + LONG + " [3].", "Too short.", LONG + ".", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"]:
+        counts.add(cleaner.clean(text))
     report = counts.to_dict()
     assert set(report["edits"]) == set(EDIT_RULES) and set(report["drops"]) == set(DROP_RULES)
     assert report["sentences"] == 4 and report["kept"] == 2
@@ -153,3 +154,38 @@ def test_splitter_splits_paragraphs_without_crossing_them():
     assert out[1] == ["Our filter uses minhash signatures over word five-grams."]
     assert out[2] == []
     assert splitter.nlp.pipe_names == ["senter"]
+
+
+NOTEBOOK_05_GOLD = "In particular, for any (F, t) E T, F n FS1 -=I- ..l, since FSo n FS1 -=/- ..l, and Io n FS1 F n FS1."
+WORD_SHARE = SentenceCleaner(CleaningRules(min_word_token_ratio=0.35))
+
+
+def test_word_share_rule_catches_formula_residue_the_other_rules_let_through(cleaner):
+    # the default rules keep notebook 05's gold: 'n', 'E', 'FS' are letters, and 'for', 'any', 'since' are words
+    assert cleaner.clean(NOTEBOOK_05_GOLD).drop_reason is None
+    assert WORD_SHARE.clean(NOTEBOOK_05_GOLD).drop_reason == "malformed_word_share"
+    counts = CleaningCounts()
+    for text in (NOTEBOOK_05_GOLD, LONG + "."):
+        counts.add(WORD_SHARE.clean(text))
+    assert counts.to_dict()["drops"]["malformed_word_share"] == 1 and counts.kept == 1
+
+
+@pytest.mark.parametrize("text", [
+    "Note that the model's F1 (e.g., 81.2 on WSJ) is well above the baseline reported by Collins.",
+    "We set α = 0.5 and β = 2 in all experiments, following prior work on the same data.",
+    "Each query q is scored against every candidate c in the pool P of the test split.",
+])
+def test_word_share_rule_keeps_prose_with_symbols(text):
+    assert WORD_SHARE.clean(text).drop_reason is None
+
+
+def test_word_share_rule_is_off_by_default_and_needs_enough_tokens():
+    assert CleaningRules().min_word_token_ratio is None
+    from ratio_utils.corpus.base import CorpusParams
+
+    assert CorpusParams().cleaning_rules().min_word_token_ratio is None
+    assert CorpusParams(min_word_token_ratio=0.35).cleaning_rules().min_word_token_ratio == 0.35
+    short = "Let F n FS1 -=I- ..l hold for all sets."  # 9 tokens, 5 words: kept
+    assert WORD_SHARE.clean(short).drop_reason is None
+    few = "F n FS1 E hold for sets"  # 7 tokens: below min_tokens_for_word_share, the rule does not judge it
+    assert SentenceCleaner(CleaningRules(min_chars=5, min_word_token_ratio=0.9)).clean(few).drop_reason is None

@@ -20,8 +20,7 @@ from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
 from ratio_utils.schema import Move, Split
-from ratio_utils.stages.finetune import write_table6, write_tuned_vs_baseline
-from ratio_utils.stages import finetune as finetune_stage
+from ratio_utils.train.tables import collect_runs, collect_tuned_vs_baseline, write_table6, write_tuned_vs_baseline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "train"
 
@@ -118,7 +117,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     assert table6[["Move", "#", "Selected"]].values.tolist() == [["Address", 1, "✓"]]
     assert (cfg.paths.tables / "table6_finetune_configs.md").exists()
     write_tuned_vs_baseline(cfg)
-    tuned = finetune_stage.collect_tuned_vs_baseline(cfg).set_index("split")
+    tuned = collect_tuned_vs_baseline(cfg).set_index("split")
     assert tuned.loc["test", "tuned"] == pytest.approx(results["test"]["MRR@10"])
     assert tuned.loc["silver", "tuned"] == pytest.approx(results["silver"]["MRR@10"])
     assert tuned.loc["test", "queries"] == 3 and tuned.loc["test", "indicative"]
@@ -128,6 +127,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
 def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_path, monkeypatch):
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["specify"])
+    assert train.plan(cfg, "specify")["this run"].tolist() == ["train", "train"]
     (first,) = train.finetune(cfg, "specify")
     assert sorted(first.trained_now) == [1, 2]
     assert first.selected.score == max(r.score for r in first.runs)
@@ -142,10 +142,21 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     train_configuration = train.train_configuration
     # finetune looks train_configuration up in the module that calls it (ratio_utils.train.selection)
     monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
+    plan = train.plan(cfg, "specify").set_index("config")
+    assert plan["this run"].str.startswith("reuse").all()
     (second,) = train.finetune(cfg, "specify")
     assert calls == [] and second.trained_now == []
     assert second.selected.run_key == first.selected.run_key and second.test == first.test
     assert {p: p.stat().st_mtime_ns for p in watched} == mtimes
+    # What notebook 09 shows: trained now vs reused, each configuration with its run key.
+    keys = {r.config["id"]: r.run_key for r in first.runs}
+    trained, reused = train.summary([first]).iloc[0], train.summary([second]).iloc[0]
+    assert trained["trained in this run"] == f"1 (run key {keys[1]}), 2 (run key {keys[2]})"
+    assert trained["reused from an earlier run"] == "nothing" and first.reused() == []
+    assert reused["trained in this run"] == "nothing"
+    assert reused["reused from an earlier run"] == (f"configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]}); "
+                                                    f"the selected model and its test scores ({Path(second.model_dir).name})")
+    assert second.reused()[0] == f"specify: configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]})"
 
     # New settings mean new runs; Table 6 then lists the runs of the new selection only.
     monkeypatch.setattr(train.selection, "train_configuration", train_configuration)
@@ -190,6 +201,16 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     (again,) = train_colbert.train_colbert(cfg, "address")
     assert not again.trained_now and again.test == result.test
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
+    # Notebook 09's cell records the reused checkpoint for the summary's time table.
+    from ratio_utils import run_records
+    from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.stages.finetune import FinetuneStage
+
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
+    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09.ipynb")
+    FinetuneStage("params/default.yaml", {"train": cfg.sections["train"]}, "address").colbert()
+    recorded = run_records.reused_by_notebook(tmp_path / "run")["09.ipynb"]
+    assert recorded == f"address: the tuned ColBERT and its test scores ({cfg.paths.relative(model_dir)})"
 
 
 def test_training_schedule_gives_tiny_moves_real_steps():
@@ -255,7 +276,7 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
     tuned = [min(1.0, b + d) for b, d in zip(base, rng.uniform(0, 0.3, 40).round(3))]
     _write_results(cfg, Move.ADDRESS, tuned, base, beats=True)
     _write_results(cfg, Move.BROADEN, [0.5, 0.25, 0.0], [0.5, 0.25, 0.0], beats=False)
-    table = finetune_stage.collect_tuned_vs_baseline(cfg)
+    table = collect_tuned_vs_baseline(cfg)
     address = table[(table.move == "address") & (table.split == "test")].iloc[0]
     diffs = [t - b for t, b in zip(tuned, base)]
     assert address.difference == pytest.approx(sum(diffs) / len(diffs))
@@ -284,7 +305,7 @@ def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
     unified_run = cfg.paths.tuned_runs_dir(params.base_model, "unified") / "config-1-abc" / train.RESULT_FILE
     unified_run.parent.mkdir(parents=True)
     unified_run.write_text('{"move": "all"}', encoding="utf-8")
-    assert finetune_stage.collect_runs(cfg, params).empty
+    assert collect_runs(cfg, params).empty
 
 
 def test_run_key_keeps_one_process_keys_and_keys_the_world_size():

@@ -148,6 +148,129 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     fmt = json.loads((result.model_dir / unified.FORMAT_FILE).read_text())
     assert fmt["query_prefixes"]["broaden"] == unified.query_prefix("broaden")
     assert "MRR@10" in result.selected.validation and "broaden/MRR@10" in result.selected.validation
+    assert result.reused() == [] and unified.summary(result)["this run"].tolist() == ["trained"] * len(result.runs)
     again = unified.train_unified(cfg, params)  # resumes: nothing trained, the test score reused
     assert again.trained_now == [] and again.final["test"] == result.final["test"]
+    keys = ", ".join(f"{r.config['id']} (run key {r.run_key})" for r in result.runs)
+    assert again.reused() == [f"unified: configuration(s) {keys}",
+                              f"unified: the selected model, its test scores and move-sensitivity ranks ({result.model_dir.name})"]
+    assert unified.summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
+
+    # What notebook 13 shows: the figure once (from its file, no live figure left to show again), floats formatted.
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    from ratio_utils.stages import unified_retriever as stage
+
+    plt.close("all")
+    shown = stage.sensitivity_figure(cfg, params, again.sensitivity)
+    assert isinstance(shown, Image) and plt.get_fignums() == [] and (cfg.paths.figures / "unified_move_sensitivity.png").exists()
+    table = stage.sensitivity_table(cfg, params, again.sensitivity)
+    cells = stage.formatted(table)["Top 10 changes with the move (%)"]
+    assert cells.tolist() == [f"{v:.1f}" for v in table["Top 10 changes with the move (%)"]]
     assert len(result.sensitivity) == 8 and again.sensitivity.equals(result.sensitivity)
+
+
+def _per_query(values, qids):
+    return pd.DataFrame({"MRR@10": values, "R@10": np.asarray(values) > 0}, index=pd.Index(qids, name="qid")).astype(float)
+
+
+def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
+    from ratio_utils import stats
+    from ratio_utils.paper_tables import IntervalCache
+    from ratio_utils.stages.unified_retriever import comparison_row
+
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(40)]
+    base, per_move, uni = (np.where(rng.random(40) < share, 1 / rng.integers(1, 11, 40), 0.0) for share in (0.2, 0.5, 0.3))
+    pairs = {"Per-move training pairs": 1000, "Unified training pairs": 128, "Unified unique pairs": 128}
+    # the per-move values come in another query order (results.json): paired by qid, not by position
+    shuffled = _per_query(per_move, qids).iloc[::-1]
+    numbers, shown = comparison_row("specify", "test", _per_query(base, qids), shuffled, _per_query(uni, qids), pairs,
+                                    IntervalCache(None, seed=13, n_resamples=500))
+    assert numbers["Unified − per-move M@10"] == pytest.approx(100 * (uni - per_move).mean())
+    by_qid = np.argsort(qids)  # paired tests take the queries in qid order
+    expected_p = stats.paired_permutation_test(uni[by_qid], per_move[by_qid], n_permutations=500, seed=13)
+    assert numbers["p vs per-move"] == pytest.approx(expected_p)
+    assert shown["p vs per-move"] == stats.format_p(expected_p, 500)
+    low, high = stats.paired_bootstrap_ci(uni[by_qid], base[by_qid], n_resamples=500, seed=13)
+    assert (numbers["Unified − baseline M@10 low"], numbers["Unified − baseline M@10 high"]) == pytest.approx((100 * low, 100 * high))
+    assert numbers["Per-move training pairs"] == 1000 and shown["Unified M@10"].count("[") == 1
+    with pytest.raises(ValueError, match="other queries"):
+        comparison_row("specify", "test", _per_query(base, qids), _per_query(per_move[:30], qids[:30]),
+                       _per_query(uni, qids), pairs, IntervalCache(None, seed=13, n_resamples=50))
+
+
+def test_confound_note_says_when_the_pair_budgets_differ():
+    from ratio_utils.stages.unified_retriever import confound_notes
+
+    frame = pd.DataFrame([
+        {"Move": "Address", "Per-move training pairs": 108, "Unified training pairs": 108, "Unified unique pairs": 108},
+        {"Move": "Specify", "Per-move training pairs": 1000, "Unified training pairs": 128, "Unified unique pairs": 128},
+    ])
+    notes = " ".join(confound_notes(frame, {"address": "2", "specify": "4"}, "1"))
+    assert "Not a matched comparison" in notes and "Specify 1,000 per-move vs 128 unified (128 unique)" in notes
+    assert "Address" not in notes.split("(", 1)[1].split(")")[0]  # a matched move is not listed as unmatched
+    assert "Configurations also differ" in notes
+    matched = confound_notes(frame.iloc[:1], {"address": "1"}, "1")
+    assert matched == ["Pair budgets match: each move's per-move model and the unified model saw the same number of training pairs."]
+
+
+def test_pairwise_test_and_the_reading_come_from_the_ranks():
+    from ratio_utils import stats
+    from ratio_utils.stages.unified_retriever import own_vs_other_shown, sensitivity_reading
+
+    rng = np.random.default_rng(1)
+    n = 200
+    own = rng.integers(1, 50, n).astype(float)
+    ranks = pd.DataFrame({"qid": [f"q{i}" for i in range(n)], "move": "specify", "gold_id": "g",
+                          "rank_specify": own, "rank_address": own + rng.integers(-5, 20, n),  # own mostly better
+                          "rank_broaden": own + rng.integers(-10, 11, n), "changed": True})
+    moves = [Move.SPECIFY, Move.ADDRESS, Move.BROADEN]
+    pairwise = unified.pairwise_own_vs_other(ranks, moves, seed=13, n_resamples=2_000)
+    vs_address = pairwise.set_index("other move").loc["address"]
+    higher = (ranks["rank_specify"] < ranks["rank_address"]).to_numpy(float)
+    lower = (ranks["rank_specify"] > ranks["rank_address"]).to_numpy(float)
+    assert vs_address["higher - lower"] == pytest.approx(vs_address["higher under own"] - vs_address["lower under own"])
+    assert vs_address["p"] == stats.paired_permutation_test(higher, lower, n_permutations=2_000, seed=13)
+    assert vs_address["higher - lower low"] > 0
+    assert own_vs_other_shown(pairwise)["p"].iloc[0] == stats.format_p(pairwise["p"].iloc[0])
+    summary = unified.sensitivity_summary(ranks.assign(overlap_specify=10, overlap_address=5, overlap_broaden=5), moves)
+    reading = " ".join(sensitivity_reading(summary, pairwise))
+    lower_share = summary.set_index("Move").loc["All", "Lower under own move than under another (%)"]
+    assert f"lower under its own move than under another move for {lower_share:.1f}% of the pairs" in reading
+    assert "own move ranks the gold higher (interval above 0): specify vs address" in reading
+    shares_only = unified.pairwise_own_vs_other(ranks, moves, paired_test=False)
+    assert "p" not in shares_only and shares_only["higher under own"].equals(pairwise["higher under own"])
+
+
+@pytest.mark.models
+def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny_benchmark):
+    import shutil
+
+    from ratio_utils.paper_tables import DAGGER
+    from ratio_utils.stages import unified_retriever as stage
+
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    params = unified.UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=[1], pairs_per_move=4)
+    result = unified.train_unified(cfg, params)
+    table = stage.comparison(cfg, params, result)
+    row = table.numeric.set_index(["Move", "Split"]).loc[("Address", "test")]
+    # the recomputed per-query unified scores are the ones published with the model
+    assert row["Unified M@10"] == pytest.approx(100 * result.final["test"]["address"]["MRR@10"])
+    assert row["Unified training pairs"] == 4 and pd.isna(row["Per-move training pairs"])  # no notebook 09 model here
+    assert row["Unified − baseline M@10 low"] <= row["Unified − baseline M@10"] <= row["Unified − baseline M@10 high"]
+    assert 0 < row["p vs baseline"] <= 1
+    md = (cfg.paths.tables / "unified_vs_per_move.md").read_text(encoding="utf-8")
+    assert "p vs baseline" in md and DAGGER in md  # 1-3 queries per move: every cell indicative
+    summary = stage.sensitivity_table(cfg, params, result.sensitivity)
+    notes = (cfg.paths.tables / "unified_move_sensitivity.md").read_text(encoding="utf-8")
+    assert "the gold ranks lower under its own move than under another move for" in notes
+    figure, title = stage.draw_sensitivity_figure(params, result.sensitivity)
+    assert f"N = {len(result.sensitivity)}" in title and figure._suptitle.get_text() == title
+    assert all("N=" in label.get_text() for label in figure.axes[0].get_xticklabels())
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    text = stage.narrative(table, summary)
+    assert "Address (test" in text and "lower under its own move" in text

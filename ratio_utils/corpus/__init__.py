@@ -12,7 +12,7 @@ venue, source, corpus) with paragraphs of sentences in reading order, and writes
   quarantine counts, deduplication, sampling, statistics;
 - `data/interim/quarantine/<corpus>.jsonl`: every record set aside, with file, line and reason.
 
-Modules (imports go one way: base <- readers <- registry <- build; nothing imports build):
+Modules (imports go one way: base <- readers <- registry <- steps <- partitioned <- build; nothing imports build):
 
 - `base`: parameters, `Paper`, `IngestLog`, the `CorpusReader` protocol, shared helpers;
 - one reader per source: `acl_scisumm` (CL-SciSumm/ScisummNet XML), `aclsum` (doc2json JSON in the
@@ -20,7 +20,10 @@ Modules (imports go one way: base <- readers <- registry <- build; nothing impor
   the two ACL modules also download the default corpus, verified, when ../shared is absent;
 - `s2_api`: the Semantic Scholar Datasets API client and shard download;
 - `registry`: source name -> reader factory;
-- `build`: reading, dedupe, sampling, splitting, cleaning, the tables and the report.
+- `steps`: what every build does to its papers: admission (valid, not a duplicate), sentence splitting,
+  cleaning into the sentence table, statistics;
+- `build`: reading, dedupe, sampling, the steps, the tables and the report; `partitioned`: the same per input
+  part, resumable, local or on Dask (`corpus.papers_per_part`).
 
 The names below are this package's public interface (`from ratio_utils.corpus import ...`).
 """
@@ -32,7 +35,6 @@ from .acl_scisumm import (
     AclScisummReader,
     fetch_acl_scisumm,
     read_manifest,
-    verify_against_manifest,
 )
 from .aclsum import ACLSUM_WHEEL, ACLSUM_WHEEL_SHA256, AclsumReader, extract_aclsum_wheel, fetch_aclsum
 from .base import (
@@ -45,21 +47,10 @@ from .base import (
     back_matter_kind,
     decode_bytes,
 )
-from .build import (
-    CorpusBuild,
-    build_corpus,
-    cleaning_table,
-    corpus_statistics,
-    papers_frame,
-    read_papers,
-    sample_papers,
-    sentences_frame,
-    split_unsplit,
-    write_corpus_outputs,
-    year_histogram,
-)
+from .build import build_corpus, cleaning_table, read_papers, sample_papers, write_corpus_outputs, year_histogram
 from .jsonl import JsonlReader
 from .registry import READERS, make_readers
+from .steps import CorpusBuild, corpus_statistics, papers_frame, sentences_frame, split_unsplit
 
 __all__ = [
     "ACLSUM_WHEEL", "ACLSUM_WHEEL_SHA256", "C1_AS_CP1252", "PINNED_MANIFEST", "READERS", "SCISUMM_COMMIT",
@@ -67,5 +58,5 @@ __all__ = [
     "Paper", "S2orcParams", "acl_year_venue", "back_matter_kind", "build_corpus", "cleaning_table",
     "corpus_statistics", "decode_bytes", "extract_aclsum_wheel", "fetch_acl_scisumm", "fetch_aclsum",
     "make_readers", "papers_frame", "read_manifest", "read_papers", "sample_papers",
-    "sentences_frame", "split_unsplit", "verify_against_manifest", "write_corpus_outputs", "year_histogram",
+    "sentences_frame", "split_unsplit", "write_corpus_outputs", "year_histogram",
 ]  # fmt: skip

@@ -181,22 +181,6 @@ def read_manifest(path: "str | Path") -> pd.DataFrame:
     return frame
 
 
-
-
-def verify_against_manifest(root: "str | Path", manifest: "str | Path" = PINNED_MANIFEST) -> dict[str, str]:
-    """Git blob id of every manifest file under `root` that does not match (empty dict: all match)."""
-    from ..download import git_blob_sha1
-
-    root = Path(root)
-    bad = {}
-    for row in read_manifest(manifest).itertuples():
-        path = root / row.local_file
-        actual = git_blob_sha1(path) if path.exists() else "missing"
-        if actual != row.git_blob:
-            bad[row.local_file] = actual
-    return bad
-
-
 def fetch_acl_scisumm(dest: "str | Path", base_url: str = "https://raw.githubusercontent.com/WING-NUS/scisumm-corpus",
                       commit: str = SCISUMM_COMMIT, manifest: "str | Path" = PINNED_MANIFEST, progress: bool = True) -> Path:
     """Download every file of the pinned manifest from the public repository snapshot into `dest`.

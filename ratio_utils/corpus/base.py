@@ -8,95 +8,14 @@ import codecs
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..io import InputError
-from ..text import CleaningRules
+from ..params import CorpusParams, S2orcParams  # noqa: F401  (the `corpus` section, re-exported)
 
 # --- parameters -------------------------------------------------------------------------------------
-
-
-@dataclass
-class S2orcParams:
-    """Semantic Scholar Datasets API settings (ratio_utils.corpus.s2_api, ratio_utils.corpus.s2orc)."""
-
-    release: str = "2026-05-05"  # pinned release id; "latest" is refused (not reproducible)
-    datasets: list[str] = field(default_factory=lambda: ["s2orc", "papers"])
-    fields_of_study: list[str] = field(default_factory=lambda: ["Computer Science"])
-    # Paper §4: papers whose `publicationdate` is on or after `min_date`; papers without one are dropped.
-    # selection "year" keeps papers whose `year` >= min_year instead (papers without a date included).
-    selection: str = "publication_date"
-    min_date: str = "2015-01-01"
-    min_year: int = 2015
-    abstract_spans: bool = False  # paper: `paragraph` spans only; true puts the `abstract` spans first
-    shard_limit: int | None = None  # download/read at most this many shards per dataset (None = all)
-    api_base_url: str = "https://api.semanticscholar.org/datasets/v1"
-    download_dir: str | None = None  # default: <output root>/data/raw/downloads/s2orc/<release>
-    max_retries: int = 5  # on HTTP 429/5xx and broken connections, with exponential backoff and jitter
-    backoff_seconds: float = 2.0  # retry n waits backoff_seconds x 2^(n-1) from the second on, plus up to backoff_seconds of jitter
-    url_max_age_seconds: float = 3000.0  # list the dataset again before pre-signed URLs this old expire
-
-    def __post_init__(self) -> None:
-        if self.selection not in ("publication_date", "year"):
-            raise ValueError(f"corpus.s2orc.selection must be 'publication_date' or 'year', got {self.selection!r}")
-        text = [d for d in self.datasets if d != "papers"]
-        if len(text) != 1 or text[0] not in ("s2orc", "s2orc_v2"):
-            raise ValueError(f"corpus.s2orc.datasets must be 'papers' and one of s2orc, s2orc_v2; got {self.datasets}")
-
-    @property
-    def text_dataset(self) -> str:
-        return next(d for d in self.datasets if d != "papers")
-
-
-@dataclass
-class CorpusParams:
-    """Stage 00 parameters (params section `corpus`)."""
-
-    sources: list[str] = field(default_factory=lambda: ["acl_scisumm", "aclsum"])
-    max_papers: int | None = None  # None = all; else a deterministic sample spread over year bins
-    sample_year_bins: list[int] = field(default_factory=lambda: [2006, 2009])  # upper bounds: train / validation / test
-    min_sentence_chars: int = 35  # paper Appendix B.1
-    min_alpha_ratio: float = 0.6
-    min_words: int = 3
-    strict: bool = False  # raise InputError on the first bad record instead of quarantining it
-    jsonl: dict[str, str] = field(default_factory=dict)  # corpus name -> generic JSONL(.gz) path
-    acl_scisumm_dir: str | None = None  # default: <shared>/corpora/acl_scisumm/raw, else downloaded
-    aclsum_dir: str | None = None  # default: <shared>/corpora/aclsum/raw, else downloaded
-    download_base_url: str = "https://raw.githubusercontent.com/WING-NUS/scisumm-corpus"
-    s2orc: dict[str, Any] = field(default_factory=dict)  # S2orcParams fields
-    progress: bool = True
-    # None: one papers and one sentences file (the default run). A number: a partitioned build, each input
-    # part (this many files or JSONL lines; one S2ORC shard) read, split, cleaned and written as its own
-    # parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
-    papers_per_part: int | None = None
-    # Where the parts of a partitioned build are built: "local" (one after another, in this process) or
-    # "dask" (one task per part on a LocalCluster of dask_workers processes, or on dask_scheduler).
-    engine: str = "local"
-    dask_scheduler: str | None = None
-    dask_workers: int = 2
-    dask_processes: bool = True
-
-    def __post_init__(self) -> None:
-        if self.engine not in ("local", "dask"):
-            raise ValueError(f"corpus.engine must be 'local' or 'dask', got {self.engine!r}")
-        if self.engine == "dask" and self.papers_per_part is None:
-            raise ValueError("corpus.engine: dask builds parts: set corpus.papers_per_part")
-        if self.papers_per_part is not None and self.papers_per_part < 1:
-            raise ValueError("corpus.papers_per_part must be >= 1 or null")
-        if self.papers_per_part is not None and self.max_papers is not None:
-            raise ValueError("corpus.max_papers samples the whole corpus: it cannot be combined with papers_per_part")
-
-    def s2orc_params(self) -> S2orcParams:
-        known = set(S2orcParams.__dataclass_fields__)
-        unknown = sorted(set(self.s2orc) - known)
-        if unknown:
-            raise ValueError(f"params corpus.s2orc has unknown key(s) {unknown}; S2orcParams accepts {sorted(known)}")
-        return S2orcParams(**self.s2orc)
-
-    def cleaning_rules(self) -> CleaningRules:
-        return CleaningRules(min_chars=self.min_sentence_chars, min_alpha_ratio=self.min_alpha_ratio, min_words=self.min_words)
 
 
 # --- the internal representation ---------------------------------------------------------------------

@@ -38,8 +38,8 @@ from ..io import InputError, sha256_file, write_json_atomic, write_parquet_atomi
 from ..parts import part_path, remove_parts_from, reset_table
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusParams, CorpusReader, IngestLog, InputPart
-from .build import CorpusBuild, _valid_paper, admit_papers, corpus_statistics, papers_frame, sentences_frame, split_unsplit
 from .registry import make_readers
+from .steps import CorpusBuild, admit_papers, corpus_statistics, papers_frame, sentences_frame, split_unsplit, valid_paper
 
 COUNT_COLUMNS = ("papers", "paragraphs", "sentences", "sentences_kept", "pairs", "pairs_kept")
 
@@ -57,10 +57,13 @@ class _FileHashes:
 
 
 EXECUTION_SETTINGS = {"progress", "engine", "dask_scheduler", "dask_workers", "dask_processes"}  # not in a part's key
+# Rules added after parts were built: left off (None), they are not in the key, so those parts stay valid.
+SWITCHES_OFF_BY_DEFAULT = {"min_word_token_ratio"}
 
 
 def part_key(part: InputPart, params: CorpusParams, previous: str, hashes: Callable[[str], str]) -> str:
-    settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
+    settings = {k: v for k, v in asdict(params).items()
+                if k not in EXECUTION_SETTINGS and not (k in SWITCHES_OFF_BY_DEFAULT and v is None)}
     record = {
         "previous": previous, "corpus": part.corpus, "lines": part.lines, "params": settings,
         "files": [[Path(f).name, hashes(f)] for f in part.files],
@@ -81,7 +84,7 @@ def _splitter() -> SentenceSplitter:
 def build_part(papers, params: CorpusParams, log: IngestLog) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(papers table, sentence table, cleaning counts per corpus) of one part's admitted papers."""
     split_unsplit(papers, _splitter(), log, progress=False)
-    papers = [p for p in papers if _valid_paper(p, log)]
+    papers = [p for p in papers if valid_paper(p, log)]
     cleaning: dict[str, CleaningCounts] = {}
     return papers_frame(papers), sentences_frame(papers, SentenceCleaner(params.cleaning_rules()), cleaning, progress=False), cleaning
 
@@ -154,7 +157,7 @@ def part_paper_ids(reader: CorpusReader, part: InputPart) -> tuple[list[tuple[st
     """(paper id, valid) of every paper of a part in reading order, and its input files' SHA-256: the
     cheap first pass of a parallel build (reading without sentence splitting)."""
     log = IngestLog()  # counts and quarantine are the second pass's to keep
-    ids = [(paper.paper_id, _valid_paper(paper, log)) for paper in reader.read_part(part, log)]
+    ids = [(paper.paper_id, valid_paper(paper, log)) for paper in reader.read_part(part, log)]
     return ids, {f: sha256_file(f) for f in part.files}
 
 

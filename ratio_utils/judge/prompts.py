@@ -8,9 +8,8 @@ writes nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
@@ -18,36 +17,7 @@ import yaml
 from ..config import REPO_ROOT
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
-
-
-@dataclass
-class JudgeParams:
-    """The `judge` params section; defaults follow the paper."""
-
-    prompts_dir: str = "prompts/judge"  # relative to the repository
-    sample_sizes: dict[str, int | None] = field(
-        default_factory=lambda: {"specify": 10_000, "address": None, "broaden": None}
-    )  # per move; None = every test pair (Specify: stratified by marker, equal allocation)
-    n_calibration: int = 100  # pairs per move labelled by the calibration annotator
-    n_panel: int = 60  # held-out pairs per move labelled by the panel
-    n_retained: int = 2  # prompts kept per move; a pair must be accepted by all of them
-    retained: dict[str, list[str]] | None = field(default_factory=dict)  # move -> prompt names; empty/None = by calibration F1
-    calibration_annotator: str | None = None  # needed only if several annotators labelled calibration pairs
-    guideline_prompt: str = "minimal"  # the prompt shown to annotators on the sheets
-    labels_dir: str = "output:data/interim/judge/labels"  # params paths (Paths.from_params)
-    out_dir: str = "output:data/interim/judge"
-    model: str | None = None  # None: llm.model
-    reasoning_effort: str | None = "medium"
-    verbosity: str | None = "low"
-    extra: dict[str, Any] = field(default_factory=dict)  # further request parameters
-
-    def __post_init__(self) -> None:
-        if self.retained is None:  # `retained: null` in a params file that extends one fixing them
-            self.retained = {}
-        moves = {m.value for m in MOVES}
-        unknown = sorted((set(self.sample_sizes) | set(self.retained)) - moves)
-        if unknown:
-            raise ValueError(f"judge params name unknown move(s) {unknown}; moves are {sorted(moves)}")
+from ..params import JudgeParams  # noqa: F401  (the `judge` section, re-exported)
 
 
 # --------------------------------------------------------------------------------------------

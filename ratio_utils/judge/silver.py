@@ -405,13 +405,31 @@ class SilverFilter:
                                                                "accept_without_anaphor_%", "odds_ratio", "fisher_p"])
         for column in ["paper: share with anaphor %", "paper: accept with anaphor %", "paper: accept without anaphor %", "paper: odds ratio"]:
             table[column] = table["move"].map(lambda m: PAPER_ANAPHORA.get(m, {}).get(column, np.nan))
-        shown = table.copy()
+        judged_n = table["n_with_anaphor"].astype(float) + table["n_without_anaphor"].astype(float)
+        table.insert(table.columns.get_loc("n_with_anaphor"), "judged pairs", judged_n.astype("Int64"))
+        shown = table.rename(columns=ANAPHORA_SHOWN_COLUMNS)
         shown["fisher_p"] = shown["fisher_p"].map(lambda p: "" if pd.isna(p) else f"{p:.2g}")
-        notes = list(self.notes) + ["Acceptance = accepted by both retained prompts; pairs without a usable verdict are left out. "
-                                    "Odds ratio and p from scipy.stats.fisher_exact. 'paper:' columns are the paper's values, not ours."]
+        coverage = "; ".join(f"{r['move']} {int(r['judged pairs'])} of {int(r['sampled pairs'])}"
+                             for r in table.to_dict(orient="records") if pd.notna(r["judged pairs"]))
+        notes = list(self.notes) + [
+            "Denominators, one per column: 'sampled' columns are over the pairs drawn for the judge; 'judged' columns over "
+            "the sampled pairs with a usable verdict from both retained prompts"
+            + (f" ({coverage})" if coverage else "") + "; 'accepted' shares over the judged pairs with (without) an anaphor.",
+            "Acceptance = accepted by both retained prompts; pairs without a usable verdict are left out. "
+            "Odds ratio and p from scipy.stats.fisher_exact. 'paper:' columns are the paper's values, not ours."]
         write_table(shown, "judge_anaphora", self.cfg, caption="Silver acceptance and explicit anaphors in the marker",
                     notes=self._portable(notes), inputs=[self.benchmark_dir], float_format="{:.1f}")
         return table
+
+# judge_anaphora as shown: each column names the pairs it counts (sampled, or judged: with a usable verdict).
+ANAPHORA_SHOWN_COLUMNS = {
+    "share with anaphor %": "sampled: with anaphor %",
+    "judged pairs": "judged pairs",
+    "n_with_anaphor": "judged: with anaphor",
+    "n_without_anaphor": "judged: without anaphor",
+    "accept_with_anaphor_%": "judged with anaphor: accepted %",
+    "accept_without_anaphor_%": "judged without anaphor: accepted %",
+}
 
 
 def _with_release_columns(frame: pd.DataFrame) -> pd.DataFrame:

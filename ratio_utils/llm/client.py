@@ -17,6 +17,7 @@ from typing import Any
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
+from ..run_records import first_time_this_run
 from .batch import BatchMixin
 from .store import ResponseStore, result_from_response
 from .types import (
@@ -167,6 +168,7 @@ class LLMClient(BatchMixin):
         report.n_cached = report.n_unique - len(pending)
         report.n_to_send = len(pending)
         self._estimate(report, [requests[i] for i in pending], mode)
+        self._notice_unpriced([requests[i] for i in pending])
         self._print_estimate(report)
 
         if pending and mode == "replay":
@@ -237,18 +239,28 @@ class LLMClient(BatchMixin):
 
     @staticmethod
     def _fmt_cost(cost: float | None) -> str:
-        return "unknown (no price for this model in llm.prices)" if cost is None else f"${cost:,.2f}"
+        # An unknown cost prints nothing here: `_notice_unpriced` says once per run how to get one.
+        return "" if cost is None else f", cost ${cost:,.2f}"
+
+    def _notice_unpriced(self, requests: Sequence[ChatRequest]) -> None:
+        """Once per pipeline run and model: costs cannot be shown without a price, and how to give one."""
+        unpriced = sorted({r.model for r in requests} - set(self.settings.prices))
+        new = [model for model in unpriced if first_time_this_run(f"llm.prices has no price for {model}")]
+        if new:
+            example = ", ".join(f"{model}: {{input: <USD per 1M tokens>, output: <USD per 1M tokens>}}" for model in new)
+            print(f"[llm] costs are not shown for {', '.join(new)}: llm.prices has no price for them; to see them, "
+                  f"set llm.prices in the params file, e.g. llm: {{prices: {{{example}}}}}")
 
     def _print_estimate(self, r: RunReport) -> None:
         print(f"[llm] {r.desc or 'run'}: {r.n_requests} request(s), {r.n_unique} unique, {r.n_cached} cached, "
               f"{r.n_to_send} to send ({r.mode}, {r.model}); estimate {r.est_input_tokens:,} input + "
-              f"{r.est_output_tokens:,} output tokens, cost {self._fmt_cost(r.est_cost_usd)}")
+              f"{r.est_output_tokens:,} output tokens{self._fmt_cost(r.est_cost_usd)}")
 
     def _print_report(self, r: RunReport) -> None:
         if r.answered_by:
             print(f"[llm] {r.desc or 'run'}: answered by {', '.join(r.answered_by)} (configured: {r.model})")
         print(f"[llm] {r.desc or 'run'}: {r.n_ok} ok, {r.n_failed} failed; used {r.input_tokens:,} input + "
-              f"{r.output_tokens:,} output tokens ({r.reasoning_tokens:,} reasoning), cost {self._fmt_cost(r.cost_usd)}")
+              f"{r.output_tokens:,} output tokens ({r.reasoning_tokens:,} reasoning){self._fmt_cost(r.cost_usd)}")
 
     def _check_budget(self, n: int, *, consume: bool = True) -> None:
         limit = self.settings.max_requests

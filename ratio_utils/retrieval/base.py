@@ -67,6 +67,9 @@ class Retriever(ABC):
     """Ranks queries against a pool. Subclasses implement `_search` on checked frames."""
 
     name: str = "retriever"
+    # Progress bars of encoding and search; a caller looping over many searches under its own bar turns them
+    # off, so that bars never nest (nested text bars leave cursor-up escapes in notebook output).
+    show_progress: bool = True
 
     def search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int = 100) -> pd.DataFrame:
         """Top-k candidates of every query (queries: qid, text; pool: docid, text) as a run."""

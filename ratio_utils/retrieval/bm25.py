@@ -142,7 +142,8 @@ class BM25Retriever(Retriever):
         answerable = [i for i, tokens in enumerate(query_tokens) if tokens]
         if answerable:
             found, found_scores = index.retrieve(
-                [query_tokens[i] for i in answerable], k=width, show_progress=len(answerable) > 1000, n_threads=0
+                [query_tokens[i] for i in answerable], k=width, show_progress=self.show_progress and len(answerable) > 1000,
+                n_threads=0
             )
             hits[answerable], scores[answerable] = found, found_scores
         hits = np.where(scores > 0, hits, -1)

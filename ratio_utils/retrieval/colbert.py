@@ -92,7 +92,7 @@ class ColBERTRetriever(Retriever):
             batch_size=self.batch_size,
             convert_to_numpy=False,
             convert_to_tensor=False,
-            show_progress_bar=len(texts) > 5 * self.batch_size,
+            show_progress_bar=self.show_progress and len(texts) > 5 * self.batch_size,
         )
 
     def _search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -116,7 +116,7 @@ class ColBERTRetriever(Retriever):
         per_doc_bytes = 4 * queries_tensor.shape[0] * queries_tensor.shape[1] * doc_tokens
         doc_chunk = max(1, min(self.doc_chunk, self.max_block_bytes // per_doc_bytes))
         starts = range(0, len(pool), doc_chunk)
-        for start in tqdm(starts, desc=f"{self.name}: MaxSim", disable=len(starts) < 2):
+        for start in tqdm(starts, desc=f"{self.name}: MaxSim", disable=not self.show_progress or len(starts) < 2):
             chunk = doc_embeddings[start : start + doc_chunk]
             docs = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(d, dtype=torch.float32) for d in chunk], batch_first=True)
             # The mask keeps padding (zero vectors, similarity 0) from beating real tokens with negative similarity.

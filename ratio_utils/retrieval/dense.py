@@ -38,13 +38,11 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
-from ..schema import Move
+from ..params import DEFAULT_MAX_POOL_BYTES
+from ..run_records import count_reused
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_PREFIXES, GENERIC_QUERY_PREFIX, Move  # noqa: F401  (re-exported)
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
-
-GENERIC_QUERY_PREFIX = "query: "
-GENERIC_DOC_PREFIX = "document: "
-GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
 
 # Appendix C, "Move instructions".
 MOVE_INSTRUCTIONS: dict[Move, str] = {
@@ -61,11 +59,6 @@ MOVE_INSTRUCTIONS: dict[Move, str] = {
         "instance, detail, or special case."
     ),
 }
-
-# The instruction layout used by the instruction-following models of the paper (Qwen3-Embedding,
-# Stella s2p); models without their own layout get the same one.
-DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
-
 
 @dataclass(frozen=True)
 class PromptStyle:
@@ -123,7 +116,13 @@ def _short(text: str) -> str:
 
 
 class EmbeddingCache:
-    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped."""
+    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped.
+
+    Each load and save is counted for the run's records (ratio_utils.run_records): texts whose embeddings
+    were read from an array an earlier notebook or run wrote, out of all texts embedded or read."""
+
+    REUSE_RECORD = "texts' embeddings computed before (cache/embeddings)"
+    _saved_here: set[Path] = set()  # arrays this process wrote: reading them again is not reuse of earlier work
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -137,19 +136,23 @@ class EmbeddingCache:
         array = np.load(path, mmap_mode="r")
         if array.shape[0] != n_rows:  # a different text set hashed alike: never trust it
             return None
+        if path not in self._saved_here:
+            count_reused(self.REUSE_RECORD, n_rows, n_rows)
         return array
 
     def save(self, path: Path, array: np.ndarray, prefix: str, model: str) -> np.ndarray:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, array)
-        self.describe(path, prefix, model)
+        self.record_written(path, array.shape[0], prefix, model)
         return np.load(path, mmap_mode="r")
 
-    @staticmethod
-    def describe(path: Path, prefix: str, model: str) -> None:
-        """The prefix is hashed in the folder name; keep it readable beside the arrays."""
+    def record_written(self, path: Path, n_rows: int, prefix: str, model: str) -> None:
+        """An array this process wrote at `path` (by `save`, or encoded into it in place): its prefix kept
+        readable beside it (the folder name holds only its hash), and its rows counted as computed, not reused."""
         write_json_atomic(path.parent / "prefix.json", {"prefix": prefix, "model": model})
+        self._saved_here.add(path)
+        count_reused(self.REUSE_RECORD, 0, n_rows)
 
 
 def _faiss():
@@ -194,9 +197,6 @@ def _shared_model(path: str, device: str | None):
     return load_sentence_transformer(path, device=device)
 
 
-# Pools whose vectors take more are searched from a memory-mapped file (see the module docstring). Far
-# above any pool of the default run (~6k sentences x 384 float32 = 9 MB), below a paper-size train pool.
-DEFAULT_MAX_POOL_BYTES = 16 << 30
 _WIDEST_EMBEDDING = 8192  # wider than every embedding model of the paper (Stella 1.5B: 1,536; Qwen3 8B: 4,096)
 
 
@@ -294,7 +294,7 @@ class DenseRetriever(Retriever):
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
-            show_progress_bar=len(texts) > 5 * self.batch_size,
+            show_progress_bar=self.show_progress and len(texts) > 5 * self.batch_size,
         )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -332,7 +332,7 @@ class DenseRetriever(Retriever):
         qids = list(queries["qid"])
         runs = []
         starts = range(0, len(qids), self.query_chunk)
-        for start in tqdm(starts, desc=f"{self.name}: search", disable=len(starts) < 2):
+        for start in tqdm(starts, desc=f"{self.name}: search", disable=not self.show_progress or len(starts) < 2):
             block = np.ascontiguousarray(query_vectors[start : start + self.query_chunk], dtype=np.float32)
             scores, hits = index.search(block, width)
             runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(), hits, scores, k))
@@ -352,7 +352,7 @@ class DenseRetriever(Retriever):
                 vectors = encode_to_memmap(lambda batch: self.encode(list(batch), self.doc_prefix, "encoding pool"),
                                            texts, path, self.embedding_dimension(), self.encode_chunk, self.storage_dtype)
                 if self.cache is not None:
-                    self.cache.describe(path, self.doc_prefix, self._model_ref or self.model_label)
+                    self.cache.record_written(path, len(texts), self.doc_prefix, self._model_ref or self.model_label)
             query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
             width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
             qids = list(queries["qid"])

@@ -20,7 +20,7 @@ Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -37,25 +37,10 @@ from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries
 from ..schema import MOVES, Move, Split
+from ..params import AnalysisParams
 
 STAGE = "11_analyses"
 FULL_POOL = "full"
-
-
-@dataclass
-class AnalysisParams:
-    """The `analysis:` section of the params files (Appendix F)."""
-
-    base_model: str = "all-MiniLM-L6-v2"  # the untuned retriever: a model name (ratio_utils.models) or a folder
-    tuned_models: dict[str, str] = field(default_factory=dict)  # move -> folder; empty: notebook 09's models/<base>__<move>/
-    query_prefix: str = "query: "  # the generic prefixes of §5.1, as notebook 09 trains with
-    doc_prefix: str = "document: "
-    overlap_ks: list[int] = field(default_factory=lambda: list(analysis.OVERLAP_KS))
-    comparison_ks: list[int] = field(default_factory=lambda: list(analysis.COMPARISON_KS))
-    k: int = 100
-    max_queries: int | None = None  # per move and query set (the first by id); smoke runs only
-    batch_size: int = 64
-    n_resamples: int = 10_000
 
 
 def load_analysis_params(cfg: Config) -> AnalysisParams:
@@ -178,6 +163,13 @@ def _interval_note(extra: str = "") -> str:
             f"over the same queries. {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only." + extra)
 
 
+def with_p_text(frame: pd.DataFrame, n_permutations: int, column: str = "p") -> pd.DataFrame:
+    """The shown form of a table whose `column` holds numeric p-values (kept numeric in the CSV)."""
+    if frame.empty or column not in frame:
+        return frame
+    return frame.assign(**{column: frame[column].map(lambda p: stats.format_p(p, n_permutations))})
+
+
 def _reduced_note(params: AnalysisParams) -> list[str]:
     return [f"Reduced run: at most {params.max_queries} queries per move and query set (the first by id)."] if params.max_queries else []
 
@@ -239,12 +231,13 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
                     comparisons.append({
                         "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
                         "Baseline": cell(base.dropna(), cache).text(1, 3), "Tuned": cell(tuned.dropna(), cache).text(1, 3),
-                        "Gold": cell(gold, cache).text(1, 3), "Tuned - baseline": diff.text(1, 3), "p": f"{p:.4f}",
+                        "Gold": cell(gold, cache).text(1, 3), "Tuned - baseline": diff.text(1, 3), "p": p,
                         "Tuned overlaps less": "yes" if tuned.mean() < base.mean() else "no"})
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
     per_k = pd.DataFrame(rows)
     comparison_frame = pd.DataFrame(comparisons)
+    comparisons_shown = with_p_text(comparison_frame, params.n_resamples)
     count = _overlap_count(comparison_frame, params)
     if write and not per_k.empty:
         common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
@@ -256,15 +249,15 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
                     caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
                             "between a query and its gold sentence, per query set and move.")
         labels = silver_sources(bench)
-        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common, labels=labels,
-                    records=records_frame(records),
+        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common, shown=comparisons_shown,
+                    labels=labels, records=records_frame(records),
                     caption="Lexical overlap, tuned vs untuned at k in {" + ", ".join(map(str, params.comparison_ks)) + "}.")
         write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common, labels=labels,
                     caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
                             "the untuned retriever's (paper: 24 of 24).")
         figure = _overlap_figure(cfg, bench, per_k, notes)
     cache.save()  # the next run looks the intervals up instead of resampling again
-    return OverlapResult(per_k, comparison_frame, count, notes, figure if write and not per_k.empty else None)
+    return OverlapResult(per_k, comparisons_shown, count, notes, figure if write and not per_k.empty else None)
 
 
 def _overlap_table(per_k: pd.DataFrame) -> pd.DataFrame:
@@ -299,6 +292,7 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
     moves = [m.value for m in MOVES]
     fig, axes = plt.subplots(1, len(moves), figsize=(4 * len(moves), 3.2), sharey=True)
     colors = {"baseline": "C0", "tuned": "C1"}
+    shown_n: list[int] = []
     for ax, move in zip(axes, moves):
         split = query_split(bench, move)
         data = per_k[(per_k["query_set"] == split) & (per_k["move"] == move)]
@@ -315,12 +309,16 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
         ticks = sorted(data["k"].unique())
         ax.set_xticks(ticks, [str(k) for k in ticks])
         ax.minorticks_off()
-        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}", fontsize=9)
+        n = int(data["n"].max()) if not data.empty else 0
+        shown_n.append(n)
+        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}, N={n}{DAGGER if stats.is_indicative(n) else ''}", fontsize=9)
         ax.set_xlabel("k")
     axes[0].set_ylabel("mean Jaccard, query vs top-k")
     handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
-    fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals)", fontsize=10)
+    small = any(stats.is_indicative(n) for n in shown_n if n)
+    fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals; "
+                 f"N: queries{f'; {DAGGER} fewer than {stats.INDICATIVE_BELOW}, indicative' if small else ''})", fontsize=10)
     fig.tight_layout()
     save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=silver_sources(bench))
     plt.close(fig)
@@ -357,32 +355,51 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
                 base_row = {"Panel": panel, "Move": move.capitalize(), "Pool size": len(pool), "Queries": len(qrels),
                             "Query set": query_set_name(split), "Setup": setup}
                 if tuned_on and move not in retrievers.tuned:
-                    rows.append({**base_row, "Tuned - baseline M@10": "", "p": ""})
+                    rows.append({**base_row, "Tuned - baseline M@10": "", "p": None})
                     continue
                 scores = per_query_metrics(source.run(tuned_on, move, split, pool_name, pool), qrels, metrics)
                 per_system[setup] = scores
-                row = {**base_row, **{c: cell(scores[metric_key(c)], cache).text() for c in FULL_COLUMNS}}
+                row = {**base_row, **{c: oracle_cell_text(c, cell(scores[metric_key(c)], cache), len(pool)) for c in FULL_COLUMNS}}
                 if setup == "Tuned":
                     diff, p = paired_cell(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
-                    row.update({"Tuned - baseline M@10": diff.text(), "p": f"{p:.4f}"})
+                    row.update({"Tuned - baseline M@10": diff.text(), "p": p})
                     records.append(cell_record(diff, p, scope=f"oracle pool {panel}", move=move, query_set=split, metric="M@10",
-                                           subject="tuned", reference="baseline"))
+                                               subject="tuned", reference="baseline"))
                 rows.append(row)
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its Tuned rows are empty.")
     table = pd.DataFrame(rows)
     columns = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *FULL_COLUMNS, "Tuned - baseline M@10", "p"]
-    table = table.reindex(columns=[c for c in columns if c in table.columns]).fillna("")
+    table = table.reindex(columns=[c for c in columns if c in table.columns])
+    table = table.astype(object).where(table.notna(), None)
+    shown = with_p_text(table, params.n_resamples).fillna("")
+    trivial = sorted({c for c in FULL_COLUMNS if c in shown and shown[c].astype(str).str.contains(TRIVIAL_MARK, regex=False).any()},
+                     key=FULL_COLUMNS.index)
+    if trivial:
+        notes.append(f"'100{TRIVIAL_MARK} k)': the pool holds no more than k candidates, so every gold is in the top k by "
+                     f"construction and R@k is 100 whatever the retriever ({', '.join(trivial)} of the panels marked); "
+                     "not a result.")
     if write:
-        write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark], labels=silver_sources(bench),
-                    records=records_frame(records),
+        write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark], shown=shown,
+                    labels=silver_sources(bench), records=records_frame(records),
                     caption=f"Table 10: oracle move filtering (%), {retrievers.label} before (Baseline) and after (Tuned) "
                             "fine-tuning on the move, with candidate pools of the move's gold sentences only.",
                     notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its silver "
                            "pairs; the query's own sentence is never a candidate. Scores are not comparable across pools of "
                            "different sizes: read each panel on its own.", _interval_note(), *_reduced_note(params), *notes])
     cache.save()
-    return table
+    return shown
+
+
+TRIVIAL_MARK = " (pool ≤"  # R@k cells of pools with at most k candidates: '100 (pool ≤ 10)'
+
+
+def oracle_cell_text(column: str, c: Cell, pool_size: int) -> str:
+    """A Table 10 cell; R@k of a pool with at most k candidates is 100 by construction and says so."""
+    kind, _, k = column.partition("@")
+    if kind == "R" and pool_size <= int(k):
+        return f"100{TRIVIAL_MARK} {k})" + (DAGGER if c.indicative else "")
+    return c.text()
 
 
 # -- F.3 cross-move transfer --------------------------------------------------------------------------
@@ -405,7 +422,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
-    rows, scores, untuned, notes, records = [], {}, {}, [], []
+    rows, scores, untuned, counts, notes, records = [], {}, {}, {}, [], []
     for queried in (m.value for m in MOVES):
         split = query_split(bench, queried)
         if split != Split.SILVER.value:
@@ -413,6 +430,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
         qrels = source.qrels(queried, split)
         base = per_query_metrics(source.run(None, queried, split), qrels, ["MRR@10"])["MRR@10"]
         untuned[queried] = float(base.mean())
+        counts[queried] = len(base)
         base_cell = cell(base, cache)
         per_query = {}
         for tuned_on in sorted(retrievers.tuned):
@@ -426,7 +444,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
             rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
                          "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
                          "Untuned M@10": base_cell.text(), "Tuned M@10": cell(tuned, cache).text(),
-                         "Difference": diff.text(), "p": f"{p:.4f}",
+                         "Difference": diff.text(), "p": p,
                          "Relative change": "" if pd.isna(change) else f"{100 * change:+.0f}%"})
         # F.3's claim: on a move's queries, the retriever tuned on that move beats each one tuned on another move
         for other in sorted(set(per_query) - {queried}) if queried in per_query else []:
@@ -437,32 +455,51 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
         notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
     matrix = analysis.transfer_matrix(scores, untuned)
     table, figure = pd.DataFrame(rows), None
+    shown = with_p_text(table, params.n_resamples)
     if write and not table.empty:
-        write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], labels=silver_sources(bench),
-                    records=records_frame(records),
+        write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], shown=shown,
+                    labels=silver_sources(bench), records=records_frame(records),
                     caption=f"Cross-move transfer (Appendix F.3): MRR@10 (%) of {retrievers.label} tuned on one move, on the "
                             "queries of each move, against the untuned model on the same queries (full test pool).",
                     notes=["Relative change = (tuned - untuned) / untuned. Difference: tuned - untuned in points.",
                            _interval_note(), *_reduced_note(params), *notes])
-        figure = _transfer_figure(cfg, matrix, retrievers.label, notes, silver_sources(bench))
+        queried_sets = {q: (query_set_name(query_split(bench, q)), counts[q]) for q in counts}
+        figure = _transfer_figure(cfg, matrix, queried_sets, retrievers.label, notes, silver_sources(bench))
     cache.save()
-    return TransferResult(table, matrix, notes, figure)
+    return TransferResult(shown, matrix, notes, figure)
 
 
-def _transfer_figure(cfg: Config, matrix: pd.DataFrame, label: str, notes: list[str], labels=()):
+def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, tuple[str, int]], label: str,
+                     notes: list[str], labels=()):
+    """The relative-change heatmap; each cell names its N (queries of the column's move), † below 30."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     from ..report import save_figure, set_figure_style
 
     set_figure_style()
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * matrix.shape[1], 1.2 + 0.8 * matrix.shape[0]))
-    sns.heatmap(100 * matrix, annot=True, fmt="+.0f", cmap="RdBu", center=0, cbar_kws={"label": "MRR@10 change vs untuned (%)"}, ax=ax)
-    ax.set_title(f"Cross-move transfer, {label}", fontsize=10)
+    annotations = matrix.copy().astype(object)
+    for queried in matrix.columns:
+        n = queried_sets[queried][1]
+        mark = DAGGER if stats.is_indicative(n) else ""
+        annotations[queried] = ["" if pd.isna(v) else f"{100 * v:+.0f}%{mark}\nN={n}" for v in matrix[queried]]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.6 * matrix.shape[1], 1.4 + 0.9 * matrix.shape[0]))
+    sns.heatmap(100 * matrix, annot=annotations.to_numpy(), fmt="", cmap="RdBu", center=0,
+                cbar_kws={"label": "MRR@10 change vs untuned (%)"}, ax=ax)
+    ax.set_title(f"Cross-move transfer, {label}\n{transfer_caption(queried_sets)}", fontsize=9)
     fig.tight_layout()
-    save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=labels)
+    save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], labels=labels,
+                notes=[f"Cell: relative change of MRR@10, tuned (row) vs untuned, on the column's {transfer_caption(queried_sets)}.", *notes])
     plt.close(fig)
     return fig
+
+
+def transfer_caption(queried_sets: dict[str, tuple[str, int]]) -> str:
+    """'queries: Address silver N=41, Broaden silver N=6†, ...; † fewer than 30 queries (indicative)'."""
+    parts = [f"{move.capitalize()} {name} N={n}{DAGGER if stats.is_indicative(n) else ''}"
+             for move, (name, n) in queried_sets.items()]
+    small = any(stats.is_indicative(n) for _, n in queried_sets.values())
+    return "queries: " + ", ".join(parts) + (f"; {DAGGER} fewer than {stats.INDICATIVE_BELOW} queries (indicative)" if small else "")
 
 
 def retrievers_frame(retrievers: Retrievers) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from ..models import model_name
 from ..report import write_table
 from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ..schema import Move
-from ..stats import INDICATIVE_BELOW
+from ..stats import INDICATIVE_BELOW, format_p
 
 
 def load_params(cfg: Config) -> HumanEvalParams:
@@ -51,9 +51,9 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
     # imported only here: they load torch, which the packets themselves do not need
     from ..retrieval.scoring import benchmark_queries
     from ..train import load_train_params
-    from . import retrieval_baselines
+    from ..retrieval import systems
 
-    retrieval = retrieval_baselines.load_retrieval_params(cfg)
+    retrieval = systems.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
     made = []
     for setup, move, split in missing:
@@ -64,13 +64,13 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[
                 continue
             if setup != "baseline":
                 # notebook 09's run files of its tuned model, written as 09 writes them
-                retrieval_baselines.record_tuned_runs(cfg, move.value, bench)
+                systems.record_tuned_runs(cfg, move.value, bench)
                 if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
                     made.append(f"{wanted} on {move.value}/{split.value}")
                     break
                 continue
-            system = retrieval_baselines.System(model, "generic", "dense", base)
-            retriever = retrieval_baselines.make_retriever(system, move, retrieval, cfg)
+            system = systems.System(model, "generic", "dense", base)
+            retriever = systems.make_retriever(system, move, retrieval, cfg)
             queries, _ = benchmark_queries(bench, move, split)
             run = retriever.search(queries, bench.pool(split), k=retrieval.k)
             info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,
@@ -190,10 +190,18 @@ def results(cfg: Config) -> HumanEvalResults:
     }
     inputs = [cfg.paths.human_eval_key, *files]
     for name, frame in tables.items():
-        write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, float_format="{:.3g}" if name in ("table2_human_eval", "human_eval_agreement") else "{:.1f}")
+        shown = p_values_shown(frame, params.n_permutations) if name == "table2_human_eval" else None
+        write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, shown=shown,
+                    float_format="{:.3g}" if name in ("table2_human_eval", "human_eval_agreement") else "{:.1f}")
     status = labels.candidates.groupby("annotator")["item"].nunique().rename("complete queries").reset_index()
     status = status.merge(labels.incomplete.groupby("annotator").size().rename("incomplete queries").reset_index(), how="outer")
     return HumanEvalResults(status.fillna(0).astype({"incomplete queries": int}), tables)
+
+
+def p_values_shown(frame: pd.DataFrame, n_permutations: int) -> pd.DataFrame:
+    """Table 2 as shown: its `p ...` columns through stats.format_p (the CSV keeps the numbers)."""
+    columns = [c for c in frame.columns if c.startswith("p ")]
+    return frame.assign(**{c: frame[c].map(lambda p: format_p(p, n_permutations)) for c in columns})
 
 
 def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:

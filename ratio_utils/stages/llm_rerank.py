@@ -66,6 +66,11 @@ class Job:
         return reranked_system_name(self.system)
 
 
+COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one request each); of those requests, sent: "
+               "sent to the endpoint in this run; replayed: answered from recorded responses (replay or the cache); "
+               "request_files: written as Batch API request files without an answer (no key, nothing recorded).")
+
+
 class LLMRerank:
     """Notebook 10 step by step; each method returns what the notebook displays."""
 
@@ -150,7 +155,7 @@ class LLMRerank:
                 job.to_send.append(qid)
             else:
                 job.counts.not_sent_gold_outside_top_n += 1
-        job.counts.sent = len(job.to_send)
+        job.counts.to_rerank = len(job.to_send)
         return job
 
     # -- step 3: ask the model, write the runs -------------------------------------------------------
@@ -192,8 +197,9 @@ class LLMRerank:
         table = self._counts_table()
         reranker = rerank_source({"reranker": self.model, "answered_by": self.answered_by,
                                   "replayed_from": REPLAYED_FROM if self.mode == "replay" else None}) if self.answered_by else None
-        write_table(table, "rerank_summary", self.cfg, caption="LLM reranking (notebook 10): queries sent, answers, repairs",
-                    notes=self._portable(self.notes), inputs=[self.prompts_dir], float_format="{:.0f}",
+        write_table(table, "rerank_summary", self.cfg,
+                    caption="LLM reranking (notebook 10): queries to rerank, what happened to their requests, answers, repairs",
+                    notes=self._portable([*self.notes, COUNTS_NOTE]), inputs=[self.prompts_dir], float_format="{:.0f}",
                     labels=[*silver_sources(self.bench), reranker])
         return table
 
@@ -223,6 +229,7 @@ class LLMRerank:
         orders = dict(job.orders)
         for qid in job.to_send:
             result = results.get(qid)
+            self._count_outcome(job, result)
             if answer_status(result) != "answered":
                 job.counts.missing += 1
                 job.counts.replay_misses += int(result is not None and result.replay_miss)
@@ -255,6 +262,17 @@ class LLMRerank:
             notes=[f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"] if job.counts.missing else [],
         )
         job.written = write_system_run(ranked_run(orders), self.cfg.paths.retrieval_runs, info)["parquet"]
+
+    def _count_outcome(self, job: Job, result: ChatResult | None) -> None:
+        """Sent (live, not from the cache), replayed (a recorded or cached answer) or written as a request file."""
+        if result is None:
+            return
+        if result.cached and result.content:
+            job.counts.replayed += 1
+        elif self.mode == "live" and not result.cached:
+            job.counts.sent += 1
+        elif self.request_files and (self.mode == "dry_run" or result.replay_miss):
+            job.counts.request_files += 1
 
     def _remove_stale(self, target: Path) -> None:
         for path in (target, target.with_suffix(".trec"), info_path(target)):

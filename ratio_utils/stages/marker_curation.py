@@ -16,7 +16,7 @@ from .. import lexicon as lx
 from ..config import REPO_ROOT, load_config
 from ..io import atomic_path
 from ..report import set_figure_style, write_table
-from .common import say, show_figure, written_files
+from ..display import say, show_figure, written_files
 
 
 class MarkerCurationStage:

@@ -57,7 +57,8 @@ class PairMiningStage:
         write_table(
             table4, "table4", self.cfg,
             caption="Table 4: discourse markers by source and move (Lexicon: in the lexicon; Data: in at least one mined pair)",
-            notes=[TABLE4_DATA_NOTE, *lx.table4_notes(table4)],
+            notes=[TABLE4_DATA_NOTE, *lx.table4_notes(table4),
+                   *lx.manual_count_notes(table4, lx.read_released_csv_rows(lx.released_lexicon_path(self.cfg)))],
             inputs=[self.cfg.paths.lexicon, self.cfg.paths.pairs],
         )
         return table4

@@ -17,7 +17,7 @@ from ..config import REPO_ROOT, load_config
 from ..llm import ReplayMiss
 from ..report import write_table
 from ..schema import MarkerSource
-from .common import say
+from ..display import say
 
 TABLE4_PAPER_NOTE = (
     "The file files the paper's 257 Address pattern markers under LLM generation; paper per-source totals: "
@@ -87,6 +87,6 @@ class PatternExpansionStage:
                     notes=["Data columns are filled after mining: notebook 05 calls ratio_utils.lexicon.table4(lexicon, pairs).",
                            f"Markers are distinct normalised phrases: the released file's {lexicon.report['move_rows_in_file']:,} move rows give "
                            f"{int((lexicon.frame['kind'] == 'move').sum()):,} move markers (the rest repeat a marker up to case or a trailing comma).",
-                           TABLE4_PAPER_NOTE],
+                           TABLE4_PAPER_NOTE, *lx.manual_count_notes(table4, self.released)],
                     inputs=[self.cfg.paths.lexicon])
         return table4

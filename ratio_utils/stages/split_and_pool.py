@@ -15,7 +15,7 @@ from ..config import load_config
 from ..models import contamination_note, encoders_used
 from ..report import set_figure_style, write_table
 from ..schema import MOVES
-from .common import show_figure
+from ..display import show_figure
 
 
 class SplitAndPoolStage:
@@ -37,7 +37,7 @@ class SplitAndPoolStage:
         corpus_papers = dataset.corpus_papers_per_split(self.cfg, self.params)
         table5 = dataset.table5(self.built, corpus_papers)
         write_table(
-            table5, "table5_split_and_pool", self.cfg,
+            table5, "table5_split_and_pool", self.cfg, shown=dataset.table5_shown(table5),
             caption="Table 5: temporal split and shared candidate pools (ours beside the paper's)",
             notes=dataset.table5_notes(self.built, corpus_papers) + [f"Split windows ({self.params.split_by}, inclusive): {self.params.splits}."],
             inputs=[self.cfg.paths.pairs, self.cfg.paths.distractors],

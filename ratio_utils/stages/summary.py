@@ -35,14 +35,7 @@ from ..io import sha256_tree, write_text_atomic
 from ..label_sources import notes as label_notes
 from ..report import read_records
 from ..schema import MOVES, Split
-
-
-@dataclass
-class SummaryParams:
-    """The `summary:` section of a params file."""
-
-    table1: str = "table1_silver_main"  # the headline table's name under cfg.paths.tables
-    metrics: tuple[str, ...] = ("M@10", "R@10")  # Table 1 columns shown in the headline (M@10 first: primary)
+from ..params import SummaryParams
 
 
 # The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
@@ -74,8 +67,8 @@ PAPER_GIVES = {
 PAPER_SILVER_GAINS = [
     ("Tuned - Baseline", "finetune_tuned_vs_baseline", "", {"specify": 20.0, "address": 14.3, "broaden": 10.0}),
     ("best untuned dense - BM25", "baseline_comparisons", "best untuned dense", {"specify": 12.0, "address": 3.8, "broaden": 7.7}),
-    ("Tuned + rerank - Tuned", "rerank_vs_first_stage", "", {"specify": "8.4 to 15.5 (three retrievers)",
-                                                           "address": "8.4 to 15.5 (three retrievers)"}),
+    ("reranked - its first stage", "rerank_vs_first_stage", "", {"specify": "8.4 to 15.5 (its three tuned retrievers)",
+                                                               "address": "8.4 to 15.5 (its three tuned retrievers)"}),
 ]
 
 # A table note that says a part of the paper was reduced, replaced or not run contains one of these.
@@ -162,9 +155,10 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
             # the table's own count (its query set: silver where present) before the test split's
             counted = part["queries"].dropna() if "queries" in part else pd.Series(dtype=float)
             row["queries"] = int(counted.iloc[0]) if not counted.empty else _queries_for(queries, move)
+        few = queries is not None and row.get("queries") is not None and stats.is_indicative(int(row["queries"]))
         for metric in metrics:
             r = by_metric.loc[metric] if metric in by_metric.index else None
-            row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1)
+            row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1) + ("†" if few else "")
         rows.append(row)
     paper = pd.DataFrame(PAPER_REFERENCE)
     paper = paper[paper["query set"] == query_set]
@@ -192,7 +186,7 @@ def _queries_for(queries: pd.DataFrame, move: str) -> int | None:
 
 def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
     """Notebook 09's paired comparison (tables/finetune_tuned_vs_baseline.csv) in its display form; empty before 09."""
-    from .finetune import tuned_vs_baseline_display
+    from ..train.tables import tuned_vs_baseline_display
 
     path = Path(cfg.paths.tables) / "finetune_tuned_vs_baseline.csv"
     if not path.exists():
@@ -265,7 +259,7 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""
     query_set = queries_label.split(" on the ", 1)[-1].split(",")[0] if queries_label else "the headline query set"
     ax.set_title(f"MRR@10 per move and system on the {query_set.removeprefix('the ')} (error bars: 95% bootstrap interval "
                  f"over queries; hatched, †: fewer than {stats.INDICATIVE_BELOW} queries, indicative only)", fontsize=8)
-    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.17))  # below the two-line tick labels
     fig.tight_layout()
     plt.close(fig)  # returned for display once (an open figure would be shown twice by the notebook)
     return fig
@@ -336,11 +330,11 @@ def contamination_caveat(cfg: Config) -> str | None:
     """A caveat when the test papers are not newer than the pretrained encoders the run uses (None otherwise)."""
     from ..models import contamination_note, encoders_used
 
-    years = test_years(cfg)
+    years = years_of_test_pairs(cfg)
     return None if years is None else contamination_note(years, encoders_used(cfg))
 
 
-def test_years(cfg: Config) -> tuple[int, int] | None:
+def years_of_test_pairs(cfg: Config) -> tuple[int, int] | None:
     """First and last publication year of the test pairs (None without a benchmark or a test split)."""
     from ..benchmark import load_benchmark
 
@@ -460,12 +454,17 @@ def find_timings(cfg: Config) -> Path | None:
 
 
 def wall_times(cfg: Config) -> pd.DataFrame:
-    """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed)."""
+    """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed),
+    with what each reused from earlier runs instead of computing it (ratio_utils.run_records)."""
+    from ..run_records import reused_by_notebook
+
     path = find_timings(cfg)
     if path is None:
-        return pd.DataFrame(columns=["run", "notebook", "seconds"])
+        return pd.DataFrame(columns=["run", "notebook", "seconds", "reused"])
     frame = pd.read_csv(path)
-    return frame.assign(run=path.parent.name)[["run", "notebook", "seconds"]]
+    reused = reused_by_notebook(path.parent)
+    frame = frame.assign(run=path.parent.name, reused=[reused.get(name, "") for name in frame["notebook"]])
+    return frame[["run", "notebook", "seconds", "reused"]]
 
 
 def provenance(cfg: Config) -> dict[str, Any]:

@@ -15,6 +15,7 @@ One module per layer; this package re-exports the names other modules and tests 
     run.py        train_configuration: one configuration trained on one move, its RunResult
     selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
                   plan / summary / finetune
+    tables.py     Table 6 and the tuned-vs-baseline table (paired intervals, p-values), from what selection wrote
     cli.py        the command line; __main__.py makes `python -m ratio_utils.train` run it
 
 Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), the configs file.
@@ -55,6 +56,7 @@ from .selection import (
     base_name,
     baseline_scores,
     beats_baseline,
+    describe_runs,
     finetune,
     finetune_move,
     model_card,
@@ -75,7 +77,7 @@ __all__ = [
     "EvalSet", "training_pairs",
     "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
     "RunResult", "train_configuration",
-    "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "finetune",
+    "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "describe_runs", "finetune",
     "finetune_move", "model_card", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
     "score_percent", "summary",
     "usage_lines",

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(baseline {score_percent(result.baseline.get('validation'))} / {score_percent(result.baseline.get('test'))}) "
                   f"-> {result.model_dir}")
         if not args.no_tables:
-            from ..stages.finetune import write_table6, write_tuned_vs_baseline  # the notebook's tables
+            from .tables import write_table6, write_tuned_vs_baseline  # the notebook's tables
 
             write_table6(cfg)
             write_tuned_vs_baseline(cfg)

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..config import REPO_ROOT, Config
-from ..distributed import DEFAULT_DDP_TIMEOUT_SECONDS
-from ..schema import MOVES, Move
+from ..schema import Move
+from ..params import TrainParams  # noqa: F401  (the `train` section, re-exported)
 
 
 RUNS_DIRNAME = "_runs"
@@ -94,57 +94,6 @@ def training_schedule(n_pairs: int, hp: HyperParams, *, world_size: int = 1, min
     steps_per_epoch = math.ceil(n_pairs * repeats / (batch * devices))
     total = steps_per_epoch * hp.epochs
     return Schedule(batch, repeats, steps_per_epoch, total, math.floor(hp.warmup_ratio * total))
-
-
-@dataclass
-class TrainParams:
-    """The `train:` section of a params file. Defaults follow the paper where it states a value."""
-
-    base_model: str = "all-MiniLM-L6-v2"  # a name resolve_model_path knows, or a local folder
-    configs_file: str = "params/finetune/all-MiniLM-L6-v2.yaml"  # Table 6 configurations (repo-relative)
-    configs: list[int] | None = None  # configuration ids to try; None = every one in the file
-    moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
-    max_train_pairs: int | None = None  # paper: all pairs; a CPU budget caps them (seeded sample)
-    max_seq_length: int = 128
-    query_prefix: str = "query: "  # the paper's generic prefixes (Appendix C, Input prefixes)
-    doc_prefix: str = "document: "
-    eval_batch_size: int = 64
-    # Tiny moves (Broaden: 32 training pairs) give one optimizer step per epoch at batch 32; a pass over
-    # the pairs is then repeated until an epoch has at least this many steps (training_schedule).
-    min_steps_per_epoch: int = 10
-    logging_steps: int = 10
-    keep_unselected_models: bool = False  # delete the weights of configurations that lost
-    device: str | None = None  # None: cuda when present, else cpu (the trainer decides under torchrun)
-    # Processes `run_all.sh` starts notebook 09 with (torchrun --nproc_per_node; the paper: 4 GPUs for
-    # Address and Specify). 1: one process, as before.
-    nproc_per_node: int = 1
-    # Seconds a rank waits at a collective (barriers included) before giving up: the other ranks wait
-    # while rank 0 alone scores the baseline and the test split (the authors set 28,800).
-    ddp_timeout: int = DEFAULT_DDP_TIMEOUT_SECONDS
-    bf16: bool = False  # bfloat16 mixed precision (the authors needed it for ModernBERT / Stella on GPU)
-    gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, ~30% slower
-    # Tuned late-interaction row (ratio_utils.train_colbert): PyLate ColBERT on top of base_model.
-    colbert: bool = True
-    colbert_moves: list[str] | None = None  # None: the same moves as the dense retrievers
-    colbert_max_train_pairs: int | None = 128
-    colbert_epochs: int = 1
-    colbert_batch_size: int = 16
-    colbert_learning_rate: float = 3e-5
-    colbert_embedding_size: int = 128
-    # Training pads every query to query_length ([MASK] expansion) and every candidate to
-    # document_length, so on CPU both are cut well below the paper's 128/300 (sentences rarely
-    # exceed 64 tokens); evaluation uses the same query length (recorded in results.json).
-    colbert_query_length: int = 32
-    colbert_document_length: int = 64
-    colbert_evaluate_test: bool = True  # score the trained ColBERT on the test pool (MaxSim, ~89 docs/s on CPU)
-
-    def selected_moves(self, move: str | None = None) -> list[Move]:
-        """`all` -> the moves of the params; one move -> that move if the params include it, else none
-        (a fanned-out notebook for a move the params leave out does nothing)."""
-        moves = [Move.parse(m) for m in self.moves]
-        if move is None or str(move).lower() == "all":
-            return moves
-        return [m for m in moves if m is Move.parse(move)]
 
 
 def load_train_params(cfg: Config) -> TrainParams:

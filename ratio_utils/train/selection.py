@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import pandas as pd
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
 from ..distributed import barrier, init_process_group, is_main_process, world_size
-from ..io import read_json_if_exists, write_json_atomic, write_text_atomic
+from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from ..models import model_name
 from ..schema import Move, Split
 from .params import EVAL_KS, FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, load_hyperparams, load_train_params
@@ -110,10 +109,34 @@ class MoveResult:
     test: dict[str, float]  # scores of the selected model on the test split
     model_dir: str
     trained_now: list[int]  # configuration ids trained in this call (empty on a full resume)
+    published_now: bool = True  # False: the selected model was already published, its test scores are reused
 
     @property
     def beats_baseline(self) -> bool | None:
         return beats_baseline(self.selected, self.baseline)
+
+    @property
+    def reused_runs(self) -> list[RunResult]:
+        """Configurations finished by an earlier run (same run key: same inputs), read from disk."""
+        return [r for r in self.runs if r.config["id"] not in self.trained_now]
+
+    @property
+    def trained_runs(self) -> list[RunResult]:
+        return [r for r in self.runs if r.config["id"] in self.trained_now]
+
+    def reused(self) -> list[str]:
+        """What this call took from earlier runs instead of computing it, one line per kind."""
+        lines = []
+        if self.reused_runs:
+            lines.append(f"{self.move}: configuration(s) {describe_runs(self.reused_runs)}")
+        if not self.published_now:
+            lines.append(f"{self.move}: the selected model and its test scores ({Path(self.model_dir).name})")
+        return lines
+
+
+def describe_runs(runs: list[RunResult]) -> str:
+    """'1 (run key 0b3cfa9fb127), 2 (run key d1cd52633137)': configuration ids with their run keys."""
+    return ", ".join(f"{r.config['id']} (run key {r.run_key})" for r in runs)
 
 
 FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries) only where notebook 07 made it
@@ -208,13 +231,13 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         trained_now.append(hp.id)
 
     final_dir = move_model_dir(cfg, params, move)
-    test = _publish_selected(cfg, params, bench, move, selected, runs, baseline, fingerprints, final_dir)
+    test, published_now = _publish_selected(cfg, params, bench, move, selected, runs, baseline, fingerprints, final_dir)
     if is_main_process() and not params.keep_unselected_models:
         for run in runs:
             if run.run_key != selected.run_key:
                 shutil.rmtree(run.model_dir, ignore_errors=True)
     barrier()
-    return MoveResult(move.value, runs, selected, baseline, test, str(final_dir), trained_now)
+    return MoveResult(move.value, runs, selected, baseline, test, str(final_dir), trained_now, published_now)
 
 
 def _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, key, seed) -> RunResult:
@@ -228,11 +251,14 @@ def _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, k
     return result
 
 
-def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, baseline, fingerprints, final_dir: Path) -> dict[str, float]:
-    """Copy the selected run to models/<base>__<move>/, score it on test once, write card + results."""
+def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, baseline, fingerprints,
+                      final_dir: Path) -> tuple[dict[str, float], bool]:
+    """Copy the selected run to models/<base>__<move>/, score it on test once, write card + results.
+
+    Returns the test scores and whether they were computed now (False: published by an earlier run)."""
     existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE)
     if existing and existing.get("selected_run_key") == selected.run_key and (final_dir / "README.md").exists():
-        return existing.get("test", {})  # the test split was already used for this selection
+        return existing.get("test", {}), False  # the test split was already used for this selection
     test: dict[str, float] = {}
     if is_main_process():
         staging = final_dir.with_name(final_dir.name + ".partial")
@@ -272,11 +298,9 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
         }
         write_text_atomic(staging / "README.md", model_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
-        if final_dir.exists():
-            shutil.rmtree(final_dir)
-        os.replace(staging, final_dir)
+        replace_folder(staging, final_dir)
     barrier()
-    return (read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test)
+    return (read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}).get("test", test), True
 
 
 def beats_baseline(selected: RunResult, baseline: dict[str, dict[str, float]]) -> bool | None:
@@ -351,7 +375,8 @@ def model_card(results: dict[str, Any]) -> str:
 
 
 def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> pd.DataFrame:
-    """The configurations a `finetune` call would try, and which are already finished on disk."""
+    """The configurations a `finetune` call would try: each is trained, or reused where a finished run with the
+    same run key (the same inputs) is on disk."""
     from ..models import model_fingerprint, resolve_model_path
 
     params = params or load_train_params(cfg)
@@ -365,20 +390,24 @@ def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> p
             done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
             rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
                          "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
-                         "available pairs": n_pairs, "run key": key, "status": "done (skipped)" if done else "to train"})
+                         "available pairs": n_pairs, "run key": key,
+                         "this run": "reuse: finished by an earlier run with the same run key" if done else "train"})
     return pd.DataFrame(rows)
 
 
 def summary(results: list[MoveResult]) -> pd.DataFrame:
-    """One row per move: the selected configuration, its scores, and the training speed."""
+    """One row per move: what this call trained and what it reused (with run keys), the selected
+    configuration, its scores, and the training speed."""
     return pd.DataFrame([
-        {"move": r.move, "selected config": r.selected.config["id"], "best epoch": r.selected.best_epoch,
+        {"move": r.move,
+         "trained in this run": describe_runs(r.trained_runs) or "nothing",
+         "reused from an earlier run": "; ".join(line.removeprefix(f"{r.move}: ") for line in r.reused()) or "nothing",
+         "selected config": r.selected.config["id"], "best epoch": r.selected.best_epoch,
          "train pairs": r.selected.train_pairs, "pairs/s": r.selected.pairs_per_second,
          "val MRR@10 baseline": score_percent(r.baseline.get("validation")), "val MRR@10 tuned": score_percent(r.selected.validation),
          "test MRR@10 baseline": score_percent(r.baseline.get("test")), "test MRR@10 tuned": score_percent(r.test),
          "beats baseline on validation": {True: "yes", False: "no", None: "n/a"}[r.beats_baseline],
-         "optimizer steps": r.selected.optimizer_steps,
-         "trained in this call": r.trained_now, "model": r.model_dir}
+         "optimizer steps": r.selected.optimizer_steps, "model": r.model_dir}
         for r in results
     ])
 

@@ -1,5 +1,6 @@
-"""What every stage module shows in its notebook: a short text, a saved figure (shown once, from its
-file), written files (paths relative to the output root, never this machine's)."""
+"""What a stage module shows in its notebook (notebooks 01, 04, 06): a short text, a saved figure (shown once, from
+its file), written files (paths relative to the output root, never this machine's). A library module, so that stage
+modules share it without importing one another."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 from IPython.display import Image, Markdown, display
 
-from ..config import Config
-from ..report import save_figure
+from .config import Config
+from .report import save_figure
 
 
 def say(text: str) -> None:

@@ -1,0 +1,164 @@
+"""The systems of Tables 1, 7 and 8 (stages 08 and 09; notebook 12 reuses them): one row each, its retriever, its run files.
+
+A `System` is one row (model, prefix kind, setup); `plan_systems` lists the rows notebook 08 runs from the `retrieval:`
+params section, `make_retriever` builds the retriever of a row for a move, and `record_tuned_runs` writes the run
+files of notebook 09's fine-tuned retrievers, searched like notebook 08's baselines.
+
+Reads:  the benchmark; notebook 09's models/<base>__<move>/ and their results.json (record_tuned_runs).
+Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through scoring.record_run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..benchmark import Benchmark
+from ..config import Config
+from ..models import model_name
+from ..params import RetrievalParams
+from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
+from .bm25 import BM25Retriever
+from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
+from .runs import RunInfo
+from .scoring import record_run
+
+STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
+
+
+def _tuned_notes(results: dict) -> list[str]:
+    """What the tables must say about a tuned model beside its numbers (notebook 09's results.json)."""
+    if results.get("beats_baseline_on_validation") is False:
+        return ["no fine-tuning configuration beat the untuned model on validation MRR@10; the row shows the best "
+                "configuration tried, not an improvement (tables/finetune_tuned_vs_baseline)"]
+    return []
+
+
+def load_retrieval_params(cfg: Config) -> RetrievalParams:
+    return cfg.section("retrieval", RetrievalParams)
+
+
+def bm25_model_name(ngram: int) -> str:
+    return f"BM25-{ {1: 'unigram', 2: 'bigram', 3: 'trigram'}.get(int(ngram), f'{ngram}gram') }"
+
+
+@dataclass(frozen=True)
+class System:
+    """One row of the result tables that a retriever fills (notebook 08; 09 for the tuned rows)."""
+
+    model: str  # display name, e.g. "BM25-unigram", "all-MiniLM-L6-v2"
+    prefix: str  # "-", "generic", "recommended", "per-move"
+    family: str  # "bm25", "dense", "colbert"
+    source: str  # model name/path, checkpoint, or n-gram order
+    setup: str = "Baseline"
+
+    def info(self, move: Move, split: Split, checksum: str, params: RetrievalParams, stage: str = STAGE) -> RunInfo:
+        return RunInfo(model=self.model, prefix=self.prefix, setup=self.setup, family=self.family, move=move.value,
+                       split=split.value, benchmark_checksum=checksum, stage=stage, k=params.k,
+                       max_queries=params.max_queries, source=self.source)
+
+
+def plan_systems(params: RetrievalParams) -> list[System]:
+    """The rows that run here (BM25, dense baselines, ColBERT checkpoints), in table order."""
+    systems = [System(bm25_model_name(n), "-", "bm25", str(n)) for n in params.bm25_ngrams]
+    for model in params.dense_models:
+        name = model_name(model)
+        if params.generic_prefix:
+            systems.append(System(name, "generic", "dense", model))
+        style = recommended_prefixes(model)
+        if params.recommended_prefix and style and (style.query_prefix or style.doc_prefix):
+            systems.append(System(name, "recommended", "dense", model))
+        if params.move_instructions:
+            systems.append(System(name, "per-move", "dense", model))
+    for row_name, checkpoint in params.colbert_checkpoints.items():
+        systems.append(System(row_name, "-", "colbert", checkpoint))
+    return systems
+
+
+def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config):
+    """The retriever of one row for one move (instructions depend on the move)."""
+    cache = cfg.paths.embedding_cache
+    if system.family == "bm25":
+        return BM25Retriever(int(system.source), name=system.model, max_pool_bytes=params.max_pool_bytes)
+    if system.family == "colbert":
+        from .colbert import ColBERTRetriever
+
+        return ColBERTRetriever(system.source, batch_size=params.batch_size, name=system.model)
+    model = system.source
+    if system.prefix == "generic":
+        query_prefix, doc_prefix = GENERIC_PREFIXES
+    elif system.prefix == "recommended":
+        style = recommended_prefixes(model)
+        query_prefix, doc_prefix = style.query_prefix, style.doc_prefix
+    elif system.prefix == "per-move":
+        # The instruction replaces the generic query prefix; candidates keep the generic one, so the
+        # pool embeddings of the generic row are reused.
+        style = recommended_prefixes(model)
+        template = style.instruction_template if style and style.instruction_template else None
+        query_prefix = instructed_query_prefix(move, template) if template else instructed_query_prefix(move)
+        doc_prefix = GENERIC_PREFIXES[1]
+    else:
+        raise ValueError(f"unknown prefix kind {system.prefix!r}")
+    return DenseRetriever(
+        model, query_prefix, doc_prefix, batch_size=params.batch_size, cache_dir=cache,
+        fp16_storage=params.fp16_storage, name=system.model, max_pool_bytes=params.max_pool_bytes,
+    )
+
+
+def runnable(bench: Benchmark, splits: list[Split]) -> list[tuple[Move, Split]]:
+    """The (move, split) pairs of `splits` that the benchmark has, with at least one query."""
+    return [(m, s) for m in MOVES for s in splits if bench.has(m, s) and len(bench.queries(m, s)) > 0]
+
+
+def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = None,
+                      params: RetrievalParams | None = None) -> pd.DataFrame:
+    """Run files of notebook 09's fine-tuned retrievers (models/<base>__<move>/), each on its own move.
+
+    Searched like notebook 08's baselines (same pools, k, query sample), with the prefixes recorded in
+    the model's results.json, on test and silver. Notebook 09 has just scored the same model on the same
+    texts, so the embeddings come from the cache (models.model_fingerprint ignores results.json) and
+    only the search runs again. Model folders are found through `train.move_model_dir`.
+    """
+    from ..benchmark import load_benchmark
+    from ..models import model_fingerprint
+    from ..train import FINAL_RESULTS_FILE, load_train_params, move_model_dir
+
+    params = params or load_retrieval_params(cfg)
+    train = load_train_params(cfg)
+    bench = bench or load_benchmark(cfg.paths.benchmark)
+    rows = []
+    if not params.tuned_models:
+        return pd.DataFrame([{"status": "retrieval.tuned_models is false: no tuned run files"}])
+    if not train.selected_moves(move):
+        return pd.DataFrame([{"move": move, "status": "not fine-tuned in this run (train.moves leaves it out)"}])
+    checksum = bench.checksum()
+    splits = [Split.parse(s) for s in params.splits]
+    for target in train.selected_moves(move):
+        folder = move_model_dir(cfg, train, target)
+        results_file = folder / FINAL_RESULTS_FILE
+        if not results_file.exists():
+            rows.append({"move": target.value, "status": f"no fine-tuned model under models/{folder.name}/"})
+            continue
+        results = json.loads(results_file.read_text(encoding="utf-8"))
+        prefixes = results.get("prefixes") or {}
+        query_prefix = prefixes.get("query", GENERIC_PREFIXES[0])
+        doc_prefix = prefixes.get("document", GENERIC_PREFIXES[1])
+        system = System(model_name(train.base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
+        retriever = None
+        for split in splits:
+            if (target, split) not in runnable(bench, [split]):
+                continue
+            info = dataclasses.replace(system.info(target, split, checksum, params, stage=TUNED_STAGE),
+                                       model_fingerprint=model_fingerprint(folder), notes=_tuned_notes(results))
+            retriever = retriever or DenseRetriever(
+                str(folder), query_prefix, doc_prefix, batch_size=params.batch_size,
+                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system,
+                max_pool_bytes=params.max_pool_bytes)
+            run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
+            rows.append({"system": info.system, "move": target.value, "split": split.value, "status": "written",
+                         "queries": int(run["qid"].nunique())})
+    return pd.DataFrame(rows)
+
