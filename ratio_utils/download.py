@@ -25,11 +25,13 @@ import requests
 
 
 class DownloadError(RuntimeError):
-    """A download failed (HTTP error, truncated body); `status` is the HTTP status, None for a broken transfer."""
+    """A download failed (HTTP error, truncated body); `status` is the HTTP status, None for a broken transfer;
+    `code` is the error code of an S3-style XML error body (e.g. `ExpiredToken`), None when there is none."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, code: str | None = None):
         super().__init__(message)
         self.status = status
+        self.code = code
 
 
 class ChecksumError(DownloadError):
@@ -180,7 +182,9 @@ def download_file(
             resumed_from = 0  # the server ignored the Range header: start over
             total = int(response.headers["Content-Length"]) if "Content-Length" in response.headers else None
         else:
-            raise DownloadError(f"{label}: HTTP {response.status_code} from {redact_url(url)}", response.status_code)
+            code = _error_code(response)
+            raise DownloadError(f"{label}: HTTP {response.status_code}{f' {code}' if code else ''} from {redact_url(url)}",
+                                response.status_code, code)
         etag = response.headers.get("ETag", "")
         mode = "ab" if resumed_from else "wb"
         if response.status_code != 416:
@@ -204,6 +208,19 @@ def download_file(
         raise
     os.replace(part, target)
     return DownloadResult(target, size, sha, resumed_from, False)
+
+
+_S3_ERROR_CODE = re.compile(rb"<Code>([A-Za-z0-9.]+)</Code>")
+
+
+def _error_code(response) -> str | None:
+    """The `<Code>` of an S3 XML error body (its first 4 KiB; the body never holds the signature)."""
+    try:
+        head = next(response.iter_content(4096), b"")
+    except requests.RequestException:
+        return None
+    match = _S3_ERROR_CODE.search(head or b"")
+    return match.group(1).decode() if match else None
 
 
 def _total_from_content_range(value: str | None, have: int, response) -> int | None:

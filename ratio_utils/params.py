@@ -331,6 +331,10 @@ class JudgeParams:
 
 # -- retrieval: notebook 08 ------------------------------------------------------------------------------------
 
+# Pools whose vectors take more are searched from a memory-mapped file (ratio_utils.retrieval.dense). Far
+# above any pool of the default run (~6k sentences x 384 float32 = 9 MB), below a paper-size train pool.
+DEFAULT_MAX_POOL_BYTES = 16 << 30
+
 
 @dataclass
 class RetrievalParams:
@@ -346,11 +350,17 @@ class RetrievalParams:
     k: int = 100
     batch_size: int = 64
     fp16_storage: bool = False
+    # A pool whose vectors take more is searched from a memory-mapped file, block by block (same ranking).
+    max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES
     max_queries: int | None = None  # per (move, split); smoke runs only
     tuned_models: bool = True  # notebook 09 writes run files of its models/<base>__<move>/
 
 
 # -- train: notebook 09 ----------------------------------------------------------------------------------------
+
+# The authors' ddp_timeout (8 h): rank-0-only passes (baseline scoring, the test evaluation) over a
+# paper-size pool outlast torch's and transformers' default of 30 minutes while the other ranks wait.
+DEFAULT_DDP_TIMEOUT_SECONDS = 28_800
 
 
 @dataclass
@@ -372,6 +382,14 @@ class TrainParams:
     logging_steps: int = 10
     keep_unselected_models: bool = False  # delete the weights of configurations that lost
     device: str | None = None  # None: cuda when present, else cpu (the trainer decides under torchrun)
+    # Processes `run_all.sh` starts notebook 09 with (torchrun --nproc_per_node; the paper: 4 GPUs for
+    # Address and Specify). 1: one process, as before.
+    nproc_per_node: int = 1
+    # Seconds a rank waits at a collective (barriers included) before giving up: the other ranks wait
+    # while rank 0 alone scores the baseline and the test split (the authors set 28,800).
+    ddp_timeout: int = DEFAULT_DDP_TIMEOUT_SECONDS
+    bf16: bool = False  # bfloat16 mixed precision (the authors needed it for ModernBERT / Stella on GPU)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, ~30% slower
     # Tuned late-interaction row (ratio_utils.train_colbert): PyLate ColBERT on top of base_model.
     colbert: bool = True
     colbert_moves: list[str] | None = None  # None: the same moves as the dense retrievers

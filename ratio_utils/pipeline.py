@@ -112,6 +112,37 @@ def execute(job: NotebookJob, out_dir: Path) -> float:
     return time.perf_counter() - started
 
 
+TORCHRUN_LOG = "{notebook}.torchrun.log"  # runs/<run-id>/: the output of a notebook's torchrun pass
+
+
+def torchrun_pass(job: NotebookJob, cfg: Config) -> list[str] | None:
+    """The torchrun command that trains notebook 09's move(s) before the notebook runs, or None.
+
+    With `train.nproc_per_node` > 1 the paper's multi-process training (in-batch negatives gathered over
+    every process) cannot run inside a notebook kernel: torchrun trains, scores and publishes first, and
+    the notebook then finds every run finished and only shows it (docs/training.md)."""
+    if job.number != "09":
+        return None
+    from .distributed import torchrun_argv
+    from .train.params import load_train_params
+
+    nproc = load_train_params(cfg).nproc_per_node
+    if nproc <= 1:
+        return None
+    return torchrun_argv(nproc, "ratio_utils.train", "--params", job.parameters["params_file"],
+                         "--move", str(job.parameters.get("move", "all")), "--no-tables")
+
+
+def run_torchrun_pass(command: list[str], log: Path) -> None:
+    """Run `command` in the repository with its output in `log`; a failure names the log."""
+    import subprocess
+
+    with open(log, "w", encoding="utf-8") as handle:
+        code = subprocess.run(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise RuntimeError(f"torchrun training exited with {code}; its output: {log}")
+
+
 def publish_executed(executed: Path, cfg: Config) -> Path:
     """Copy an executed notebook to `Paths.executed_notebooks` with every machine path made relative."""
     text = executed.read_text(encoding="utf-8")
@@ -161,7 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         for job in jobs:
             print(f"[{len(timings) + 1}/{len(jobs)}] {job.output_name:<{width}} ", end="", flush=True)
             os.environ[NOTEBOOK_ENV] = job.output_name  # run_records files what this notebook reuses under it
-            timings.append((job.output_name, execute(job, out_dir)))
+            command = torchrun_pass(job, cfg)
+            trained = 0.0
+            if command is not None:
+                started = time.perf_counter()
+                run_torchrun_pass(command, out_dir / TORCHRUN_LOG.format(notebook=Path(job.output_name).stem))
+                trained = time.perf_counter() - started
+            timings.append((job.output_name, trained + execute(job, out_dir)))
             publish_executed(out_dir / job.output_name, cfg)
             print(f"{timings[-1][1]:7.1f}s", flush=True)
             _write_timings(timings, out_dir)

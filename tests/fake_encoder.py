@@ -34,6 +34,9 @@ class FakeEncoder(DenseRetriever):
     def fingerprint(self) -> str:
         return self._fake_fingerprint
 
+    def embedding_dimension(self) -> int:
+        return DIM
+
     def encode(self, texts, prefix, desc="encoding"):
         self.encoded_texts += len(texts)
         return np.stack([bag_of_words(prefix + t) for t in texts]) if texts else np.zeros((0, DIM), np.float32)

@@ -130,3 +130,35 @@ def test_nothing_is_recorded_outside_a_pipeline_run(cfg, monkeypatch):
     monkeypatch.delenv(run_records.NOTEBOOK_ENV, raising=False)
     run_records.record_reused("a model")
     assert not list(cfg.paths.root.rglob(f"{run_records.REUSED_DIR}/*.json"))
+
+
+def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_processes(tmp_path, monkeypatch, capsys):
+    """train.nproc_per_node > 1: run_all.sh trains notebook 09's move with torchrun, then executes the notebook
+    (which finds the runs finished); with one process (the default) nothing runs under torchrun."""
+    from ratio_utils.config import load_config
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
+    jobs = pipeline.plan_jobs("params/default.yaml", {"09_finetune": {"move": ["broaden"]}})
+    job = next(j for j in jobs if j.number == "09")
+    other = next(j for j in jobs if j.number == "08")
+    assert pipeline.torchrun_pass(job, load_config()) is None
+    paper_like = load_config(overrides={"train": {"nproc_per_node": 4}})
+    command = pipeline.torchrun_pass(job, paper_like)
+    assert command[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "-m", "ratio_utils.train",
+                           "--params", "params/default.yaml", "--move", "broaden", "--no-tables"]
+    assert pipeline.torchrun_pass(other, paper_like) is None
+
+    params = tmp_path / "four.yaml"
+    params.write_text(f"extends: {pipeline.REPO_ROOT / 'params' / 'default.yaml'}\ntrain:\n  nproc_per_node: 4\n"
+                      "pipeline:\n  fanout:\n    09_x: {move: [broaden]}\n")
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    for name in ("08_y", "09_x"):
+        _notebook(nbdir / f"{name}.ipynb", "params_file = ''")
+    order = []
+    monkeypatch.setattr(pipeline, "run_torchrun_pass", lambda command, log: order.append(("torchrun", command[-3:], log.name)))
+    monkeypatch.setattr(pipeline, "execute", lambda job, out_dir: order.append(("notebook", job.output_name)) or 1.0)
+    monkeypatch.setattr(pipeline, "publish_executed", lambda executed, cfg: executed)
+    assert pipeline.main(["--params", str(params), "--notebooks", str(nbdir), "--run-id", "t"]) == 0
+    assert order == [("notebook", "08_y.ipynb"), ("torchrun", ["--move", "broaden", "--no-tables"], "09_x__move=broaden.torchrun.log"),
+                     ("notebook", "09_x__move=broaden.ipynb")]

@@ -38,8 +38,8 @@ class FakeS3AndApi:
 
     Like the real service it can also answer 429/503 (`fail`: path -> statuses to send first),
     expire pre-signed URLs (each listing signs URLs with a new generation; `expire()` makes every URL
-    listed so far answer 403), break a transfer off after some bytes (`break_after`: path -> bytes,
-    once), and send multipart ETags (`etags`).
+    listed so far answer 403, or `expired_answer` instead: e.g. 400 with an ExpiredToken XML body), break a
+    transfer off after some bytes (`break_after`: path -> bytes, once), and send multipart ETags (`etags`).
     """
 
     def __init__(self):
@@ -51,6 +51,7 @@ class FakeS3AndApi:
         self.break_after: dict[str, int] = {}
         self.generation = 0  # signature generation of the latest listing
         self.valid_from = 0  # URLs signed before this generation have expired
+        self.expired_answer: tuple[int, bytes] = (403, b"")  # S3's usual answer to an expired pre-signed URL
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -68,9 +69,11 @@ class FakeS3AndApi:
                 if path.startswith("/datasets/v1/release/"):
                     return self._api(path)
                 if "gen=" in self.path and int(self.path.split("gen=")[1].split("&")[0]) < outer.valid_from:
-                    self.send_response(403)  # S3's answer to an expired pre-signed URL
-                    self.send_header("Content-Length", "0")
+                    status, body = outer.expired_answer
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
+                    self.wfile.write(body)
                     return
                 body = outer.files.get(path)
                 if body is None:
@@ -182,7 +185,8 @@ def test_download_release_and_rerun(server, tmp_path):
     assert sorted(manifest["papers"]) == ["shard-000.gz", "shard-001.gz"] and list(manifest["s2orc"]) == ["shard-000.gz"]
     body = server.files["/bucket/s2orc/shard-000.gz"]
     assert (tmp_path / "s2orc" / "shard-000.gz").read_bytes() == body
-    assert manifest["s2orc"]["shard-000.gz"] == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    assert manifest["s2orc"]["shard-000.gz"] == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest(),
+                                                 "mtime_ns": (tmp_path / "s2orc" / "shard-000.gz").stat().st_mtime_ns}
     assert json.loads((tmp_path / "manifest.json").read_text())["release"] == "2026-05-05"
     assert SIGNATURE not in (tmp_path / "manifest.json").read_text() and API_KEY not in (tmp_path / "manifest.json").read_text()
     # A second run checks the files against the manifest and downloads no shard again.
@@ -299,6 +303,16 @@ def test_missing_shards_give_a_clear_error(tmp_path):
         S2orcReader(tmp_path)
 
 
+def test_notebook_00_under_the_paper_params_names_the_download_command(tmp_path, monkeypatch):
+    from ratio_utils.stages.corpus import CorpusStage
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    with pytest.raises(FileNotFoundError) as info:
+        CorpusStage("params/paper.yaml").build()
+    message = str(info.value)
+    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.s2orc --params params/paper.yaml")
+
+
 # --- the real service: rate limits, expiring URLs, multipart ETags ---------------------------------------------------
 
 
@@ -341,6 +355,46 @@ def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server,
     assert [h.get("Range") for _, h in shard_requests] == [None, "bytes=192-", "bytes=192-"]  # 3 whole chunks kept
     assert "gen=1&" in shard_requests[1][0] and "gen=2&" in shard_requests[2][0]
     assert len([p for p, _ in server.requests if p.endswith("/dataset/s2orc")]) == 2
+
+
+def _s3_error(code: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>The provided token has expired.'
+            f'</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>').encode()
+
+
+def test_url_answering_400_expired_token_is_listed_again(server, tmp_path):
+    """S3 answers 400 ExpiredToken (not 403) when the credentials that signed the URL expired first."""
+    server.expired_answer = (400, _s3_error("ExpiredToken"))
+    urls = s2_api.ShardUrls(_fast_client(server), "2026-05-05", "s2orc", max_age_seconds=3000.0)
+    server.expire()
+    result = s2_api.download_shard(urls, "shard-000.gz", tmp_path / "shard-000.gz", Checksums(), urls.client.session)
+    assert result.path.read_bytes() == server.files["/bucket/s2orc/shard-000.gz"] and urls.relisted == 1
+    # Any other 400 is an error of the request, raised with its code instead of listing again.
+    server.expired_answer = (400, _s3_error("InvalidArgument"))
+    server.expire()
+    with pytest.raises(DownloadError, match="HTTP 400 InvalidArgument") as info:
+        s2_api.download_shard(urls, "shard-000.gz", tmp_path / "other.gz", Checksums(), urls.client.session)
+    assert info.value.code == "InvalidArgument" and urls.relisted == 1 and SIGNATURE not in str(info.value)
+
+
+def test_rerun_trusts_recorded_shards_without_hashing_them_again(server, tmp_path, monkeypatch):
+    from ratio_utils import download
+
+    client = _fast_client(server)
+    params = S2orcParams(release="2026-05-05")
+    manifest = download_release(client, params, tmp_path, progress=False)
+    shard = tmp_path / "s2orc" / "shard-000.gz"
+    assert manifest["s2orc"]["shard-000.gz"]["mtime_ns"] == shard.stat().st_mtime_ns
+    hashed = []
+    original = download._file_digests
+    monkeypatch.setattr(download, "_file_digests", lambda path: hashed.append(Path(path).name) or original(path))
+    download_release(client, params, tmp_path, progress=False)
+    assert hashed == []  # three verified shards, none read again
+    # A file changed after it was recorded is verified again (and fetched again when it no longer matches).
+    shard.write_bytes(b"x" * shard.stat().st_size)
+    again = download_release(client, params, tmp_path, progress=False)
+    assert hashed.count("shard-000.gz") >= 1 and shard.read_bytes() == server.files["/bucket/s2orc/shard-000.gz"]
+    assert again["s2orc"]["shard-000.gz"]["mtime_ns"] == shard.stat().st_mtime_ns
 
 
 def test_urls_older_than_the_limit_are_listed_again_before_use(server, tmp_path):

@@ -306,3 +306,125 @@ def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
     unified_run.parent.mkdir(parents=True)
     unified_run.write_text('{"move": "all"}', encoding="utf-8")
     assert collect_runs(cfg, params).empty
+
+
+def test_run_key_keeps_one_process_keys_and_keys_the_world_size():
+    """One process keeps the key it had before the world size entered the key (the default run's trained models
+    are reused); several processes, bf16 and gradient checkpointing each give a new key."""
+    params = train.TrainParams()
+    hp = train.HyperParams(id=1)
+    fps = {"base_model": "a", "benchmark": "b"}
+    one = train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=1)
+    assert one == train.run_key(fps, params, hp, Move.ADDRESS, 13) == "f57104329115"  # the key before this change
+    others = [
+        train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=2),
+        train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=4),
+        train.run_key(fps, train.TrainParams(bf16=True), hp, Move.ADDRESS, 13),
+        train.run_key(fps, train.TrainParams(gradient_checkpointing=True), hp, Move.ADDRESS, 13),
+    ]
+    assert one not in others and len(set(others)) == len(others)
+    # The timeout changes no weights: same key.
+    assert train.run_key(fps, train.TrainParams(ddp_timeout=60), hp, Move.ADDRESS, 13) == one
+
+
+def test_run_key_world_size_follows_the_launch_else_the_params(monkeypatch):
+    from ratio_utils.train.selection import key_world_size
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert key_world_size(train.TrainParams()) == 1 and key_world_size(train.TrainParams(nproc_per_node=4)) == 4
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert key_world_size(train.TrainParams(nproc_per_node=4)) == 2
+
+
+def test_trainer_gets_timeout_precision_and_checkpointing(tmp_path, monkeypatch):
+    """train.ddp_timeout / bf16 / gradient_checkpointing reach sentence-transformers' training arguments."""
+    import sentence_transformers
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def arguments(**kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformerTrainingArguments", arguments)
+    monkeypatch.setattr("ratio_utils.models.load_sentence_transformer", lambda *a, **k: type("M", (), {})())
+    monkeypatch.setattr("sentence_transformers.losses.MultipleNegativesRankingLoss", lambda *a, **k: None)
+    params = train.TrainParams(ddp_timeout=123, bf16=True, gradient_checkpointing=True, device="cpu")
+    pairs = pd.DataFrame({"anchor": ["a", "b"], "positive": ["c", "d"]})
+    with pytest.raises(Stop):
+        evaluator = __import__("types").SimpleNamespace(metric_for_best_model="eval_validation_MRR@10")
+        train.train_configuration(tmp_path, pairs, evaluator, train.HyperParams(id=1), tmp_path, params, move=Move.ADDRESS,
+                                  run_key="k", seed=1)
+    assert (seen["ddp_timeout"], seen["bf16"], seen["gradient_checkpointing"]) == (123, True, True)
+    assert train.TrainParams().ddp_timeout == 28_800  # the authors' value, not transformers' 1800
+
+
+def _tiny_sentence_transformer(folder: Path) -> Path:
+    """A one-layer, 32-wide BERT with MiniLM's tokenizer and mean pooling: trains in a blink on CPU."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_path("all-MiniLM-L6-v2")))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(folder / "bert")
+    tokenizer.save_pretrained(folder / "bert")
+    encoder = models.Transformer(str(folder / "bert"), max_seq_length=32)
+    SentenceTransformer(modules=[encoder, models.Pooling(32, "mean")], device="cpu").save(str(folder / "model"))
+    return folder / "model"
+
+
+@pytest.mark.models
+def test_torchrun_two_processes_gather_negatives_and_agree(tiny_benchmark, tmp_path, monkeypatch):
+    """`torchrun --nproc_per_node 2` (gloo) on a tiny move: each rank's queries are scored against the candidates
+    of both ranks, both ranks take the same steps and hold the same weights after each epoch, the other rank
+    reads the baseline rank 0 wrote (a real barrier), and the run is keyed by its two processes."""
+    import os
+    import subprocess
+    import sys
+
+    from ratio_utils.config import REPO_ROOT
+    from ratio_utils.distributed import torchrun_argv
+
+    model = _tiny_sentence_transformer(tmp_path / "tiny")
+    configs = _configs_file(tmp_path, [_row(1, epochs=2, lr=1e-3, batch=2)])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["address"], base_model=str(model),
+               min_steps_per_epoch=2, max_seq_length=32)
+    out = tmp_path / "ranks"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    command = torchrun_argv(2, "placeholder")[:-2] + [str(Path(__file__).parent / "ddp_train_worker.py"), str(out),
+                                                      json.dumps({"train": cfg.sections["train"]}), "address"]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rank0, rank1 = (json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1))
+
+    assert rank0["world_size"] == rank1["world_size"] == 2
+    for rank in (rank0, rank1):
+        assert rank["loss_calls"] and all(c["candidates"] == 2 * c["queries"] for c in rank["loss_calls"])
+    assert len(rank0["loss_calls"]) == len(rank1["loss_calls"]) == rank0["optimizer_steps"] == rank1["optimizer_steps"]
+    assert len(rank0["weights_per_epoch"]) == 2 and rank0["weights_per_epoch"] == rank1["weights_per_epoch"]
+    assert rank0["baseline"] == rank1["baseline"] and rank1["baseline"]["validation"]
+    params = train.load_train_params(cfg)
+    fps = {"base_model": model_fingerprint(model), "benchmark": load_benchmark(cfg.paths.benchmark).checksum()}
+    hp = train.load_hyperparams(configs, Move.ADDRESS)[0]
+    assert rank0["run_key"] == rank1["run_key"] == train.run_key(fps, params, hp, Move.ADDRESS, cfg.seed, world_size=2)
+    # Rank 0 published the model once every rank had restored the best epoch; the checkpoints are gone.
+    run_dir = train.move_runs_dir(cfg, params, Move.ADDRESS) / f"config1-{rank0['run_key']}"
+    assert (run_dir / train.RESULT_FILE).exists() and not (run_dir / "checkpoints").exists()
+    assert json.loads((Path(rank0["model_dir"]) / "results.json").read_text())["selected_run_key"] == rank0["run_key"]
+
+    # One process with train.nproc_per_node: 2 reuses these runs instead of training a one-process run.
+    monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: pytest.fail("trained again"))
+    cfg2 = load_config(overrides={"train": {**cfg.sections["train"], "nproc_per_node": 2}})
+    (again,) = train.finetune(cfg2, "address")
+    assert again.trained_now == [] and again.selected.run_key == rank0["run_key"]
+    # ... and refuses to train what it would have to key as two processes.
+    other = load_config(overrides={"train": {**cfg.sections["train"], "nproc_per_node": 2, "max_train_pairs": 2}})
+    with pytest.raises(RuntimeError, match="torchrun --nproc_per_node 2 -m ratio_utils.train"):
+        train.finetune(other, "address")

@@ -103,26 +103,48 @@ class ShardUrls:
         raise DownloadError(f"release {self.release} dataset {self.dataset}: shard {name} is no longer listed")
 
 
+# S3's answers to a pre-signed URL past its expiry: 403 (AccessDenied, "Request has expired"), and 400 with
+# ExpiredToken / TokenRefreshRequired when the temporary credentials that signed it expired first.
+EXPIRED_TOKEN_CODES = ("ExpiredToken", "TokenRefreshRequired")
+
+
+def url_expired(error: DownloadError) -> bool:
+    """Whether an HTTP error means the pre-signed URL expired (list the dataset again and resume)."""
+    return error.status == 403 or (error.status == 400 and error.code in EXPIRED_TOKEN_CODES)
+
+
 def download_shard(urls: ShardUrls, name: str, target: Path, expected: Checksums, session: requests.Session,
                    max_attempts: int = 5):
-    """Download one shard, resuming its `.part`: a 403 (the pre-signed URL expired) lists the dataset
-    again and resumes; a broken transfer resumes; other HTTP errors are raised (429/5xx were already
-    retried by the session)."""
+    """Download one shard, resuming its `.part`: an expired pre-signed URL (`url_expired`: 403, or 400
+    ExpiredToken) lists the dataset again and resumes; a broken transfer resumes; other HTTP errors are
+    raised (429/5xx were already retried by the session)."""
     for attempt in range(1, max_attempts + 1):
         try:
             return download_file(urls.url_of(name), target, session=session, expected=expected, label=f"{urls.dataset}/{name}")
         except DownloadError as error:
-            if attempt == max_attempts or error.status not in (403, None) or isinstance(error, ChecksumError):
+            expired = url_expired(error)
+            if attempt == max_attempts or isinstance(error, ChecksumError) or not (expired or error.status is None):
                 raise
-            if error.status == 403:
+            if expired:
                 urls.relist()
+
+
+def verified_unchanged(target: Path, entry: dict) -> bool:
+    """Whether `target` is the file the manifest entry recorded after verifying it (same size and mtime):
+    a finished shard is then trusted without hashing it again (hundreds of GB at the paper's size)."""
+    if not (entry.get("sha256") and "mtime_ns" in entry and target.is_file()):
+        return False
+    stat = target.stat()
+    return stat.st_size == entry.get("size") and stat.st_mtime_ns == entry["mtime_ns"]
 
 
 def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str | Path", progress: bool = True) -> dict:
     """Download the shards of every dataset in `params.datasets` into `dest/<dataset>/`.
 
-    Already complete shards are skipped (their SHA-256 is in `dest/manifest.json`); interrupted
-    ones resume, also after their URL expired. Returns the manifest: dataset -> shard name -> {size, sha256}.
+    A shard is recorded in `dest/manifest.json` once verified, with its SHA-256, size and mtime; a rerun
+    skips a recorded shard whose size and mtime are unchanged without reading it (`verified_unchanged`),
+    and verifies any other file against the recorded SHA-256. Interrupted shards resume, also after
+    their URL expired. Returns the manifest: dataset -> shard name -> {size, sha256, mtime_ns}.
     """
     dest = Path(dest)
     manifest_path = dest / "manifest.json"
@@ -136,9 +158,12 @@ def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str |
         entries = manifest.setdefault(dataset, {})
         for name in tqdm(names, desc=f"downloading {dataset}", unit="shard", disable=not progress):
             known = entries.get(name, {})
-            result = download_shard(urls, name, dest / dataset / name, Checksums(sha256=known.get("sha256"), size=known.get("size")),
+            target = dest / dataset / name
+            if verified_unchanged(target, known):
+                continue
+            result = download_shard(urls, name, target, Checksums(sha256=known.get("sha256"), size=known.get("size")),
                                     client.session, params.max_retries)
-            entries[name] = {"size": result.size, "sha256": result.sha256}
+            entries[name] = {"size": result.size, "sha256": result.sha256, "mtime_ns": target.stat().st_mtime_ns}
             write_json_atomic(manifest_path, manifest)  # after every shard: a crash loses at most one
     return manifest
 

@@ -153,7 +153,7 @@ class S2orcReader:
     def __init__(self, shard_dir: "str | Path", fields_of_study=("Computer Science",), min_year: int = 2015,
                  shard_limit: int | None = None, release: str = "", *, selection: str = "publication_date",
                  min_date: str = "2015-01-01", abstract_spans: bool = False, text_dataset: str = "s2orc",
-                 metadata_path: "str | Path | None" = None):
+                 metadata_path: "str | Path | None" = None, params_file: str | None = None):
         self.shard_dir = Path(shard_dir)
         self.fields_of_study = set(fields_of_study)
         self.min_year = min_year
@@ -168,14 +168,15 @@ class S2orcReader:
             if not (self.shard_dir / sub).is_dir():
                 raise FileNotFoundError(
                     f"S2ORC shards not found in {self.shard_dir / sub}; download them first: "
-                    f"S2_API_KEY=... python -m ratio_utils.s2orc --params <params file>"
+                    f"S2_API_KEY=... python -m ratio_utils.s2orc --params {params_file or '<params file>'}"
                 )
 
     @classmethod
     def from_params(cls, params: S2orcParams, cfg: Config) -> "S2orcReader":
         return cls(default_download_dir(params, cfg), params.fields_of_study, params.min_year, params.shard_limit, params.release,
                    selection=params.selection, min_date=params.min_date, abstract_spans=params.abstract_spans,
-                   text_dataset=params.text_dataset, metadata_path=cfg.paths.s2orc_selected_papers)
+                   text_dataset=params.text_dataset, metadata_path=cfg.paths.s2orc_selected_papers,
+                   params_file=cfg.to_dict()["params_file"])
 
     def _shards(self, dataset: str) -> list[Path]:
         shards = sorted(p for p in (self.shard_dir / dataset).iterdir() if p.is_file() and not p.name.endswith(".part"))

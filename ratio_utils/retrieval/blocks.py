@@ -17,12 +17,13 @@ import numpy as np
 
 
 def encode_to_memmap(encode: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str], path: "str | Path", dim: int,
-                     chunk: int = 65536) -> np.ndarray:
-    """Encode `texts` chunk by chunk into a float16 .npy file (memory-mapped; never the whole array in RAM)."""
+                     chunk: int = 65536, dtype: "str | np.dtype" = np.float16) -> np.ndarray:
+    """Encode `texts` chunk by chunk into a float16 (or `dtype`) .npy file, memory-mapped: never the whole
+    array in RAM."""
     from ..io import atomic_path
 
     with atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(len(texts), dim))
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(texts), dim))
         for start in range(0, len(texts), chunk):
             out[start:start + chunk] = encode(texts[start:start + chunk])
         out.flush()

@@ -7,6 +7,10 @@ Text processing, the same for queries and candidates:
 Stopwords: scikit-learn's ENGLISH_STOP_WORDS (318 words), because NLTK's list needs a data
 download that this machine cannot do. The paper used BM25S; so do we. Candidates with a BM25
 score of 0 share no token with the query and are not returned (their order would be arbitrary).
+
+The index lives in memory (bm25s keeps every token list while it builds its sparse matrix). Its IDF is
+global, so a pool cannot simply be indexed shard by shard; a pool whose index would exceed the memory
+budget (retrieval.max_pool_bytes) is refused before indexing, with the memory it would need.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ import numpy as np
 import pandas as pd
 
 from .base import Retriever, run_from_hits
+
+# Peak bytes per indexed token while bm25s builds an index (tracemalloc, pools of the default run: 150 for
+# unigrams, 168 with trigram tokens; the token lists dominate).
+BM25_BYTES_PER_TOKEN = 160
+_SAMPLE = 2000  # sentences tokenized to estimate a pool's tokens
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -70,8 +79,10 @@ class BM25Retriever(Retriever):
         k1: float = 1.5,
         b: float = 0.75,
         name: str | None = None,
+        max_pool_bytes: int | None = None,
     ):
         self.tokenizer = BM25Tokenizer(ngram, stopwords, stemmer)
+        self.max_pool_bytes = max_pool_bytes  # None: no budget
         self.k1, self.b = k1, b
         self.name = name or f"bm25-{self._VARIANT.get(ngram, f'{ngram}gram')}"
         self._index_key: str | None = None
@@ -94,12 +105,31 @@ class BM25Retriever(Retriever):
         if key != self._index_key:
             import bm25s
 
+            self._check_budget(pool["text"])
             tokens = [self.tokenizer(t) for t in pool["text"]]
             index = bm25s.BM25(k1=self.k1, b=self.b)
             index.index(tokens, show_progress=False)
             self._index, self._index_key = index, key
             self._vocab = set(index.vocab_dict) - {""}  # bm25s's placeholder token has no postings
         return self._index
+
+    def index_bytes(self, texts: pd.Series) -> int:
+        """Estimated peak memory of indexing `texts`: their tokens (from an evenly spaced sample) x BM25_BYTES_PER_TOKEN."""
+        sample = texts.iloc[:: max(1, len(texts) // _SAMPLE)]
+        tokens_per_text = sum(len(self.tokenizer(t)) for t in sample) / max(len(sample), 1)
+        return int(len(texts) * tokens_per_text * BM25_BYTES_PER_TOKEN)
+
+    def _check_budget(self, texts: pd.Series) -> None:
+        if self.max_pool_bytes is None:
+            return
+        needed = self.index_bytes(texts)
+        if needed > self.max_pool_bytes:
+            raise MemoryError(
+                f"{self.name}: indexing {len(texts):,} candidates needs about {needed / 2**30:.1f} GiB of memory "
+                f"(~{needed // BM25_BYTES_PER_TOKEN:,} tokens x {BM25_BYTES_PER_TOKEN} bytes), more than "
+                f"retrieval.max_pool_bytes ({self.max_pool_bytes / 2**30:.1f} GiB); BM25's IDF is global, so the pool "
+                "is not split: raise retrieval.max_pool_bytes on a machine with that much memory, or leave BM25 out "
+                "(retrieval.bm25_ngrams: [])")
 
     def _search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
         index = self._ensure_index(pool)

@@ -14,13 +14,20 @@ Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix has
 (design.md): a second search over the same pool with the same model and prefix loads the
 memory-mapped array instead of encoding again. `fp16_storage` halves the disk and index memory
 (the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
+
+A pool whose vectors would take more than `max_pool_bytes` (retrieval.max_pool_bytes; the paper's
+13.8M-sentence train pool is 21 GB in float16 at 768 dimensions) is not held in memory: it is encoded
+chunk by chunk into a memory-mapped .npy file (the embedding cache's file when a cache is set) and
+searched block by block (ratio_utils.retrieval.blocks), with the same ranking as the in-memory index.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +38,11 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
+from ..params import DEFAULT_MAX_POOL_BYTES
 from ..run_records import count_reused
 from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_PREFIXES, GENERIC_QUERY_PREFIX, Move  # noqa: F401  (re-exported)
 from .base import Retriever, run_from_hits
+from .blocks import encode_to_memmap, search_blocks
 
 # Appendix C, "Move instructions".
 MOVE_INSTRUCTIONS: dict[Move, str] = {
@@ -135,11 +144,15 @@ class EmbeddingCache:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, array)
-        # The prefix is hashed in the folder name; keep it readable beside the arrays.
+        self.record_written(path, array.shape[0], prefix, model)
+        return np.load(path, mmap_mode="r")
+
+    def record_written(self, path: Path, n_rows: int, prefix: str, model: str) -> None:
+        """An array this process wrote at `path` (by `save`, or encoded into it in place): its prefix kept
+        readable beside it (the folder name holds only its hash), and its rows counted as computed, not reused."""
         write_json_atomic(path.parent / "prefix.json", {"prefix": prefix, "model": model})
         self._saved_here.add(path)
-        count_reused(self.REUSE_RECORD, 0, array.shape[0])
-        return np.load(path, mmap_mode="r")
+        count_reused(self.REUSE_RECORD, 0, n_rows)
 
 
 def _faiss():
@@ -184,6 +197,9 @@ def _shared_model(path: str, device: str | None):
     return load_sentence_transformer(path, device=device)
 
 
+_WIDEST_EMBEDDING = 8192  # wider than every embedding model of the paper (Stella 1.5B: 1,536; Qwen3 8B: 4,096)
+
+
 class DenseRetriever(Retriever):
     """Bi-encoder retrieval with a sentence-transformers model (see module docstring)."""
 
@@ -199,6 +215,9 @@ class DenseRetriever(Retriever):
         name: str | None = None,
         device: str | None = None,
         query_chunk: int = 2048,
+        max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES,
+        block_rows: int = 1 << 18,
+        encode_chunk: int = 65536,
     ):
         self.query_prefix = query_prefix
         self.doc_prefix = doc_prefix
@@ -207,6 +226,9 @@ class DenseRetriever(Retriever):
         self.fp16_storage = fp16_storage
         self.device = device
         self.query_chunk = query_chunk
+        self.max_pool_bytes = max_pool_bytes
+        self.block_rows = block_rows  # rows of the pool file searched at once (a float32 copy of them in RAM)
+        self.encode_chunk = encode_chunk  # texts encoded and written to the pool file at once
         if isinstance(model, (str, os.PathLike)):
             self._model_ref: str | None = str(model)
             self._model = None
@@ -244,6 +266,24 @@ class DenseRetriever(Retriever):
             "doc_prefix": self.doc_prefix,
             "fp16_storage": self.fp16_storage,
         }
+
+    def embedding_dimension(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
+    @property
+    def storage_dtype(self) -> str:
+        return "float16" if self.fp16_storage else "float32"
+
+    def pool_bytes(self, n_docs: int) -> int:
+        """Bytes of a pool's vectors as stored (what the in-memory index would hold)."""
+        return n_docs * self.embedding_dimension() * np.dtype(self.storage_dtype).itemsize
+
+    def _beyond_budget(self, n_docs: int) -> bool:
+        # Asking the dimension loads the model, which a search served from the embedding cache never needs:
+        # a pool within budget at the widest dimension any model here has is within budget without asking.
+        if n_docs * _WIDEST_EMBEDDING * np.dtype(self.storage_dtype).itemsize <= self.max_pool_bytes:
+            return False
+        return self.pool_bytes(n_docs) > self.max_pool_bytes
 
     # -- encoding ----------------------------------------------------------------------------
     def encode(self, texts: list[str], prefix: str, desc: str = "encoding") -> np.ndarray:
@@ -284,6 +324,8 @@ class DenseRetriever(Retriever):
         return index
 
     def _search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
+        if self._beyond_budget(len(pool)):
+            return self._search_pool_file(queries, pool, k)
         index = self._pool_index(pool)
         query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
         width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
@@ -294,4 +336,33 @@ class DenseRetriever(Retriever):
             block = np.ascontiguousarray(query_vectors[start : start + self.query_chunk], dtype=np.float32)
             scores, hits = index.search(block, width)
             runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(), hits, scores, k))
+        return pd.concat(runs, ignore_index=True)
+
+    def _search_pool_file(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
+        """The pool beyond the memory budget: encoded into a memory-mapped file, searched block by block."""
+        ids, texts = list(pool["docid"]), list(pool["text"])
+        with contextlib.ExitStack() as stack:
+            if self.cache is not None:
+                path = self.cache.path(self.fingerprint(), self.doc_prefix, texts_checksum(ids, texts), self.storage_dtype)
+                vectors = self.cache.load(path, len(texts))
+            else:  # no cache to keep it in: a temporary file, removed after the search
+                path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ratio-pool-"))) / "pool.npy"
+                vectors = None
+            if vectors is None:
+                vectors = encode_to_memmap(lambda batch: self.encode(list(batch), self.doc_prefix, "encoding pool"),
+                                           texts, path, self.embedding_dimension(), self.encode_chunk, self.storage_dtype)
+                if self.cache is not None:
+                    self.cache.record_written(path, len(texts), self.doc_prefix, self._model_ref or self.model_label)
+            query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
+            width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
+            qids = list(queries["qid"])
+            docids = pool["docid"].to_numpy()
+            runs = []
+            # Every block of the file is read once per query chunk: a large chunk (only its heaps grow) reads it once.
+            step = max(self.query_chunk, 1 << 16)
+            for start in range(0, len(qids), step):
+                scores, hits = search_blocks(query_vectors[start:start + step], vectors, width, self.block_rows,
+                                             ngpu=faiss_gpu_count())
+                runs.append(run_from_hits(qids[start:start + step], docids, hits, scores, k))
+            del vectors  # the memory map, before its temporary folder goes
         return pd.concat(runs, ignore_index=True)

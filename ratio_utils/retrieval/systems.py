@@ -82,7 +82,7 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
     """The retriever of one row for one move (instructions depend on the move)."""
     cache = cfg.paths.embedding_cache
     if system.family == "bm25":
-        return BM25Retriever(int(system.source), name=system.model)
+        return BM25Retriever(int(system.source), name=system.model, max_pool_bytes=params.max_pool_bytes)
     if system.family == "colbert":
         from .colbert import ColBERTRetriever
 
@@ -104,7 +104,7 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
         raise ValueError(f"unknown prefix kind {system.prefix!r}")
     return DenseRetriever(
         model, query_prefix, doc_prefix, batch_size=params.batch_size, cache_dir=cache,
-        fp16_storage=params.fp16_storage, name=system.model,
+        fp16_storage=params.fp16_storage, name=system.model, max_pool_bytes=params.max_pool_bytes,
     )
 
 
@@ -155,7 +155,8 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
                                        model_fingerprint=model_fingerprint(folder), notes=_tuned_notes(results))
             retriever = retriever or DenseRetriever(
                 str(folder), query_prefix, doc_prefix, batch_size=params.batch_size,
-                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system)
+                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system,
+                max_pool_bytes=params.max_pool_bytes)
             run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
             rows.append({"system": info.system, "move": target.value, "split": split.value, "status": "written",
                          "queries": int(run["qid"].nunique())})

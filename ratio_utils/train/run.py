@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..distributed import world_size
+from ..distributed import barrier, world_size
 from ..schema import Move
 from .params import HyperParams, PRIMARY, TrainParams, training_schedule
 from .evaluator import PoolRetrievalEvaluator
@@ -129,6 +129,9 @@ def train_configuration(
         report_to="none",
         disable_tqdm=False,
         use_cpu=params.device == "cpu",
+        ddp_timeout=params.ddp_timeout,  # used when the trainer starts the process group itself
+        bf16=params.bf16,
+        gradient_checkpointing=params.gradient_checkpointing,
     )
     trainer = SentenceTransformerTrainer(
         model=model,
@@ -152,6 +155,8 @@ def train_configuration(
     losses = [{"step": int(e["step"]), "epoch": float(e["epoch"]), "loss": float(e["loss"])} for e in state.log_history if "loss" in e]
     train_seconds = max(total - evaluator.seconds, 1e-9)
     model_dir = run_dir / "model"
+    # Every rank has restored the best checkpoint (each reads it from disk) before rank 0 deletes it.
+    barrier()
     if trainer.is_world_process_zero():
         model.prompts = {"query": params.query_prefix, "document": params.doc_prefix}
         model.save(str(model_dir))

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
-from ..distributed import barrier, is_main_process
+from ..distributed import barrier, init_process_group, is_main_process, world_size
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from ..models import model_name
 from ..schema import Move, Split
@@ -54,8 +54,14 @@ def move_runs_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
     return cfg.paths.tuned_runs_dir(params.base_model, move)
 
 
-def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, move: Move, seed: int) -> str:
-    """A checksum of every input that changes a run's outcome; a changed input means a new run."""
+def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, move: Move, seed: int,
+            world_size: int = 1) -> str:
+    """A checksum of every input that changes a run's outcome; a changed input means a new run.
+
+    The world size sets the in-batch candidates per query (batch size x processes), so a run under
+    torchrun is not a one-process run's. It, bf16 and gradient checkpointing enter the key only when
+    they differ from one process in full precision, so the keys of runs made before they existed hold.
+    """
     payload = {
         **fingerprints,
         "move": move.value,
@@ -68,7 +74,28 @@ def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, 
         # trains; runs made before it ("schedule" absent) are not reused.
         "schedule": {"min_steps_per_epoch": params.min_steps_per_epoch, "warmup": "floor-steps"},
     }
+    if world_size > 1:
+        payload["world_size"] = world_size
+    if params.bf16:
+        payload["bf16"] = True
+    if params.gradient_checkpointing:  # recomputation reorders floating-point work: not bit-identical
+        payload["gradient_checkpointing"] = True
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def key_world_size(params: TrainParams) -> int:
+    """The processes runs are keyed by: this launch's under torchrun, else `train.nproc_per_node`, so that
+    one process (notebook 09 after run_all.sh's torchrun pass) finds the runs the processes trained."""
+    return world_size() if world_size() > 1 else max(1, params.nproc_per_node)
+
+
+def _require_launch(cfg: Config, params: TrainParams, move: Move) -> None:
+    """Refuse to train in one process what `train.nproc_per_node` says takes several (its key says several)."""
+    if world_size() == 1 and params.nproc_per_node > 1:
+        command = (f"torchrun --nproc_per_node {params.nproc_per_node} -m ratio_utils.train "
+                   f"--params {cfg.to_dict()['params_file']} --move {move.value}")
+        raise RuntimeError(f"train.nproc_per_node is {params.nproc_per_node} and this is one process: train {move.value} "
+                           f"with `{command}` first (run_all.sh does), then run notebook 09 again to reuse its runs")
 
 
 @dataclass
@@ -163,6 +190,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
 
     move = Move.parse(move)
     params = params or load_train_params(cfg)
+    init_process_group(params.ddp_timeout, params.device)  # before the first barrier (the baseline's)
     bench = bench or load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
     fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
@@ -175,13 +203,14 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     runs: list[RunResult] = []
     trained_now: list[int] = []
     for hp in configs:
-        key = run_key(fingerprints, params, hp, move, cfg.seed)
+        key = run_key(fingerprints, params, hp, move, cfg.seed, key_world_size(params))
         run_dir = runs_dir / f"{hp.name}-{key}"
         done = read_json_if_exists(run_dir / RESULT_FILE)
         if done is not None:
             # The folder may have moved with the output root: trust the location, not the stored path.
             runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(run_dir / "model")))
             continue
+        _require_launch(cfg, params, move)
         if pairs is None:
             pairs = training_pairs(bench, move, params.max_train_pairs, cfg.seed)
             validation = EvalSet.load(bench, move, Split.VALIDATION)
@@ -192,6 +221,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
     if not Path(selected.model_dir).exists():
         # Its weights were removed (it lost an earlier selection over other configurations): retrain it.
+        _require_launch(cfg, params, move)
         hp = HyperParams(**selected.config)
         pairs = pairs if pairs is not None else training_pairs(bench, move, params.max_train_pairs, cfg.seed)
         validation = validation or EvalSet.load(bench, move, Split.VALIDATION)
@@ -356,7 +386,7 @@ def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> p
     for m in params.selected_moves(move):
         n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
         for hp in load_hyperparams(params.configs_file, m, params.configs):
-            key = run_key(fingerprints, params, hp, m, cfg.seed)
+            key = run_key(fingerprints, params, hp, m, cfg.seed, key_world_size(params))
             done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
             rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
                          "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
