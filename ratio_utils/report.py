@@ -25,7 +25,7 @@ from .label_sources import notes as label_notes
 
 
 # Committed outputs: a change there is a run's result, not a change of the code that produced it.
-OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports")
+OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports", ":!results")
 
 
 def git_commit(repo: Path = REPO_ROOT) -> str | None:

@@ -45,14 +45,14 @@ def test_commit_is_dirty_only_when_code_changed(tmp_path):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
-    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "ratio_utils/m.py"):
+    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "results/ml/tables/t.md", "ratio_utils/m.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("v1\n")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1")
     head = git_commit(tmp_path)
     assert head and not head.endswith("-dirty")
-    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb"):
+    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "results/ml/tables/t.md"):
         (tmp_path / name).write_text("v2\n")
     assert git_commit(tmp_path) == head
     (tmp_path / "ratio_utils/m.py").write_text("v2\n")

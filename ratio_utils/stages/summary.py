@@ -375,13 +375,13 @@ def differences(cfg: Config, label_sources: list) -> pd.DataFrame:
     if judge is not None and judge.detail:
         sampled, without = judge.detail.get("sampled pairs", {}), judge.detail.get("pairs without a verdict", {})
         test_pairs = {m.value: len(bench.queries(m, Split.TEST)) for m in MOVES} if Path(cfg.paths.benchmark).exists() else {}
-        ours["pairs judged"] = "; ".join(f"{m}: {sampled.get(m, 0)} of {test_pairs.get(m, '?')} test pairs"
+        ours["pairs judged"] = "; ".join(f"{m}: {sampled.get(m, 0):,} of {test_pairs.get(m, 0):,} test pairs"
                                          f"{f' ({without[m]} without a verdict)' if without.get(m) else ''}" for m in sampled)
     mining = Path(cfg.paths.mining_report)
     if mining.exists():
         report = json.loads(mining.read_text(encoding="utf-8"))
         kept = report.get("pairs", {}).get("kept", {})
-        ours["markers and pairs"] = (f"lexicon of {report.get('lexicon', {}).get('entries', '?')} entries; pairs kept: "
+        ours["markers and pairs"] = (f"lexicon of {report.get('lexicon', {}).get('entries', 0):,} entries; pairs kept: "
                                      + ", ".join(f"{m} {n:,}" for m, n in kept.items()))
     retrieval, train = cfg.sections.get("retrieval", {}), cfg.sections.get("train", {})
     ours["models"] = f"BM25 n-grams {retrieval.get('bm25_ngrams')}, dense {retrieval.get('dense_models')}"
