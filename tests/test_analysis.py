@@ -1,5 +1,5 @@
 """Appendix F analyses: Jaccard on hand-computed cases, the oracle pools, transfer bookkeeping, and the
-stage on the tiny benchmark (tuned models stand-ins: copies of the base model)."""
+stage on the tiny benchmark (retrievers that rank each gold where the test says, so the stage's numbers are known)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from ratio_utils import analysis, stats
 from ratio_utils.paper_tables import DAGGER
 from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.retrieval.base import Retriever
 
 
 def test_word_sets_are_the_bm25_preprocessing():
@@ -74,31 +75,98 @@ def test_transfer_matrix_bookkeeping():
     assert np.isnan(analysis.relative_change(0.3, 0.0))
 
 
-@pytest.mark.models
-def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench):
-    from ratio_utils.models import resolve_model_path
+# Two sentences that share no word with any tiny query (checked in the test): fillers ranked above the gold.
+_NO_OVERLAP = ["we report results averaged over five random seeds.", "numbers in the appendix are rounded."]
+
+
+class _GoldAtRank(Retriever):
+    """A retriever whose rank of each query's gold is set by hand: the untuned one puts two fillers above it; one
+    tuned on move M returns only the gold for M's queries, and for other moves' queries puts one filler above it
+    (tuned on Address) or two (tuned on Specify: no better than untuned there). Fillers are the no-overlap
+    sentences where the pool has them, else the pool's other sentences by docid."""
+
+    def __init__(self, tuned_on: str | None, gold_of: dict[str, str], move_of: dict[str, str]):
+        self.tuned_on, self.gold_of, self.move_of = tuned_on, gold_of, move_of
+        self.name = f"gold-at-rank:{tuned_on or 'untuned'}"
+
+    def _search(self, queries, pool, k):
+        no_overlap = set(pool.loc[pool["text"].isin(_NO_OVERLAP), "docid"])
+        rows = []
+        for qid in queries["qid"]:
+            gold = self.gold_of[qid]
+            others = sorted(set(pool["docid"]) - {gold}, key=lambda d: (d not in no_overlap, d))
+            if self.tuned_on is None:
+                fillers = 2
+            else:
+                fillers = 0 if self.move_of[qid] == self.tuned_on else 1 if self.tuned_on == "address" else 2
+            ranked = [*others[:fillers], gold]
+            rows += [{"qid": qid, "docid": d, "rank": r, "score": 1.0 / r} for r, d in enumerate(ranked, 1)]
+        return pd.DataFrame(rows)
+
+
+def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatch):
+    """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
+    below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
+    from ratio_utils.benchmark import write_pool
+    from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 
-    # notebook 09's address model, and a user's specify model named in the params (both the base weights here)
-    for folder in (cfg.paths.models / "all-MiniLM-L6-v2__address", cfg.paths.root / "mine"):
-        shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), folder)
-    (cfg.paths.models / "all-MiniLM-L6-v2__address" / "results.json").write_text(json.dumps({}))
-    params = analyses.AnalysisParams(tuned_models={"specify": str(cfg.paths.root / "mine")}, k=10, n_resamples=200)
-    retrievers = analyses.find_retrievers(cfg, params)
-    assert set(retrievers.tuned) == {"address", "specify"} and set(retrievers.missing) == {"broaden"}
+    pool = bench.pool("test")
+    pool = pd.concat([pool, pd.DataFrame([{"docid": sentence_id(_NO_OVERLAP[1]), "text": _NO_OVERLAP[1],
+                                           "source": "common_irrelevant", "corpusid": "D00-0000"}])], ignore_index=True)
+    write_pool(pool, bench.root, "test")
+    bench = load_benchmark(bench.root)
+    words = analysis.WordSets()
+    pairs = {m: bench.queries(m, "test") for m in ("address", "broaden", "specify")}
+    assert all(analysis.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
+    gold_of = {q: g for p in pairs.values() for q, g in zip(p["query_id"], p["gold_id"])}
+    move_of = {q: m for m, p in pairs.items() for q in p["query_id"]}
 
+    # the untuned retriever and notebook 09's address model by folder, a user's specify model named in the params;
+    # each folder's contents (and so its fingerprint) differ
+    untuned, mine = cfg.paths.root / "untuned", cfg.paths.root / "mine"
+    address = cfg.paths.models / "untuned__address"
+    for folder in (untuned, address, mine):
+        folder.mkdir(parents=True)
+        (folder / "weights.txt").write_text(folder.name, encoding="utf-8")
+    (address / "results.json").write_text(json.dumps({}))
+    tuned_on = {str(untuned): None, str(address): "address", str(mine): "specify"}
+    monkeypatch.setattr(analyses, "DenseRetriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
+    params = analyses.AnalysisParams(base_model=str(untuned), tuned_models={"specify": str(mine)}, k=10, n_resamples=200)
+    retrievers = analyses.find_retrievers(cfg, params)
+    assert retrievers.tuned == {"address": address, "specify": mine} and set(retrievers.missing) == {"broaden"}
+
+    # F.1: on its own move's queries a tuned retriever returns only the gold (overlap g, the query-gold overlap at
+    # every k); the untuned one two no-overlap fillers, then the gold (0 at k=1, g/3 from k=3 on).
     overlap = analyses.lexical_overlap(cfg, bench, params, retrievers)
-    # same weights: tuned and untuned overlap equally, so 'tuned overlaps less' is never counted
-    assert set(overlap.comparisons["Tuned overlaps less"]) == {"no"}
+    values = overlap.per_k.set_index(["move", "system", "k"])["value"]
+    # by hand (BM25 word sets, shared / union): address 1/10 (parser), 0, 1/10 (beam); specify 0, 2/9 (featur, word), 0
+    gold = {"address": (1 / 10 + 0 + 1 / 10) / 3, "specify": (0 + 2 / 9 + 0) / 3}
+    for move, g in gold.items():
+        assert values[move, "gold", 1] == pytest.approx(g)
+        assert values[move, "tuned", 1] == values[move, "tuned", 10] == pytest.approx(g)
+        assert values[move, "baseline", 1] == 0 and values[move, "baseline", 3] == pytest.approx(g / 3)
+    comparisons = overlap.comparisons.set_index(["Move", "k"])
+    assert set(comparisons["Tuned overlaps less"]) == {"no"}  # the tuned retriever overlaps more here
+    records = pd.read_csv(cfg.paths.tables / "analysis_overlap_comparisons.records.csv").set_index(["move", "metric"])
+    assert set(records["subject"]) == {"tuned"} and set(records["reference"]) == {"baseline"}
+    for move, g in gold.items():
+        assert records.loc[(move, "Jaccard@1"), "value"] == pytest.approx(g)  # tuned - baseline, positive
+        assert records.loc[(move, "Jaccard@3"), "value"] == pytest.approx(2 * g / 3)
     assert overlap.count.iloc[-1]["Comparisons made"] == 2 * len(params.comparison_ks)  # address + specify, test only
+    assert overlap.count.iloc[-1]["Tuned overlaps less"] == 0
     assert "no silver split" in " ".join(overlap.notes)
     assert (cfg.paths.figures / "figure4_lexical_overlap.png").exists()
 
+    # F.2: in a pool of the move's golds the untuned retriever ranks the gold last (3rd of 3, 2nd of Broaden's 2)
     table10 = analyses.oracle_filtering(cfg, bench, params, retrievers)
-    specify = table10[table10["Move"] == "Specify"]
-    assert set(specify["Pool size"]) == {3} and set(specify["Setup"]) == {"Baseline", "Tuned"}
-    assert specify.iloc[0]["M@10"] == specify.iloc[1]["M@10"]  # same weights, same pool
-    assert (table10[table10["Move"] == "Broaden"].query("Setup == 'Tuned'")["M@10"] == "").all()
+    specify = table10[table10["Move"] == "Specify"].set_index("Setup")
+    assert set(specify["Pool size"]) == {3} and list(specify.index) == ["Baseline", "Tuned"]
+    assert specify.loc["Baseline", "M@10"] == "33.3 [33.3, 33.3]" + DAGGER
+    assert specify.loc["Tuned", "M@10"] == "100.0 [100.0, 100.0]" + DAGGER
+    assert specify.loc["Baseline", "R@1"].startswith("0.0") and specify.loc["Tuned", "R@1"].startswith("100.0")
+    broaden = table10[table10["Move"] == "Broaden"].set_index("Setup")
+    assert broaden.loc["Baseline", "M@10"].startswith("50.0") and broaden.loc["Tuned", "M@10"] == ""
     # a pool of 3 golds: R@3 and above are 100 by construction and say so; R@1 is a result
     assert set(specify["R@3"]) == {"100 (pool ≤ 3)" + DAGGER} and set(specify["R@100"]) == {"100 (pool ≤ 100)" + DAGGER}
     assert "pool ≤" not in " ".join(specify["R@1"])
@@ -107,11 +175,25 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench):
     csv = pd.read_csv(cfg.paths.tables / "table10_oracle_filtering.csv")
     tuned_p = csv.loc[(csv["Move"] == "Specify") & (csv["Setup"] == "Tuned"), "p"]
     assert tuned_p.dtype.kind == "f" and tuned_p.between(0, 1).all()  # numbers in the CSV, text in the shown table
-    assert list(specify.query("Setup == 'Tuned'")["p"]) == [stats.format_p(v, 200) for v in tuned_p]
+    assert list(specify.loc[["Tuned"], "p"]) == [stats.format_p(v, 200) for v in tuned_p]
+    oracle_records = pd.read_csv(cfg.paths.tables / "table10_oracle_filtering.records.csv").set_index("move")
+    assert oracle_records.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3] * 2)
 
+    # F.3 (MRR@10): untuned 1/3 everywhere; tuned on M: 1 on M's queries; on the others 1/2 (Address) or 1/3 (Specify)
     transfer = analyses.cross_move_transfer(cfg, bench, params, retrievers)
     assert len(transfer.table) == 2 * 3  # two tuned retrievers x three queried moves
-    assert (transfer.matrix.fillna(0).abs() < 1e-9).all().all()  # same weights: no change anywhere
+    expected = pd.DataFrame({"address": [2.0, 0.0], "broaden": [0.5, 0.0], "specify": [0.5, 2.0]}, index=["address", "specify"])
+    pd.testing.assert_frame_equal(transfer.matrix, expected, check_names=False)  # rows: tuned on; columns: queried
+    rows = transfer.table.set_index(["Tuned on", "Queries of"])
+    assert rows.loc[("Specify", "Specify"), "Own move"] == "yes" and rows.loc[("Specify", "Address"), "Own move"] == ""
+    assert rows.loc[("Specify", "Specify"), "Difference"].startswith("66.7")
+    assert rows.loc[("Address", "Specify"), "Difference"].startswith("16.7")
+    assert rows.loc[("Address", "Specify"), "Relative change"] == "+50%" and rows.loc[("Specify", "Address"), "Relative change"] == "+0%"
+    transfer_records = pd.read_csv(cfg.paths.tables / "analysis_cross_move_transfer.records.csv")
+    own = transfer_records[transfer_records["scope"] == "own move vs other move"].set_index("move")
+    assert own.loc["specify", "subject"] == "tuned on specify" and own.loc["specify", "reference"] == "tuned on address"
+    # on Address's queries 1 vs 1/3 (the Specify model), on Specify's 1 vs 1/2 (the Address model), in points
+    assert own.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3, 50.0])
     assert (cfg.paths.tables / "analysis_cross_move_transfer.md").exists()
     title = transfer.figure.axes[0].get_title()
     n_address = len(bench.queries("address", "test"))
