@@ -44,9 +44,18 @@ def test_balanced_pairs_gives_each_move_the_same_share_and_caps_repeats():
     assert pairs[pairs.move == "broaden"]["anchor"].value_counts().eq(3).all()
     row = report.set_index("move").loc["broaden"]
     assert (row["available"], row["used"], row["unique"], row["repeats"]) == (10, 30, 10, 3.0)
-    assert report["share (%)"].sum() == pytest.approx(100, abs=0.2)
+    # shares of the 230 pairs used, in % to one decimal: 100/230, 100/230, 30/230
+    assert report.set_index("move")["share (%)"].to_dict() == {"specify": 43.5, "address": 43.5, "broaden": 13.0}
     again, _ = unified.balanced_pairs({Move.SPECIFY: _pairs(500, "s")}, 100, 3, seed=13)
     assert list(again["anchor"]) == list(pairs[pairs.move == "specify"]["anchor"])  # seeded
+    # 128 per move, Address capped at 32 pairs x 3 = 96: 128/96/128 of 352
+    _, report = unified.balanced_pairs(
+        {Move.SPECIFY: _pairs(500, "s"), Move.ADDRESS: _pairs(32, "a"), Move.BROADEN: _pairs(200, "b")},
+        pairs_per_move=128, max_repeats=3, seed=13)
+    by_move = report.set_index("move")
+    assert by_move["used"].to_dict() == {"specify": 128, "address": 96, "broaden": 128}
+    assert by_move["share (%)"].to_dict() == {"specify": round(12800 / 352, 1), "address": round(9600 / 352, 1),
+                                              "broaden": round(12800 / 352, 1)} == {"specify": 36.4, "address": 27.3, "broaden": 36.4}
 
 
 def test_balanced_pairs_without_cap_matches_the_largest_move():
@@ -125,8 +134,39 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
     shares = summary[["Gold higher under own move than under both others (%)", "Tied with the best other (%)",
                       "Lower under own move than under another (%)"]].sum(axis=1)
     assert shares.round(6).eq(100).all()
+    assert summary["Pairs"].tolist() == [3, 2, 3, 8]
     pairwise = unified.pairwise_own_vs_other(ranks, list(Move))
-    assert len(pairwise) == 6
+    assert set(zip(pairwise["own move"], pairwise["other move"])) == {(a.value, b.value) for a in Move for b in Move if a is not b}
+    # the values of the summary and of the pairwise shares from hand-made ranks: test_sensitivity_shares_by_hand
+
+
+def test_sensitivity_shares_by_hand():
+    """Four pairs whose ranks under each instruction are written out, so every share is known."""
+    ranks = pd.DataFrame([
+        # own move, its rank; the gold's rank under the other moves' instructions
+        {"qid": "q1", "move": "specify", "rank_specify": 1, "rank_address": 3, "rank_broaden": 2, "changed": True},  # higher
+        {"qid": "q2", "move": "specify", "rank_specify": 2, "rank_address": 2, "rank_broaden": 5, "changed": False},  # tied
+        {"qid": "q3", "move": "specify", "rank_specify": 4, "rank_address": 1, "rank_broaden": 6, "changed": True},  # lower
+        {"qid": "q4", "move": "address", "rank_specify": 2, "rank_address": 1, "rank_broaden": 3, "changed": True},  # higher
+    ]).assign(gold_id="g", overlap_specify=[10, 6, 2, 4], overlap_address=[4, 10, 8, 10], overlap_broaden=[6, 4, 2, 8])
+    moves = [Move.ADDRESS, Move.BROADEN, Move.SPECIFY]
+    summary = unified.sensitivity_summary(ranks, moves).set_index("Move")
+    assert list(summary.index) == ["Address", "Specify", "All"]  # no Broaden pair: no row
+    shares = summary[["Gold higher under own move than under both others (%)", "Tied with the best other (%)",
+                      "Lower under own move than under another (%)"]]
+    assert shares.loc["Specify"].tolist() == pytest.approx([100 / 3] * 3)
+    assert shares.loc["Address"].tolist() == [100.0, 0.0, 0.0]
+    assert shares.loc["All"].tolist() == [50.0, 25.0, 25.0]
+    assert summary.loc["Specify", "Top 10 changes with the move (%)"] == pytest.approx(200 / 3)
+    # mean overlap with the other two moves' top 10: q1 5, q2 7, q3 5 (specify); q4 6 (address)
+    assert summary.loc["Specify", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(17 / 3)
+    assert summary.loc["All", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(23 / 4)
+    assert summary.loc["Specify", "Median gold rank, own move"] == 2 and summary.loc["Specify", "Median gold rank, best other move"] == 2
+    pairwise = unified.pairwise_own_vs_other(ranks, moves, paired_test=False).set_index(["own move", "other move"])
+    assert pairwise.loc[("specify", "address"), ["higher under own", "equal", "lower under own"]].tolist() == pytest.approx([100 / 3] * 3)
+    assert pairwise.loc[("specify", "broaden"), ["higher under own", "equal", "lower under own"]].tolist() == [100.0, 0.0, 0.0]
+    assert pairwise.loc[("address", "specify"), "higher under own"] == 100.0 and pairwise.loc[("address", "specify"), "pairs"] == 1
+    assert len(pairwise) == 4  # Broaden has no pair of its own
 
 
 def test_params_section_is_validated(cfg):
