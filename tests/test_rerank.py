@@ -271,3 +271,44 @@ def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
     report = json.loads(cfg.paths.rerank_report.read_text())
     assert report["mode"] == "dry_run" and len(list((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))) == 1
     assert not (cfg.paths.retrieval_runs / "BM25-test_+_rerank").exists()
+
+
+def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(setup, monkeypatch):
+    cfg, bench, outside = setup
+    cfg.sections["rerank"]["max_queries"] = 2  # of Address 3, Broaden 2, Specify 3 queries
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    sent: list[str] = []
+
+    def responder(body: dict) -> str:
+        sent.append(_query_of(body))
+        return json.dumps({"ranking": [5, 4]})
+
+    with StubOpenAI(KEY, responder=responder) as stub:
+        summary = _live(cfg, stub).run().set_index("move")
+        assert stub.counts["POST /v1/chat/completions"] == len(sent)
+    assert summary["queries"].to_dict() == {"address": 2, "broaden": 2, "specify": 2}
+    assert len(sent) == len(set(sent)) == summary["sent"].sum()
+    samples = {}
+    for move in MOVES:
+        pairs = bench.queries(move, "test")
+        text_of = dict(zip(pairs["query_id"], pairs["querySentence"]))
+        path = run_path(cfg.paths.retrieval_runs, RERANKED, move, "test")
+        sample = set(read_run(path)["qid"])
+        assert len(sample) == 2 and sample <= set(text_of)  # the run file holds the sampled queries only
+        assert read_run_info(path).qids == sorted(sample)
+        # every sampled query whose gold is in the top n is sent, and no other query of the move
+        assert {q for q, text in text_of.items() if text in sent} == sample - {outside}
+        assert summary.loc[move.value, "sent"] == len(sample - {outside})
+        samples[move.value] = sorted(sample)
+
+    def planned_sample(seed: int) -> dict[str, list[str]]:
+        cfg.seed = seed
+        stage = LLMRerank.from_config(cfg)
+        stage.plan()
+        return {job.move.value: sorted(job.orders) for job in stage.jobs}
+
+    seed = cfg.seed
+    assert planned_sample(seed) == planned_sample(seed) == samples  # seeded: the same sample every time
+    other = next((s for s in range(seed + 1, seed + 50) if planned_sample(s) != samples), None)
+    assert other is not None, "another seed should draw another sample of 2 of 3 queries"
+    assert planned_sample(other)["broaden"] == samples["broaden"]  # 2 of Broaden's 2: every seed takes both
