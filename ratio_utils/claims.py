@@ -101,9 +101,10 @@ def combine(verdicts: list[str]) -> str:
 def _evidence(row: pd.Series, verdict: str) -> str:
     label = row["metric"] if pd.isna(row.get("scope")) or not row.get("scope") else f"{row['scope']}, {row['metric']}"
     digits = 3 if str(row["metric"]).startswith("Jaccard") else 1  # overlaps are fractions, the rest % points
-    dagger = "†" if stats.is_indicative(int(row["n"])) else ""
-    return (f"{label}: {row['subject']} - {row['reference']} {row['value']:+.{digits}f} "
-            f"[{row['low']:.{digits}f}, {row['high']:.{digits}f}]{dagger}, p {stats.format_p(row['p'])}, "
+    interval = stats.format_ci(row["value"], row["low"], row["high"], scale=1, digits=digits)
+    sign = "+" if row["value"] >= 0 else ""  # a difference reads with its sign
+    return (f"{label}: {row['subject']} - {row['reference']} {sign}{interval}{stats.dagger(int(row['n']))}, "
+            f"p {stats.format_p(row['p'])}, "
             f"n {int(row['n'])} ({verdict})")
 
 

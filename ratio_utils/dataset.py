@@ -51,7 +51,7 @@ from .io import write_json_atomic
 from .mining import counts_to_report, read_mined
 from .parts import read_table
 from .schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash
-from .params import PAPER_SPLITS, SPLITS, DatasetParams, SplitWindow  # noqa: F401  (the `dataset` section, re-exported)
+from .params import SPLITS, DatasetParams, SplitWindow  # noqa: F401  (the `dataset` section, re-exported)
 
 # The paper's Table 5 figures that its text states (§4.2, §5, App. F): pairs per move (all splits),
 # pool sizes, and the test golds per move (the oracle pools of §5 are "the gold sentences of all test

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np

@@ -36,7 +36,7 @@ from .benchmark import Benchmark, load_benchmark
 from .config import Config
 from .io import InputError, write_json_atomic
 from .label_sources import notes as label_notes
-from .label_sources import read_silver_source, rerank_source
+from .label_sources import rerank_source, silver_sources
 from .metrics import per_query_metrics
 from .report import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
@@ -44,7 +44,7 @@ from .retrieval.scoring import run_queries
 from .run_records import count_reused
 from .schema import MOVES, Move, Split
 
-DAGGER = "†"
+DAGGER = stats.DAGGER
 CONFIDENCE = 0.95
 
 _NO_PACKAGE = "not available offline: no PyPI package ships this model and there is no model hub here"
@@ -296,7 +296,7 @@ class IntervalCache:
 
     REUSE_RECORD = "bootstrap intervals computed before (cache/bootstrap_cells.json)"
 
-    def __init__(self, path: Path | None, seed: int, n_resamples: int = 10_000):
+    def __init__(self, path: Path | None, seed: int, n_resamples: int = stats.N_RESAMPLES):
         self.path, self.seed, self.n_resamples = path, seed, n_resamples
         self.values: dict[str, list[float]] = {}
         if path is not None and path.exists():
@@ -574,7 +574,7 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
 
 
 def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool = True,
-                    expected: Expected | None = None, n_resamples: int = 10_000) -> PaperTables:
+                    expected: Expected | None = None, n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
     """Tables 1, 7, 8 and the rerank comparison from every run file under cfg.paths.retrieval_runs."""
     from .report import write_table
 
@@ -589,7 +589,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
         run = score_run(bench, info, path, metrics)
         scored[(*run.key, info.move, info.split)] = run
     silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
-    silver_source = read_silver_source(bench.root) if silver_moves else None
+    silver = silver_sources(bench)  # [] where no move queries silver
     rerankers = [rerank_source(run.info.retriever) for run in scored.values() if run.info.setup.endswith("rerank")]
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
     planned = _planned(expected)
@@ -604,7 +604,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
         captions[name] = spec.caption.format(query_set=label)
         notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
         notes[name] = notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
-        labels[name] = ([silver_source] if spec.split == "silver" else []) + (rerankers if spec.rerank_rows else [])
+        labels[name] = (silver if spec.split == "silver" else []) + (rerankers if spec.rerank_rows else [])
     shown, numbers, records[RERANK_TABLE] = _rerank_table(scored, cache)
     tables[RERANK_TABLE], numeric[RERANK_TABLE] = shown, numbers
     captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set_label(silver_moves, 'silver')}), "
@@ -623,8 +623,8 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
         "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
         "the same queries, as the paper's 'best retriever for each move').",
     ]
-    labels[BASELINE_TABLE] = [silver_source]
-    labels[RERANK_TABLE] = [silver_source, *rerankers]
+    labels[BASELINE_TABLE] = silver
+    labels[RERANK_TABLE] = [*silver, *rerankers]
     for name in tables:  # who produced the labels, first, in the notebook's display as in the written table
         notes[name] = label_notes(labels[name]) + notes[name]
     cache.save()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, MOVES, POOL_SPLITS, Move
+from .schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MOVES, POOL_SPLITS, Move
 from .text import CleaningRules
 
 
@@ -373,8 +373,8 @@ class TrainParams:
     moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
     max_train_pairs: int | None = None  # paper: all pairs; a CPU budget caps them (seeded sample)
     max_seq_length: int = 128
-    query_prefix: str = "query: "  # the paper's generic prefixes (Appendix C, Input prefixes)
-    doc_prefix: str = "document: "
+    query_prefix: str = GENERIC_QUERY_PREFIX  # the paper's generic prefixes (Appendix C, Input prefixes)
+    doc_prefix: str = GENERIC_DOC_PREFIX
     eval_batch_size: int = 64
     # Tiny moves (Broaden: 32 training pairs) give one optimizer step per epoch at batch 32; a pass over
     # the pairs is then repeated until an epoch has at least this many steps (training_schedule).
@@ -456,8 +456,8 @@ class AnalysisParams:
 
     base_model: str = "all-MiniLM-L6-v2"  # the untuned retriever: a model name (ratio_utils.models) or a folder
     tuned_models: dict[str, str] = field(default_factory=dict)  # move -> folder; empty: notebook 09's models/<base>__<move>/
-    query_prefix: str = "query: "  # the generic prefixes of §5.1, as notebook 09 trains with
-    doc_prefix: str = "document: "
+    query_prefix: str = GENERIC_QUERY_PREFIX  # the generic prefixes of §5.1, as notebook 09 trains with
+    doc_prefix: str = GENERIC_DOC_PREFIX
     overlap_ks: list[int] = field(default_factory=lambda: list(OVERLAP_KS))
     comparison_ks: list[int] = field(default_factory=lambda: list(COMPARISON_KS))
     k: int = 100

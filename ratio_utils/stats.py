@@ -88,6 +88,14 @@ def is_indicative(n_queries: int) -> bool:
     return n_queries < INDICATIVE_BELOW
 
 
+DAGGER = "†"  # marks a cell on fewer than INDICATIVE_BELOW queries
+
+
+def dagger(n_queries: int) -> str:
+    """'†' for a cell on fewer than INDICATIVE_BELOW queries, else ''."""
+    return DAGGER if is_indicative(n_queries) else ""
+
+
 def format_ci(value: float, low: float, high: float, *, scale: float = 100, digits: int = 1) -> str:
     """'23.3 [21.4, 25.2]' for a value and its interval (scaled to percent by default); blank if missing."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -126,3 +134,9 @@ def format_p(p, n_permutations: int = N_RESAMPLES) -> str:
     if p <= 1 / (n_permutations + 1) + 1e-12:
         return f"< {mantissa}e{exponent}"
     return f"{p:.{max(-exponent, 0)}f}"
+
+
+def with_p_text(frame, n_permutations: int = N_RESAMPLES, columns=("p",)):
+    """The shown form of a table whose `columns` hold numeric p-values (kept numeric in the CSV), via format_p."""
+    present = [c for c in columns if c in frame]
+    return frame.assign(**{c: frame[c].map(lambda p: format_p(p, n_permutations)) for c in present})

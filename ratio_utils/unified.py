@@ -56,7 +56,7 @@ from .train import (
     train_configuration,
     usage_lines,
 )
-from .params import UnifiedParams  # noqa: F401  (the `unified` section, re-exported)
+from .params import UnifiedParams
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
-from ratio_utils import annotate, human_eval
+from ratio_utils import annotate, human_eval, stats
 from ratio_utils.config import load_config
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
@@ -74,7 +74,7 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     csv = pd.read_csv(labelled.paths.tables / "table2_human_eval.csv")
     p_column = next(c for c in csv.columns if c.startswith("p MRR"))
     assert csv[p_column].dropna().between(0, 1).all()
-    shown = human_eval_stats.p_values_shown(csv, 10_000)
+    shown = stats.with_p_text(csv, 10_000, [c for c in csv if c.startswith("p ")])
     assert list(shown[p_column]) == [format_p(p) for p in csv[p_column]] and "" in set(shown[p_column])
     assert "no silver set" in notes and "1 incomplete annotation" in notes and str(labelled.paths.root) not in notes
 

@@ -300,7 +300,7 @@ def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables
     assert row["p_value"] == p
     assert (row["difference_low"], row["difference_high"]) == (diff.low, diff.high)
     shown_finetune = tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))
-    shown_analysis = analyses.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
+    shown_analysis = stats.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
     assert shown_finetune.loc[0, "p (paired permutation)"] == shown_analysis.loc[0, "p"]
 
 

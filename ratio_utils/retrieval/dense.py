@@ -300,7 +300,7 @@ class DenseRetriever(Retriever):
 
     def embeddings(self, ids: list[str], texts: list[str], prefix: str, desc: str) -> tuple[np.ndarray, str | None]:
         """Embeddings of texts (cached when a cache folder is set) and their cache key (or None)."""
-        dtype = "float16" if self.fp16_storage else "float32"
+        dtype = self.storage_dtype
         if self.cache is None:
             vectors = self.encode(texts, prefix, desc)
             return (vectors.astype(np.float16) if self.fp16_storage else vectors), None

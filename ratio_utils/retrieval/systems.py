@@ -11,13 +11,13 @@ Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (rec
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..benchmark import Benchmark
 from ..config import Config
+from ..io import read_json_if_exists
 from ..models import model_name
 from ..params import RetrievalParams
 from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
@@ -138,11 +138,10 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     splits = [Split.parse(s) for s in params.splits]
     for target in train.selected_moves(move):
         folder = move_model_dir(cfg, train, target)
-        results_file = folder / FINAL_RESULTS_FILE
-        if not results_file.exists():
+        results = read_json_if_exists(folder / FINAL_RESULTS_FILE)
+        if results is None:
             rows.append({"move": target.value, "status": f"no fine-tuned model under models/{folder.name}/"})
             continue
-        results = json.loads(results_file.read_text(encoding="utf-8"))
         prefixes = results.get("prefixes") or {}
         query_prefix = prefixes.get("query", GENERIC_PREFIXES[0])
         doc_prefix = prefixes.get("document", GENERIC_PREFIXES[1])

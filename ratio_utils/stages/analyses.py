@@ -163,13 +163,6 @@ def _interval_note(extra: str = "") -> str:
             f"over the same queries. {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only." + extra)
 
 
-def with_p_text(frame: pd.DataFrame, n_permutations: int, column: str = "p") -> pd.DataFrame:
-    """The shown form of a table whose `column` holds numeric p-values (kept numeric in the CSV)."""
-    if frame.empty or column not in frame:
-        return frame
-    return frame.assign(**{column: frame[column].map(lambda p: stats.format_p(p, n_permutations))})
-
-
 def _reduced_note(params: AnalysisParams) -> list[str]:
     return [f"Reduced run: at most {params.max_queries} queries per move and query set (the first by id)."] if params.max_queries else []
 
@@ -237,7 +230,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
         notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
     per_k = pd.DataFrame(rows)
     comparison_frame = pd.DataFrame(comparisons)
-    comparisons_shown = with_p_text(comparison_frame, params.n_resamples)
+    comparisons_shown = stats.with_p_text(comparison_frame, params.n_resamples)
     count = _overlap_count(comparison_frame, params)
     if write and not per_k.empty:
         common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
@@ -372,7 +365,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
     columns = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *FULL_COLUMNS, "Tuned - baseline M@10", "p"]
     table = table.reindex(columns=[c for c in columns if c in table.columns])
     table = table.astype(object).where(table.notna(), None)
-    shown = with_p_text(table, params.n_resamples).fillna("")
+    shown = stats.with_p_text(table, params.n_resamples).fillna("")
     trivial = sorted({c for c in FULL_COLUMNS if c in shown and shown[c].astype(str).str.contains(TRIVIAL_MARK, regex=False).any()},
                      key=FULL_COLUMNS.index)
     if trivial:
@@ -455,7 +448,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
         notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
     matrix = analysis.transfer_matrix(scores, untuned)
     table, figure = pd.DataFrame(rows), None
-    shown = with_p_text(table, params.n_resamples)
+    shown = stats.with_p_text(table, params.n_resamples)
     if write and not table.empty:
         write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], shown=shown,
                     labels=silver_sources(bench), records=records_frame(records),
@@ -481,7 +474,7 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, 
     annotations = matrix.copy().astype(object)
     for queried in matrix.columns:
         n = queried_sets[queried][1]
-        mark = DAGGER if stats.is_indicative(n) else ""
+        mark = stats.dagger(n)
         annotations[queried] = ["" if pd.isna(v) else f"{100 * v:+.0f}%{mark}\nN={n}" for v in matrix[queried]]
     fig, ax = plt.subplots(figsize=(1.6 + 1.6 * matrix.shape[1], 1.4 + 0.9 * matrix.shape[0]))
     sns.heatmap(100 * matrix, annot=annotations.to_numpy(), fmt="", cmap="RdBu", center=0,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import human_eval
+from .. import human_eval, stats
 from ..benchmark import Benchmark, load_benchmark
 from ..config import Config
 from ..human_eval import SETUPS, HumanEvalParams
@@ -26,7 +26,7 @@ from ..models import model_name
 from ..report import write_table
 from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ..schema import Move
-from ..stats import INDICATIVE_BELOW, format_p
+from ..stats import INDICATIVE_BELOW
 
 
 def load_params(cfg: Config) -> HumanEvalParams:
@@ -190,18 +190,13 @@ def results(cfg: Config) -> HumanEvalResults:
     }
     inputs = [cfg.paths.human_eval_key, *files]
     for name, frame in tables.items():
-        shown = p_values_shown(frame, params.n_permutations) if name == "table2_human_eval" else None
+        shown = (stats.with_p_text(frame, params.n_permutations, [c for c in frame if c.startswith("p ")])
+                 if name == "table2_human_eval" else None)
         write_table(frame, name, cfg, caption=captions[name], notes=notes, inputs=inputs, shown=shown,
                     float_format="{:.3g}" if name in ("table2_human_eval", "human_eval_agreement") else "{:.1f}")
     status = labels.candidates.groupby("annotator")["item"].nunique().rename("complete queries").reset_index()
     status = status.merge(labels.incomplete.groupby("annotator").size().rename("incomplete queries").reset_index(), how="outer")
     return HumanEvalResults(status.fillna(0).astype({"incomplete queries": int}), tables)
-
-
-def p_values_shown(frame: pd.DataFrame, n_permutations: int) -> pd.DataFrame:
-    """Table 2 as shown: its `p ...` columns through stats.format_p (the CSV keeps the numbers)."""
-    columns = [c for c in frame.columns if c.startswith("p ")]
-    return frame.assign(**{c: frame[c].map(lambda p: format_p(p, n_permutations)) for c in columns})
 
 
 def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:

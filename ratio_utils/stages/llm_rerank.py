@@ -195,8 +195,7 @@ class LLMRerank:
             self._finish(job, by_job.get(id(job), {}))
         self._write_report()
         table = self._counts_table()
-        reranker = rerank_source({"reranker": self.model, "answered_by": self.answered_by,
-                                  "replayed_from": REPLAYED_FROM if self.mode == "replay" else None}) if self.answered_by else None
+        reranker = rerank_source(self._reranker_record()) if self.answered_by else None
         write_table(table, "rerank_summary", self.cfg,
                     caption="LLM reranking (notebook 10): queries to rerank, what happened to their requests, answers, repairs",
                     notes=self._portable([*self.notes, COUNTS_NOTE]), inputs=[self.prompts_dir], float_format="{:.0f}",
@@ -255,9 +254,7 @@ class LLMRerank:
         info = dataclasses.replace(
             first, setup=first.setup + RERANK_SUFFIX,
             family="llm-rerank", stage=STAGE, first_stage=first.system, max_queries=None, qids=sorted(orders),
-            source=self.model, retriever={"reranker": self.model, "answered_by": self.answered_by,
-                                          "replayed_from": REPLAYED_FROM if self.mode == "replay" else None,
-                                          "prompt": self.prompts[job.move].label, "prompt_sha256": self.prompts[job.move].sha256,
+            source=self.model, retriever={**self._reranker_record(), "prompt": self.prompts[job.move].label, "prompt_sha256": self.prompts[job.move].sha256,
                                           "top_n": self.params.top_n, "k": self.params.k},
             notes=[f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"] if job.counts.missing else [],
         )
@@ -273,6 +270,11 @@ class LLMRerank:
             job.counts.sent += 1
         elif self.request_files and (self.mode == "dry_run" or result.replay_miss):
             job.counts.request_files += 1
+
+    def _reranker_record(self) -> dict:
+        """Who reranked (label_sources.rerank_source reads it back from a run's sidecar)."""
+        return {"reranker": self.model, "answered_by": self.answered_by,
+                "replayed_from": REPLAYED_FROM if self.mode == "replay" else None}
 
     def _remove_stale(self, target: Path) -> None:
         for path in (target, target.with_suffix(".trec"), info_path(target)):

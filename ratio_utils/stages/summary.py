@@ -158,7 +158,7 @@ def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.Dat
         few = queries is not None and row.get("queries") is not None and stats.is_indicative(int(row["queries"]))
         for metric in metrics:
             r = by_metric.loc[metric] if metric in by_metric.index else None
-            row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1) + ("†" if few else "")
+            row[metric] = "" if r is None else stats.format_ci(r["value"], r["low"], r["high"], scale=1) + (stats.DAGGER if few else "")
         rows.append(row)
     paper = pd.DataFrame(PAPER_REFERENCE)
     paper = paper[paper["query set"] == query_set]
@@ -253,7 +253,7 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""
     for move in moves:
         n = n_per_move.get(move)
         ticks.append(move.capitalize() + ("" if n is None or pd.isna(n) else
-                                          f"\nN = {int(n)}{' †' if stats.is_indicative(int(n)) else ''}"))
+                                          f"\nN = {int(n)} {stats.dagger(int(n))}".rstrip()))
     ax.set_xticks(range(len(moves)), ticks)
     ax.set_ylabel(f"{metric.replace('M@', 'MRR@')} (%)")
     query_set = queries_label.split(" on the ", 1)[-1].split(",")[0] if queries_label else "the headline query set"
@@ -317,7 +317,7 @@ def silver_gains(records: pd.DataFrame) -> pd.DataFrame:
                             & (records["metric"] == "M@10") & records["reference"].notna()]
             if scope:
                 found = found[found["scope"] == scope]
-            ours = "; ".join(f"{r.value:.1f} [{r.low:.1f}, {r.high:.1f}]{'†' if stats.is_indicative(int(r.n)) else ''} "
+            ours = "; ".join(f"{stats.format_ci(r.value, r.low, r.high, scale=1)}{stats.dagger(int(r.n))} "
                              f"({r.subject}, n {int(r.n)})" for r in found.itertuples()) or "not computed in this run"
             value = paper[move]
             rows.append({"gain (M@10 points, silver)": quantity, "move": move,
@@ -359,8 +359,9 @@ PAPER_SETTING = {
 }
 
 
-def differences(cfg: Config, label_sources: list) -> pd.DataFrame:
-    """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources)."""
+def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.DataFrame:
+    """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources);
+    `queries`: `queries_per_split`, for the test pairs behind the judged sample."""
     from ..benchmark import load_benchmark
 
     ours: dict[str, str] = {}
@@ -374,7 +375,8 @@ def differences(cfg: Config, label_sources: list) -> pd.DataFrame:
     judge = next((source for source in label_sources if source.role == "judge"), None)
     if judge is not None and judge.detail:
         sampled, without = judge.detail.get("sampled pairs", {}), judge.detail.get("pairs without a verdict", {})
-        test_pairs = {m.value: len(bench.queries(m, Split.TEST)) for m in MOVES} if Path(cfg.paths.benchmark).exists() else {}
+        test = queries[queries["split"] == Split.TEST.value]
+        test_pairs = dict(zip(test["move"], test["pairs"]))
         ours["pairs judged"] = "; ".join(f"{m}: {sampled.get(m, 0):,} of {test_pairs.get(m, 0):,} test pairs"
                                          f"{f' ({without[m]} without a verdict)' if without.get(m) else ''}" for m in sampled)
     mining = Path(cfg.paths.mining_report)
@@ -517,7 +519,7 @@ def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
         claims=claim_rows,
         claim_counts=claims.verdict_counts(claim_rows),
         gains=silver_gains(records),
-        differences=differences(cfg, sources),
+        differences=differences(cfg, sources, queries),
         label_notes=label_notes(sources),
         contamination=contamination_caveat(cfg),
         tuned_vs_baseline=tuned_vs_baseline(cfg),

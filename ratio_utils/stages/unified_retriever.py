@@ -255,7 +255,7 @@ def own_vs_other_shown(pairwise: pd.DataFrame) -> pd.DataFrame:
     if pairwise.empty or "higher - lower" not in pairwise:
         return pairwise
     shown = pairwise.drop(columns=["higher - lower low", "higher - lower high"])
-    shown["higher - lower"] = [stats.format_ci(v, lo, hi, scale=1) + (DAGGER if stats.is_indicative(n) else "")
+    shown["higher - lower"] = [stats.format_ci(v, lo, hi, scale=1) + stats.dagger(n)
                                for v, lo, hi, n in zip(pairwise["higher - lower"], pairwise["higher - lower low"],
                                                        pairwise["higher - lower high"], pairwise["pairs"])]
     shown["p"] = pairwise["p"].map(format_p)
@@ -308,7 +308,7 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
     moves = params.selected_moves()
     pairwise = unified.pairwise_own_vs_other(ranks, moves, paired_test=False)  # shares; the test is in the table
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    labels = [f"{r['own move']}\nvs {r['other move']}\nN={r['pairs']}{_dagger(r['pairs'])}"
+    labels = [f"{r['own move']}\nvs {r['other move']}\nN={r['pairs']}{stats.dagger(r['pairs'])}"
               for r in pairwise.to_dict(orient="records")]
     bottom = np.zeros(len(pairwise))
     for column, color in (("higher under own", "#2a9d8f"), ("equal", "#bbbbbb"), ("lower under own", "#e76f51")):
@@ -321,7 +321,7 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
     names = [m.value for m in moves]
     data = [ranks.loc[ranks["move"] == m, [f"overlap_{o}" for o in names if o != m]].to_numpy().ravel() for m in names]
     counts = [int((ranks["move"] == m).sum()) for m in names]
-    right.boxplot(data, tick_labels=[f"{m}\nN={n}{_dagger(n)}" for m, n in zip(names, counts)], showmeans=True)
+    right.boxplot(data, tick_labels=[f"{m}\nN={n}{stats.dagger(n)}" for m, n in zip(names, counts)], showmeans=True)
     right.set_ylim(-0.5, 10.5)
     right.set_ylabel(f"shared candidates in the top {unified.TOP}")
     right.set_title("(b) top-10 overlap, own move vs other moves")
@@ -329,10 +329,6 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig, title
-
-
-def _dagger(n: int) -> str:
-    return DAGGER if stats.is_indicative(n) else ""
 
 
 def sensitivity_figure_title(params: unified.UnifiedParams, counts: list[int]) -> str:

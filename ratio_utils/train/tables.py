@@ -157,7 +157,7 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
         if not final:
             continue
         per_query = final.get("per_query") or {}
-        for split, label in SPLIT_LABELS.items():
+        for split in SPLIT_LABELS:
             tuned_scores = final.get(split)
             base_scores = (final.get("baseline") or {}).get(split)
             if not tuned_scores or not base_scores:
