@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/default.yaml")
     parser.add_argument("--sentences", help="sentence table (default: the params' data/interim/sentences.parquet)")
-    parser.add_argument("--lexicon", help="lexicon table (default: the params' data/interim/lexicon.parquet)")
+    parser.add_argument("--lexicon", help="lexicon table (default: the params' final lexicon, data/interim/lexicon.parquet)")
     parser.add_argument("--naive-sample", type=int, default=20_000, help="pairs for the naive loop (0 = all)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--repeats", type=int, default=3)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     params = cfg.section("mining", MiningParams)
     params.progress = False
     sentences_path = Path(args.sentences or cfg.paths.sentences)
-    lexicon_path = Path(args.lexicon or cfg.paths.lexicon)
+    lexicon_path = Path(args.lexicon or cfg.paths.final_lexicon)
     for path in (sentences_path, lexicon_path):
         if not path.exists():
             print(f"missing {path}: run notebooks 00-04 with {args.params} first, or pass --sentences/--lexicon", file=sys.stderr)

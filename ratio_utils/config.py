@@ -130,7 +130,14 @@ class Paths:
         return self.interim / "corpus_report.json"
 
     @property
-    def lexicon(self) -> Path:
+    def curated_lexicon(self) -> Path:
+        """The released lexicon validated and curated (stage 01 writes it, nothing else does): what 02 and 03
+        read and 04 extends, so rerunning 02 or 03 after 04 reads the same lexicon as in the first run."""
+        return self.interim / "lexicon_curated.parquet"
+
+    @property
+    def final_lexicon(self) -> Path:
+        """The curated lexicon with 04's pattern markers (stage 04 writes it): what mining (05) reads."""
         return self.interim / "lexicon.parquet"
 
     @property

@@ -2,9 +2,10 @@
 
 Reads the authors' released lexicon (`<shared>/lexicon/all_query_terms5.csv`, or a download from the
 pinned URL when `<shared>` is absent, checked against the pinned SHA-256 in `data/lexicon/`),
-validates it row by row, and writes the lexicon artefact `cfg.paths.lexicon` (parquet) plus a CSV
+validates it row by row, and writes the lexicon artefact `cfg.paths.curated_lexicon` (parquet) plus a CSV
 and a JSON report beside it, with exactly `schema.LEXICON_COLUMNS`, one row per normalised marker.
-The mining stage reads only that artefact, keyed on `marker`.
+Notebook 04 adds its pattern markers into a second file, `cfg.paths.final_lexicon`, which is the only
+lexicon the mining stage reads, keyed on `marker`.
 
 Also here: the reviewers' decision rule of manual curation (paper §4.1, Appendix A) and Table 4.
 

@@ -1,6 +1,6 @@
 """Stage 05: mine query–gold pairs and distractor candidates from consecutive sentences (paper §4, App. A, B.1).
 
-Reads `cfg.paths.sentences` (schema.SENTENCE_COLUMNS) and `cfg.paths.lexicon` (schema.LEXICON_COLUMNS);
+Reads `cfg.paths.sentences` (schema.SENTENCE_COLUMNS) and `cfg.paths.final_lexicon` (schema.LEXICON_COLUMNS);
 writes `cfg.paths.pairs`, `cfg.paths.distractors` and `cfg.paths.mining_report` (every rule counted).
 
 For every pair of consecutive sentences inside one paragraph, the lower-cased second sentence is matched
@@ -724,7 +724,7 @@ def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str |
 
 
 def _check_inputs(cfg) -> None:
-    for path in (cfg.paths.sentences, cfg.paths.lexicon):
+    for path in (cfg.paths.sentences, cfg.paths.final_lexicon):
         if not Path(path).exists():
             raise FileNotFoundError(f"{path} not found: run the earlier notebooks (00 corpus, 01-04 lexicon) first")
 
@@ -738,8 +738,8 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     """
     params: MiningParams = cfg.section("mining", MiningParams)
     _check_inputs(cfg)
-    lexicon = pd.read_parquet(cfg.paths.lexicon)
-    matcher, check = build_matcher(lexicon, params.extension_max_words, cfg.paths.lexicon)
+    lexicon = pd.read_parquet(cfg.paths.final_lexicon)
+    matcher, check = build_matcher(lexicon, params.extension_max_words, cfg.paths.final_lexicon)
     if Path(cfg.paths.sentences).is_dir():
         counts = mine_parts(cfg.paths.sentences, cfg.paths.pairs, cfg.paths.distractors, matcher, params, client)
         result = MiningResult(read_mined(cfg.paths.pairs), read_mined(cfg.paths.distractors), counts)
@@ -756,7 +756,7 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     report = result.report()
     report["lexicon"] = check.summary()
     report["params"] = dict(params.__dict__)
-    report["inputs"] = {"sentences": str(cfg.paths.sentences), "lexicon": str(cfg.paths.lexicon)}
+    report["inputs"] = {"sentences": str(cfg.paths.sentences), "lexicon": str(cfg.paths.final_lexicon)}
     write_json_atomic(cfg.paths.mining_report, report)
     with atomic_path(cfg.paths.lexicon_conflicts) as tmp:
         check.conflicts.to_csv(tmp, index=False)

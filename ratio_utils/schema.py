@@ -114,7 +114,8 @@ SENTENCE_COLUMNS = (
     "drop_reason",
 )
 
-# data/interim/lexicon.parquet: one row per marker (ratio_utils.lexicon writes it).
+# data/interim/lexicon_curated.parquet (01) and lexicon.parquet (04, what 05 mines with): one row per marker
+# (ratio_utils.lexicon writes both).
 # `marker` is the normalised phrase (see normalize_marker); `move` is null for non-move rows;
 # `category` is the distractor category, or the move subcategory for LLM rows.
 LEXICON_COLUMNS = (

@@ -433,7 +433,7 @@ def test_stage_on_mined_fixture(cfg):
     lexicon = pd.read_csv(FIXTURES / "lexicon.csv", keep_default_na=False, na_values=[""])
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
-    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
     mining.mine(cfg)
     built = dataset.build(cfg)  # default params: year windows; P1 2004 train, P2 2008 validation, P3/P4 2012 test
     assert built.pairs.groupby("split").size().to_dict() == {"test": 3, "train": 3, "validation": 2}

@@ -147,6 +147,42 @@ def test_artefact_round_trip(tmp_path):
     assert back.report["sha256"] == sha256_file(FIXTURES / "good.csv")
 
 
+def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_after_it(tmp_path, monkeypatch):
+    """01 writes the curated lexicon and 04 the final one (curated + pattern markers), each its own file: 04 leaves
+    the curated file byte for byte as 01 wrote it, so 02 and 03 rerun after 04 read 01's lexicon, and 04 rerun
+    builds on the curated lexicon again, not on its own output."""
+    from ratio_utils.stages.llm_marker_generation import LLMMarkerGenerationStage
+    from ratio_utils.stages.marker_curation import MarkerCurationStage
+    from ratio_utils.stages.marker_extensions import MarkerExtensionsStage
+    from ratio_utils.stages.pattern_expansion import PatternExpansionStage
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    overrides = {"lexicon": {"released_csv": str(FIXTURES / "good.csv")}}
+    curation_stage = MarkerCurationStage("params/default.yaml", overrides)
+    curation_stage.write_artefact()
+    paths = curation_stage.cfg.paths
+    curated = set(curation_stage.lexicon.frame["marker"])
+    curated_bytes = paths.curated_lexicon.read_bytes()
+    pattern_marker = "to remedy this shortcoming"  # not in good.csv
+    grammatical = pd.DataFrame({"marker": [pattern_marker], "move": ["address"], "template": ["remedy-test"]})
+
+    for _ in range(2):  # 04 run twice: the second run must build on the curated lexicon again
+        expansion = PatternExpansionStage("params/default.yaml", overrides)
+        expansion.filtered = grammatical  # as if the grammaticality filter had kept this expansion
+        expansion.table4_lexicon()
+        final = lx.read_artefact(paths.final_lexicon)
+        assert set(final.frame["marker"]) == curated | {pattern_marker}
+        assert final.report["added"] == {"pattern": 1}
+        assert paths.curated_lexicon.read_bytes() == curated_bytes
+
+    # 02 and 03 rerun after 04: the curated lexicon, without 04's pattern marker
+    extensions = MarkerExtensionsStage("params/default.yaml", overrides)
+    assert set(extensions.connectives["marker"]) == set(curation_stage.lexicon.extendable_connectives()["marker"])
+    generation = LLMMarkerGenerationStage("params/default.yaml", overrides)
+    assert set(generation.lexicon.frame["marker"]) == curated
+    assert "added" not in generation.lexicon.report
+
+
 # --- download fallback (loopback server, no network) ------------------------------------------------
 
 

@@ -280,7 +280,7 @@ def test_missing_sentence_column_is_a_clear_error(sentences, matcher):
 def test_mine_stage_writes_outputs(cfg, sentences, lexicon):
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
-    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
     result, check = mining.mine(cfg)
     assert pd.read_parquet(cfg.paths.pairs).shape[0] == len(result.pairs) == 8
     assert pd.read_parquet(cfg.paths.distractors).shape[0] == 3
@@ -370,7 +370,7 @@ def _mine_partitioned(root, monkeypatch, shared_dir, sentences, lexicon, mining_
     for index, shard in enumerate(mining.shard_by_paper(sentences, 3)):
         part_path(cfg.paths.sentences, index).parent.mkdir(parents=True, exist_ok=True)
         shard.to_parquet(part_path(cfg.paths.sentences, index), index=False)
-    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
     return cfg, mining.mine(cfg)[0]
 
 
@@ -400,7 +400,7 @@ def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypa
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "single"))
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
-    lexicon.to_parquet(cfg.paths.lexicon, index=False)
+    lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
     mining.mine(cfg)
     from_file = dataset.build(cfg)
     assert from_parts.counts == from_file.counts

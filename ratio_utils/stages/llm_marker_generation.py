@@ -1,7 +1,7 @@
 """Notebook 03_llm_marker_generation: LLM generation and labelling of markers, or the replay of the
 released labels without an endpoint (Appendix A "LLM generation").
 
-Reads `Paths.lexicon` and the released lexicon CSV; writes `Paths.llm_markers("proposed")`,
+Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and the released lexicon CSV; writes `Paths.llm_markers("proposed")`,
 `Paths.llm_markers("labels")` and tables/llm_marker_labels_ours (online only), tables/llm_marker_labels.
 """
 
@@ -31,7 +31,7 @@ class LLMMarkerGenerationStage:
     def __init__(self, params_file: str, overrides: dict | None = None):
         self.cfg = load_config(params_file, overrides)
         self.params = lx.lexicon_params(self.cfg)
-        self.lexicon = lx.read_artefact(self.cfg.paths.lexicon)
+        self.lexicon = lx.read_artefact(self.cfg.paths.curated_lexicon)
         self.released_csv = lx.released_lexicon_path(self.cfg, self.params)
         self.released = lx.read_released_csv_rows(self.released_csv)
         self.client, self.why = marker_llm.llm_client(self.cfg)

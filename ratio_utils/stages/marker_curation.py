@@ -1,7 +1,7 @@
 """Notebook 01_marker_curation: the released lexicon validated, spans before the first comma,
 the reviewers' sheet and rule (paper §4.1, Appendix A "Manual curation").
 
-Reads the released lexicon CSV and `Paths.sentences`; writes `Paths.lexicon` (the artefact),
+Reads the released lexicon CSV and `Paths.sentences`; writes `Paths.curated_lexicon` (the artefact),
 `Paths.lexicon_review` (sheets, `span_status.csv`), tables/lexicon_group_conflicts,
 tables/review_decisions (when decision files exist), tables/span_review_status and its figure.
 """
@@ -62,7 +62,7 @@ class MarkerCurationStage:
 
     def write_artefact(self) -> dict:
         """The lexicon artefact (parquet, CSV, report)."""
-        return written_files(lx.write_lexicon(self.lexicon, self.cfg.paths.lexicon), self.cfg)
+        return written_files(lx.write_lexicon(self.lexicon, self.cfg.paths.curated_lexicon), self.cfg)
 
     def top_spans(self, shown: int = 20) -> pd.DataFrame:
         counts = self.span_counts

@@ -1,7 +1,7 @@
 """Notebook 02_marker_extensions: extensions of the extendable connectives found in the corpus
 (Appendix A "Marker extensions").
 
-Reads `Paths.lexicon` and `Paths.sentences`; writes `Paths.marker_extensions` and tables/marker_extensions.
+Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and `Paths.sentences`; writes `Paths.marker_extensions` and tables/marker_extensions.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class MarkerExtensionsStage:
     def __init__(self, params_file: str, overrides: dict | None = None):
         self.cfg = load_config(params_file, overrides)
         self.params = lx.lexicon_params(self.cfg)
-        self.connectives = lx.read_artefact(self.cfg.paths.lexicon).extendable_connectives()
+        self.connectives = lx.read_artefact(self.cfg.paths.curated_lexicon).extendable_connectives()
         self._extensions: pd.DataFrame | None = None
 
     def connective_table(self) -> pd.DataFrame:
@@ -46,5 +46,5 @@ class MarkerExtensionsStage:
                     caption=f"Extendable connectives: extensions of at most {self.params.max_extension_words} words ending at a comma",
                     notes=["extensions: distinct extension phrases found; sentences: sentences opening with the connective or an extension;",
                            "bare_connective: sentences where the connective itself is followed by the comma."],
-                    inputs=[self.cfg.paths.lexicon, self.cfg.paths.sentences])
+                    inputs=[self.cfg.paths.curated_lexicon, self.cfg.paths.sentences])
         return summary

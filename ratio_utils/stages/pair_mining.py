@@ -1,7 +1,7 @@
 """Notebook 05_pair_mining: consecutive sentences matched against the lexicon -> pairs and distractors,
 every cleaning rule counted (paper §4, Appendix A, Appendix B.1), and Table 4 with its Data columns.
 
-Reads `Paths.sentences` and `Paths.lexicon`; writes `Paths.pairs`, `Paths.distractors`,
+Reads `Paths.sentences` and `Paths.final_lexicon` (notebook 04); writes `Paths.pairs`, `Paths.distractors`,
 `Paths.mining_report`, `Paths.lexicon_conflicts` (through `ratio_utils.mining`) and tables/table4.
 """
 
@@ -53,12 +53,12 @@ class PairMiningStage:
 
     def table4(self) -> pd.DataFrame:
         """Markers by source and move: in the lexicon and in at least one mined pair (tables/table4)."""
-        table4 = lx.table4(pd.read_parquet(self.cfg.paths.lexicon), self.result.pairs)
+        table4 = lx.table4(pd.read_parquet(self.cfg.paths.final_lexicon), self.result.pairs)
         write_table(
             table4, "table4", self.cfg,
             caption="Table 4: discourse markers by source and move (Lexicon: in the lexicon; Data: in at least one mined pair)",
             notes=[TABLE4_DATA_NOTE, *lx.table4_notes(table4),
                    *lx.manual_count_notes(table4, lx.read_released_csv_rows(lx.released_lexicon_path(self.cfg)))],
-            inputs=[self.cfg.paths.lexicon, self.cfg.paths.pairs],
+            inputs=[self.cfg.paths.final_lexicon, self.cfg.paths.pairs],
         )
         return table4

@@ -1,9 +1,10 @@
 """Notebook 04_pattern_expansion: Hearst-style templates expanded into inflected markers, the optional
 LLM grammaticality filter (Appendix A "Pattern expansion", Table 3) and the lexicon by source (Table 4).
 
-Reads the templates (`lexicon.templates_file`), the released lexicon CSV and `Paths.lexicon`; writes
-`Paths.lexicon` (with the new pattern markers, only after the grammaticality filter),
-tables/pattern_regeneration, tables/table3, tables/table4_lexicon.
+Reads the templates (`lexicon.templates_file`), the released lexicon CSV and `Paths.curated_lexicon` (notebook 01);
+writes `Paths.final_lexicon` (the curated one with the new pattern markers, only after the grammaticality filter),
+tables/pattern_regeneration, tables/table3, tables/table4_lexicon. The curated file is never rewritten here, so
+02 and 03 read the same lexicon whether they run before or after this notebook.
 """
 
 from __future__ import annotations
@@ -76,17 +77,17 @@ class PatternExpansionStage:
 
     def table4_lexicon(self) -> pd.DataFrame:
         """The final lexicon artefact (new pattern markers only after the filter) and Table 4's Lexicon columns."""
-        lexicon = lx.read_artefact(self.cfg.paths.lexicon)
+        lexicon = lx.read_artefact(self.cfg.paths.curated_lexicon)
         if self.filtered is not None:
             extra = self.filtered.assign(raw=self.filtered["marker"], category=self.filtered["template"])
             lexicon, added = lx.add_markers(lexicon, extra, MarkerSource.PATTERN)
             say(f"added {len(added):,} new pattern markers")
-        lx.write_lexicon(lexicon, self.cfg.paths.lexicon)
+        lx.write_lexicon(lexicon, self.cfg.paths.final_lexicon)
         table4 = lx.table4(lexicon.frame, None)
         write_table(table4, "table4_lexicon", self.cfg, caption="Table 4 (Lexicon columns): discourse markers by source and move",
                     notes=["Data columns are filled after mining: notebook 05 calls ratio_utils.lexicon.table4(lexicon, pairs).",
                            f"Markers are distinct normalised phrases: the released file's {lexicon.report['move_rows_in_file']:,} move rows give "
                            f"{int((lexicon.frame['kind'] == 'move').sum()):,} move markers (the rest repeat a marker up to case or a trailing comma).",
                            TABLE4_PAPER_NOTE, *lx.manual_count_notes(table4, self.released)],
-                    inputs=[self.cfg.paths.lexicon])
+                    inputs=[self.cfg.paths.final_lexicon])
         return table4

@@ -431,7 +431,7 @@ def input_checksums(cfg: Config) -> pd.DataFrame:
     """sha256 of the files and folders the results rest on (absent ones are listed as absent)."""
     inputs = {
         "papers (stage 00)": cfg.paths.papers,
-        "lexicon (stages 01-04)": cfg.paths.lexicon,
+        "lexicon (stages 01-04)": cfg.paths.final_lexicon,
         "pairs (stage 05)": cfg.paths.pairs,
         "distractors (stage 05)": cfg.paths.distractors,
         "benchmark (stage 06)": cfg.paths.benchmark,
