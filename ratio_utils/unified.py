@@ -17,7 +17,8 @@ the move given as an instruction on the query (Appendix C's move instructions, i
   epoch and the configuration, as the per-move models are selected; the test split is scored once.
 
 Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), a configs file.
-Writes: models/_runs/<base>__unified/<config>-<key>/result.json   one per configuration tried (resume marker)
+Writes: models/unified/_runs/<base>/<config>-<key>/result.json   one per configuration tried (resume marker), in
+        notebook 13's own folder (runs of an earlier layout, models/_runs/<base>__unified/, are moved there once)
         models/<base>__unified/  the selected model, unified.json (its query format), results.json, README.md
 """
 
@@ -274,7 +275,38 @@ def unified_model_dir(cfg: Config, params: UnifiedParams) -> Path:
 
 
 def unified_runs_dir(cfg: Config, params: UnifiedParams) -> Path:
-    return cfg.paths.tuned_runs_dir(params.base_model, UNIFIED_SUFFIX)
+    return cfg.paths.unified_runs_dir(params.base_model)
+
+
+def _runs_dir_before_its_own_folder(cfg: Config, params: UnifiedParams) -> Path:
+    """Where notebook 13 trained until it had its own folder: models/_runs/<base>__unified/, inside notebook 09's."""
+    return cfg.paths.models / "_runs" / unified_model_dir(cfg, params).name
+
+
+def move_runs_to_own_folder(cfg: Config, params: UnifiedParams) -> list[str]:
+    """Move the runs left in the old folder (`_runs_dir_before_its_own_folder`) into `unified_runs_dir`, once, so
+    that nothing trained there is trained again; returns the names moved. A name already in the new folder keeps
+    the new copy, and the old one stays where it is, named in a warning."""
+    old, new = _runs_dir_before_its_own_folder(cfg, params), unified_runs_dir(cfg, params)
+    if not old.is_dir():
+        return []
+    new.mkdir(parents=True, exist_ok=True)
+    moved, kept = [], []
+    for entry in sorted(old.iterdir()):
+        if (new / entry.name).exists():
+            kept.append(entry.name)
+        else:
+            entry.rename(new / entry.name)  # the same file system (both under models/): a rename, nothing copied
+            moved.append(entry.name)
+    if moved:
+        logger.info("moved %d unified run(s) from %s to %s: %s", len(moved), cfg.paths.relative(old),
+                    cfg.paths.relative(new), ", ".join(moved))
+    if kept:
+        logger.warning("left %s in %s: %s already holds the same name(s)", ", ".join(kept), cfg.paths.relative(old),
+                       cfg.paths.relative(new))
+    else:
+        old.rmdir()
+    return moved
 
 
 def _train_params(params: UnifiedParams) -> TrainParams:
@@ -338,6 +370,7 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     from .models import model_fingerprint, resolve_model_path
 
     params = params or load_unified_params(cfg)
+    move_runs_to_own_folder(cfg, params)
     bench = load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
     fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}

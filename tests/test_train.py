@@ -310,10 +310,13 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
 
 
 def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
-    """Notebook 13 keeps its runs beside the per-move ones (models/_runs/<base>__unified/); Table 6 lists moves only,
-    so rerunning 09 after 13 must not read them as a move's runs."""
+    """Notebook 13 trains in its own folder (models/unified/_runs/<base>/), outside the models/_runs/ that 09 reads:
+    rerunning 09 after 13 must not read them as a move's runs."""
+    from ratio_utils import unified
+
     params = train.load_train_params(cfg)
-    unified_run = cfg.paths.tuned_runs_dir(params.base_model, "unified") / "config-1-abc" / train.RESULT_FILE
+    unified_run = unified.unified_runs_dir(cfg, unified.UnifiedParams()) / "config-1-abc" / train.RESULT_FILE
+    assert not unified_run.is_relative_to(cfg.paths.models / train.RUNS_DIRNAME)
     unified_run.parent.mkdir(parents=True)
     unified_run.write_text('{"move": "all"}', encoding="utf-8")
     assert collect_runs(cfg, params).empty

@@ -176,6 +176,42 @@ def test_params_section_is_validated(cfg):
         unified.load_unified_params(cfg)
 
 
+def test_runs_in_notebook_09s_folder_move_once_to_notebook_13s_own(cfg, caplog):
+    """Runs trained before notebook 13 had its own folder (models/_runs/<base>__unified/, which 09 reads) move to
+    models/unified/_runs/<base>/ once, logged; a name already there keeps the new copy and the old one is named."""
+    import logging
+
+    params = unified.UnifiedParams()
+    new = unified.unified_runs_dir(cfg, params)
+    assert new == cfg.paths.models / "unified" / "_runs" / "all-MiniLM-L6-v2"
+    assert new != cfg.paths.tuned_runs_dir(params.base_model, "unified")  # off 09's models/_runs/
+    old = cfg.paths.models / "_runs" / "all-MiniLM-L6-v2__unified"
+    (old / "config-1-abc" / "model").mkdir(parents=True)
+    (old / "config-1-abc" / unified.RESULT_FILE).write_text('{"move": "all"}', encoding="utf-8")
+    (old / "config-1-abc" / "model" / "weights.bin").write_bytes(b"\x01\x02")
+    (old / "sensitivity_test-abc.parquet").write_bytes(b"ranks")
+    moves_run = cfg.paths.tuned_runs_dir(params.base_model, "address") / "config-1-def" / unified.RESULT_FILE
+    moves_run.parent.mkdir(parents=True)
+    moves_run.write_text('{"move": "address"}', encoding="utf-8")
+
+    with caplog.at_level(logging.INFO, logger="ratio_utils.unified"):
+        assert unified.move_runs_to_own_folder(cfg, params) == ["config-1-abc", "sensitivity_test-abc.parquet"]
+    assert not old.exists() and moves_run.exists()  # notebook 09's runs stay
+    assert (new / "config-1-abc" / unified.RESULT_FILE).read_text(encoding="utf-8") == '{"move": "all"}'
+    assert (new / "config-1-abc" / "model" / "weights.bin").read_bytes() == b"\x01\x02"
+    assert (new / "sensitivity_test-abc.parquet").read_bytes() == b"ranks"
+    assert "moved 2 unified run(s) from models/_runs/all-MiniLM-L6-v2__unified to models/unified/_runs/all-MiniLM-L6-v2" in caplog.text
+    assert unified.move_runs_to_own_folder(cfg, params) == []  # once: nothing left to move
+
+    (old / "config-1-abc").mkdir(parents=True)
+    (old / "config-1-abc" / unified.RESULT_FILE).write_text('{"stale": true}', encoding="utf-8")
+    (old / "config-2-xyz").mkdir()
+    caplog.clear()
+    assert unified.move_runs_to_own_folder(cfg, params) == ["config-2-xyz"]
+    assert (new / "config-1-abc" / unified.RESULT_FILE).read_text(encoding="utf-8") == '{"move": "all"}'
+    assert (old / "config-1-abc").exists() and "left config-1-abc in models/_runs/all-MiniLM-L6-v2__unified" in caplog.text
+
+
 @pytest.mark.models
 def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_benchmark):
     import shutil
@@ -195,6 +231,13 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     assert again.reused() == [f"unified: configuration(s) {keys}",
                               f"unified: the selected model, its test scores and move-sensitivity ranks ({result.model_dir.name})"]
     assert unified.summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
+    runs_dir = unified.unified_runs_dir(cfg, params)
+    assert runs_dir.is_relative_to(cfg.paths.models / "unified") and not (cfg.paths.models / "_runs").exists()
+    old_layout = cfg.paths.models / "_runs" / f"{result.model_dir.name}"
+    old_layout.parent.mkdir(parents=True)
+    runs_dir.rename(old_layout)  # as an earlier version left it, inside notebook 09's models/_runs/
+    migrated = unified.train_unified(cfg, params)  # moved back to notebook 13's folder: nothing retrained
+    assert migrated.trained_now == [] and migrated.final == again.final and not old_layout.exists()
 
     # What notebook 13 shows: the figure once (from its file, no live figure left to show again), floats formatted.
     import matplotlib.pyplot as plt

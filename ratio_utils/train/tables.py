@@ -40,7 +40,7 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     """
     params = params or load_train_params(cfg)
     rows = []
-    # Per move, so the unified retriever's runs (notebook 13, models/_runs/<base>__unified/) stay out.
+    # Per move: only notebook 09's runs (notebook 13 trains under models/unified/_runs/).
     result_paths = [path for move in MOVES
                     for path in sorted(cfg.paths.tuned_runs_dir(params.base_model, move).glob(f"*/{RESULT_FILE}"))]
     for result_path in result_paths:
