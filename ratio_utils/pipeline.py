@@ -7,6 +7,9 @@ reviewers read results without running anything. Every notebook receives `params
 the repository) and, when the params file fans it out, one value per fan-out key (`pipeline.fanout` in
 the params, e.g. `{09_finetune: {move: [address, broaden, specify]}}`).
 
+A partial run (`--from`, `--to`, `--only`) first says in one line which notebooks it leaves stale: those it
+does not run that read what it rewrites, directly or through another stale one (`READS_FROM`).
+
 The console shows one line per notebook with its wall time; a failing notebook stops the run with its
 name and the failing cell. Kernels talk over IPC (no "running over TCP without encryption" warning),
 and stream outputs are coalesced so a progress bar is stored as its final line. Timings go to
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +81,52 @@ def plan_jobs(
         for values in itertools.product(*(spec[k] if isinstance(spec[k], list) else [spec[k]] for k in keys)):
             jobs.append(NotebookJob(notebook, {"params_file": str(params_file), **dict(zip(keys, values))}))
     return jobs
+
+
+# Which earlier notebooks' outputs each notebook reads (each stage module's "Reads:"), the one table that what a
+# partial run leaves stale is derived from. 08, 09 and 10 each reassemble Tables 1, 7 and 8 from every run file, so
+# none of them is stale for the others' run files. A notebook missing here (a folder of its own, as in the tests)
+# is taken to read every earlier one.
+READS_FROM: dict[str, tuple[str, ...]] = {
+    "00": (),
+    "01": ("00",),  # sentences
+    "02": ("00", "01"),  # sentences, the curated lexicon
+    "03": ("01",),  # the curated lexicon
+    "04": ("01",),  # the curated lexicon
+    "05": ("00", "04"),  # sentences, the final lexicon
+    "06": ("00", "05"),  # papers; pairs, distractors
+    "07": ("06",),  # the benchmark
+    "08": ("06", "07"),  # the benchmark with its silver split
+    "09": ("06", "07", "08"),  # the benchmark; 08's run files in Tables 1, 7, 8
+    "10": ("06", "07", "08", "09"),  # the benchmark; the first-stage run files of 08 and 09
+    "11": ("06", "07", "08", "09"),  # the benchmark; run files; 09's tuned models
+    "12": ("00", "05", "06", "07", "08", "09"),  # papers, distractors, the benchmark, the compared systems' runs
+    "13": ("06", "07", "09"),  # the benchmark; 09's per-move models
+    "14": tuple(f"{n:02d}" for n in range(14)),  # every table, the benchmark, papers, the run's timings
+}
+
+
+def left_stale(ran: Iterable[str], numbers: Iterable[str]) -> list[str]:
+    """The notebooks among `numbers` that a run of `ran` leaves stale: not run, and reading the outputs of a
+    notebook that ran or of another stale one."""
+    ran = set(ran)
+    numbers = sorted(set(numbers))
+    rewritten, stale = set(ran), []
+    for number in numbers:  # in order: a notebook reads only earlier ones
+        reads = READS_FROM.get(number, [n for n in numbers if n < number])
+        if number not in ran and rewritten.intersection(reads):
+            stale.append(number)
+            rewritten.add(number)
+    return stale
+
+
+def stale_note(jobs: list[NotebookJob], notebooks: list[Path]) -> str:
+    """One line: what the planned jobs leave stale."""
+    stale = set(left_stale({job.number for job in jobs}, [nb.name[:2] for nb in notebooks]))
+    names = [nb.stem for nb in notebooks if nb.name[:2] in stale]
+    if not names:
+        return "leaves nothing stale: every notebook that reads what this run rewrites runs too"
+    return f"leaves stale (not run, reading what this run rewrites): {', '.join(names)}"
 
 
 def _ipc_kernel_manager():
@@ -173,15 +223,21 @@ def main(argv: list[str] | None = None) -> int:
     if not jobs:
         print("no notebook matches the selection", file=sys.stderr)
         return 2
+    partial = bool(args.start or args.stop or args.only)
+    note = stale_note(jobs, discover_notebooks(args.notebooks)) if partial else None
     if args.list:
         for job in jobs:
             print(job.output_name)
+        if note:
+            print(note, file=sys.stderr)  # stdout stays the list of runs
         return 0
 
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     out_dir = cfg.paths.runs / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"params: {params_file}; outputs under: {cfg.paths.root}; executed notebooks: {cfg.paths.executed_notebooks}")
+    if note:
+        print(note, flush=True)
     timings: list[tuple[str, float]] = []
     width = max(len(job.output_name) for job in jobs)
     # The summary notebook (14) reads this run's timings so far from here (ratio_utils.stages.summary).

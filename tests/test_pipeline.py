@@ -33,6 +33,60 @@ def test_plan_expands_fanout_and_filters(tmp_path):
     assert [j.number for j in pipeline.plan_jobs(params, {}, stop="01", directory=tmp_path)] == ["00", "01"]
 
 
+def test_reads_table_names_every_notebook_and_only_earlier_ones():
+    numbers = [nb.name[:2] for nb in pipeline.discover_notebooks()]
+    assert sorted(pipeline.READS_FROM) == numbers
+    for number, reads in pipeline.READS_FROM.items():
+        assert all(read in numbers and read < number for read in reads), number
+
+
+@pytest.mark.parametrize("ran, stale", [
+    ({"04"}, [f"{n:02d}" for n in range(5, 15)]),  # the final lexicon: everything mined from it on
+    ({"02"}, ["14"]),  # marker extensions reach only the summary's tables
+    ({"03"}, ["14"]),
+    ({"01"}, ["02", "03", "04", *[f"{n:02d}" for n in range(5, 15)]]),
+    ({"09"}, ["10", "11", "12", "13", "14"]),
+    ({"10"}, ["14"]),  # 11-13 read no reranked run
+    ({"05", "06", "07", "08"}, ["09", "10", "11", "12", "13", "14"]),  # --from 05 --to 08
+    ({f"{n:02d}" for n in range(5, 15)}, []),  # --from 05
+    ({"14"}, []),
+])
+def test_a_partial_run_names_the_notebooks_it_leaves_stale(ran, stale):
+    numbers = [nb.name[:2] for nb in pipeline.discover_notebooks()]
+    assert pipeline.left_stale(ran, numbers) == stale
+
+
+def test_a_notebook_outside_the_table_reads_every_earlier_one():
+    assert pipeline.left_stale({"00"}, ["00", "01", "02"]) == ["01", "02"]  # READS_FROM: 01 and 02 read 00
+    assert pipeline.left_stale({"01"}, ["00", "01", "15"]) == ["15"]  # 15 is in no table: it reads 00 and 01
+
+
+def test_list_says_in_one_line_what_the_selection_leaves_stale(cfg, capsys):
+    assert pipeline.main(["--only", "9", "--list"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("09_finetune")  # stdout stays the list of runs
+    assert err.splitlines() == ["leaves stale (not run, reading what this run rewrites): 10_llm_rerank, 11_analyses, "
+                                "12_human_eval_stats, 13_unified_retriever, 14_summary"]
+    assert pipeline.main(["--from", "05", "--list"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "leaves nothing stale: every notebook that reads what this run rewrites runs too"]
+    assert pipeline.main(["--list"]) == 0  # the whole run: nothing to say
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_a_partial_run_says_what_it_leaves_stale_before_running(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    for name in ("00_corpus", "01_lexicon", "02_tables"):
+        _notebook(nbdir / f"{name}.ipynb", "params_file = ''")
+    assert pipeline.main(["--notebooks", str(nbdir), "--only", "01", "--run-id", "t"]) == 0
+    stdout = capsys.readouterr().out.splitlines()
+    assert stdout[1] == "leaves stale (not run, reading what this run rewrites): 02_tables"
+    assert stdout[2].startswith("[1/1] 01_lexicon.ipynb")
+
+
 @pytest.mark.slow
 def test_failing_notebook_stops_the_run_naming_notebook_and_cell(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
