@@ -599,6 +599,8 @@ def read_released_csv_rows(path: "str | Path") -> pd.DataFrame:
 def read_artefact(path: "str | Path") -> Lexicon:
     """The artefact and its report, as `write_lexicon` left them."""
     path = Path(path)
+    if not path.exists():  # e.g. outputs of a run from before the curated lexicon had its own file
+        raise FileNotFoundError(f"{path}: no lexicon artefact; notebook 01 writes the curated lexicon, 04 the final one")
     report_path = path.with_name(f"{path.stem}.report.json")
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
     return Lexicon(frame=read_artefact_frame(path), report=report)

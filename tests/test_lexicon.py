@@ -145,6 +145,8 @@ def test_artefact_round_trip(tmp_path):
     pd.testing.assert_frame_equal(back.frame, lexicon.frame)
     assert list(pd.read_csv(written["csv"]).columns) == list(LEXICON_COLUMNS)
     assert back.report["sha256"] == sha256_file(FIXTURES / "good.csv")
+    with pytest.raises(FileNotFoundError, match=r"lexicon_curated\.parquet: no lexicon artefact; notebook 01 writes"):
+        lx.read_artefact(tmp_path / "lexicon_curated.parquet")
 
 
 def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_after_it(tmp_path, monkeypatch):
