@@ -168,6 +168,14 @@ class Paths:
         """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
         return self.rerank / "report.json"
     # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    def unified_runs_dir(self, base: str) -> Path:
+        """Every configuration tried for notebook 13's unified retriever: models/unified/_runs/<base>/, notebook 13's
+        own folder, apart from the models/_runs/ that notebook 09 reads (its published model stays
+        models/<base>__unified/)."""
+        from .models import model_name  # models imports config: import here, not at the top
+
+        return self.models / "unified" / "_runs" / model_name(base)
+
     @property
     def search_indexes(self) -> Path:
         """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
@@ -269,14 +277,6 @@ class Paths:
     def tuned_runs_dir(self, base: str, move: Any) -> Path:
         """Every configuration tried while fine-tuning one move (Table 6): models/_runs/<base>__<move>/."""
         return self.models / "_runs" / self.tuned_model_dir(base, move).name
-
-    def unified_runs_dir(self, base: str) -> Path:
-        """Every configuration tried for notebook 13's unified retriever: models/unified/_runs/<base>/, notebook 13's
-        own folder, apart from the models/_runs/ that notebook 09 reads (its published model stays
-        models/<base>__unified/)."""
-        from .models import model_name  # models imports config: import here, not at the top
-
-        return self.models / "unified" / "_runs" / model_name(base)
 
     @property
     def runs(self) -> Path:
