@@ -460,7 +460,8 @@ def _paper_table(
                 c = cell(run.per_query[metric], cache)
                 shown[name] = c.text()
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
-                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system))
+                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system,
+                                           model=model, prefix=prefix, setup=setup))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
             notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
