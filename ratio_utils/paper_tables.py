@@ -18,34 +18,30 @@ a note that says why.
 
 Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs/*/*/*.parquet (+ .run.json)
 Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_vs_first_stage (+ provenance);
-        cache/bootstrap_cells.json (intervals already computed, keyed by the per-query values)
+        cache/bootstrap_cells.json (through intervals.IntervalCache: intervals already computed)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from . import stats
 from .benchmark import Benchmark, load_benchmark
 from .config import Config
-from .io import InputError, write_json_atomic
+from .intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
+from .io import InputError
 from .label_sources import notes as label_notes
 from .label_sources import rerank_source, silver_sources
 from .metrics import per_query_metrics
 from .report import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
 from .retrieval.scoring import run_queries
-from .run_records import count_reused
 from .schema import MOVES, Move, Split
 
 DAGGER = stats.DAGGER
-CONFIDENCE = 0.95
 
 _NO_PACKAGE = "not available offline: no PyPI package ships this model and there is no model hub here"
 _NO_COLBERT = "not available offline: no pretrained ColBERT checkpoint can be installed here (set retrieval.colbert_checkpoints to run one)"
@@ -283,95 +279,6 @@ def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -
     return ScoredRun(info, path, per_query)
 
 
-# -- intervals ----------------------------------------------------------------------------------------
-
-
-class IntervalCache:
-    """Bootstrap intervals already computed, keyed by the per-query values, resamples and seed.
-
-    Intervals of 10,000 resamples take ~0.5 s per cell on 2 cores; the tables are assembled after
-    every notebook of 08–10, so each interval is computed once and looked up afterwards. `save` also
-    records, for the run's time table, how many of the intervals asked for were computed before (run_records).
-    """
-
-    REUSE_RECORD = "bootstrap intervals computed before (cache/bootstrap_cells.json)"
-
-    def __init__(self, path: Path | None, seed: int, n_resamples: int = stats.N_RESAMPLES):
-        self.path, self.seed, self.n_resamples = path, seed, n_resamples
-        self.values: dict[str, list[float]] = {}
-        if path is not None and path.exists():
-            self.values = json.loads(path.read_text(encoding="utf-8"))
-        self._dirty = False
-        self._earlier = set(self.values)  # computed by an earlier notebook or run
-        self._asked: set[str] = set()
-
-    def _key(self, kind: str, *arrays: np.ndarray) -> str:
-        digest = hashlib.sha256(f"{kind}|{self.n_resamples}|{self.seed}|{CONFIDENCE}".encode())
-        for array in arrays:
-            digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
-            digest.update(b"|")
-        return digest.hexdigest()
-
-    def _memo(self, key: str, compute) -> list[float]:
-        if key not in self.values:
-            self.values[key] = [float(x) for x in compute()]
-            self._dirty = True
-        self._asked.add(key)
-        return self.values[key]
-
-    def interval(self, values: np.ndarray) -> tuple[float, float]:
-        low, high = self._memo(self._key("ci", values), lambda: stats.bootstrap_ci(
-            values, n_resamples=self.n_resamples, confidence=CONFIDENCE, seed=self.seed))
-        return low, high
-
-    def paired(self, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-        def compute():
-            low, high = stats.paired_bootstrap_ci(a, b, n_resamples=self.n_resamples, confidence=CONFIDENCE, seed=self.seed)
-            return low, high, stats.paired_permutation_test(a, b, n_permutations=self.n_resamples, seed=self.seed)
-
-        low, high, p = self._memo(self._key("paired", a, b), compute)
-        return low, high, p
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        count_reused(self.REUSE_RECORD, len(self._asked & self._earlier), len(self._asked))
-        self._asked = set()
-        if self._dirty:
-            write_json_atomic(self.path, self.values)
-            self._dirty = False
-
-
-@dataclass(frozen=True)
-class Cell:
-    value: float
-    low: float
-    high: float
-    n: int
-
-    @property
-    def indicative(self) -> bool:
-        return stats.is_indicative(self.n)
-
-    def text(self, scale: float = 100, digits: int = 1) -> str:
-        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + (DAGGER if self.indicative else "")
-
-
-def cell(values, cache: IntervalCache) -> Cell:
-    """Mean of per-query values with its bootstrap interval and the number of queries."""
-    array = np.asarray(values, dtype=float)
-    low, high = cache.interval(array)
-    return Cell(float(array.mean()), low, high, int(array.size))
-
-
-def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
-    """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
-    common = a.dropna().index.intersection(b.dropna().index).sort_values()  # qid order, whatever the input order
-    first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
-    low, high, p = cache.paired(first, second)
-    return Cell(float((first - second).mean()), low, high, len(common)), p
-
-
 # -- assembly -----------------------------------------------------------------------------------------
 
 
@@ -460,7 +367,8 @@ def _paper_table(
                 c = cell(run.per_query[metric], cache)
                 shown[name] = c.text()
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
-                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system))
+                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system,
+                                           model=model, prefix=prefix, setup=setup))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
             notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
@@ -472,12 +380,6 @@ def _paper_table(
         display_rows.append(shown)
         numeric_rows.append(numbers)
     return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes, records_frame(records)
-
-
-def cell_record(c: Cell, p: float | None = None, *, scale: float = 100, **keys) -> dict:
-    """A cell (a mean, or a paired difference with its p) as a long numeric record (report.RECORD_COLUMNS);
-    `scale` 100: fractions written as % points."""
-    return {**keys, "value": scale * c.value, "low": scale * c.low, "high": scale * c.high, "n": c.n, "p": p}
 
 
 def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:

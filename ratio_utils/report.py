@@ -88,8 +88,11 @@ def relative_text(text: str, cfg: Config) -> str:
 # The long numeric form every result table can write beside itself (tables/<name>.records.csv), read by the
 # summary and its claims table instead of parsing display cells. One row per number: a mean over queries
 # (reference empty) or a paired difference subject - reference over the same queries; values in % points
-# where the metric is a percentage, intervals 95%, p two-sided.
-RECORD_COLUMNS = ("table", "scope", "move", "query_set", "metric", "subject", "reference", "value", "low", "high", "n", "p")
+# where the metric is a percentage, intervals 95%, p two-sided. `model`, `prefix`, `setup`: the row of a retrieval table
+# (Tables 1, 7, 8) the number sits in, empty elsewhere (`subject` names the same system in one string).
+RECORD_COLUMNS = ("table", "scope", "move", "query_set", "metric", "subject", "reference", "model", "prefix", "setup",
+                  "value", "low", "high", "n", "p")
+_RECORD_TEXT_COLUMNS = ("scope", "subject", "reference", "model", "prefix", "setup")
 
 
 def records_frame(rows: Iterable[dict]) -> pd.DataFrame:
@@ -103,9 +106,10 @@ def records_frame(rows: Iterable[dict]) -> pd.DataFrame:
 
 def read_records(cfg: Config) -> pd.DataFrame:
     """Every tables/*.records.csv of the run, in one frame (empty when none was written)."""
-    frames = [pd.read_csv(path, dtype={"scope": str, "subject": str, "reference": str}, keep_default_na=False,
-                          na_values=[""]) for path in sorted(Path(cfg.paths.tables).glob("*.records.csv"))]
-    return pd.concat(frames, ignore_index=True) if frames else records_frame([])
+    frames = [pd.read_csv(path, dtype=dict.fromkeys(_RECORD_TEXT_COLUMNS, str), keep_default_na=False, na_values=[""])
+              for path in sorted(Path(cfg.paths.tables).glob("*.records.csv"))]
+    # reindexed: a records file written before a column was added reads with that column empty
+    return pd.concat(frames, ignore_index=True).reindex(columns=list(RECORD_COLUMNS)) if frames else records_frame([])
 
 
 def write_table(

@@ -203,7 +203,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
 
 
 def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
-    from ratio_utils.paper_tables import Cell
+    from ratio_utils.intervals import Cell
     from ratio_utils.stages.analyses import oracle_cell_text
 
     c = Cell(1.0, 1.0, 1.0, 41)

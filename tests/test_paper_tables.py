@@ -14,7 +14,8 @@ import pytest
 from ratio_utils import paper_tables, stats
 from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.metrics import evaluate_run
-from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, IntervalCache, assemble_tables
+from ratio_utils.intervals import IntervalCache, paired_cell
+from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries, read_run
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
 from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
@@ -86,32 +87,6 @@ def _gold_ranks(run, qrels):
         hit = run[(run.qid == qid) & (run.docid == gold)]
         ranks.append(int(hit["rank"].iloc[0]) if len(hit) else 10**9)
     return ranks
-
-
-def test_indicative_marking_starts_below_thirty_queries(tmp_path):
-    cache = IntervalCache(None, seed=13, n_resamples=200)
-    assert paper_tables.cell(pd.Series(np.linspace(0, 1, 29)), cache).text().endswith(DAGGER)
-    assert not paper_tables.cell(pd.Series(np.linspace(0, 1, 30)), cache).text().endswith(DAGGER)
-
-
-def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
-    from ratio_utils import run_records
-    from ratio_utils.pipeline import RUN_DIR_ENV
-
-    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
-    values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]
-    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "08.ipynb")
-    first = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
-    for series in values[:2] * 2:  # asked twice in one notebook: computed once, not "reused"
-        paper_tables.cell(series, first)
-    first.save()
-    monkeypatch.setenv(run_records.NOTEBOOK_ENV, "11.ipynb")
-    later = IntervalCache(tmp_path / "cells.json", seed=13, n_resamples=200)
-    for series in values:
-        paper_tables.cell(series, later)
-    later.save()
-    assert run_records.reused_by_notebook(tmp_path / "run") == {
-        "08.ipynb": "", "11.ipynb": f"2 of 3 {IntervalCache.REUSE_RECORD}"}
 
 
 def test_captions_name_the_query_set_used(cfg, bench):
@@ -296,7 +271,7 @@ def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables
     order = rng.permutation(185)  # results.json need not list the queries in qid order
     as_json = lambda values: {"qid": [qids[i] for i in order], "MRR@10": [float(values[i]) for i in order]}  # noqa: E731
     row = paired_comparison(as_json(tuned), as_json(base), seed=13)
-    diff, p = paper_tables.paired_cell(IntervalCache(None, seed=13), pd.Series(tuned, index=qids), pd.Series(base, index=qids))
+    diff, p = paired_cell(IntervalCache(None, seed=13), pd.Series(tuned, index=qids), pd.Series(base, index=qids))
     assert row["p_value"] == p
     assert (row["difference_low"], row["difference_high"]) == (diff.low, diff.high)
     shown_finetune = tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))

@@ -9,83 +9,127 @@ import pandas as pd
 import pytest
 
 from ratio_utils import dataset
+from ratio_utils.benchmark import load_benchmark
 from ratio_utils.config import load_config
+from ratio_utils.paper_tables import Expected, assemble_tables
 from ratio_utils.pipeline import RUN_DIR_ENV
+from ratio_utils.report import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.stages import summary
+from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
 
-COLUMNS = ["System", "Prefix", "Setup", "Address R@10", "Address M@10", "Broaden R@10", "Broaden M@10"]
-ROWS = [["BM25-unigram", "-", "Baseline", 31.2, 19.2, 30.8, 30.8],
-        ["all-MiniLM-L6-v2", "generic", "Tuned", 30.3, 18.2, None, None]]
-
-
-def _with_separate_intervals(suffixes: tuple[str, str]) -> pd.DataFrame:
-    frame = pd.DataFrame(ROWS, columns=COLUMNS)
-    frame[f"Address M@10{suffixes[0]}"] = [15.0, 14.0]
-    frame[f"Address M@10{suffixes[1]}"] = [23.5, 22.0]
-    return frame
+TABLE1 = "table1_silver_main"
 
 
-@pytest.mark.parametrize("suffixes", [("_low", "_high"), (" low", " high"), (" (low)", " (high)"), ("_lo", "_hi")])
-def test_table1_reader_finds_interval_columns_whatever_their_separator(tmp_path, suffixes):
-    path = tmp_path / "table1.csv"
-    _with_separate_intervals(suffixes).to_csv(path, index=False)
-    long = summary.read_results_table(path)
-    cell = long[(long.system == "BM25-unigram") & (long.move == "address") & (long.metric == "M@10")].iloc[0]
-    assert (cell.value, cell.low, cell.high) == (19.2, 15.0, 23.5)
+def _cell(move: str, metric: str, value: float, low: float | None, high: float | None, n: int, *, model: str = "BM25-unigram",
+          prefix: str = "-", setup: str = "Baseline", **keys) -> dict:
+    return {"table": TABLE1, "move": move, "query_set": "silver", "metric": metric, "subject": model, "model": model,
+            "prefix": prefix, "setup": setup, "value": value, "low": low, "high": high, "n": n, **keys}
+
+
+def _table1_records(address_queries: int = 41) -> pd.DataFrame:
+    """Table 1 as its numeric records: two rows, the second without a Broaden run; R@10 of BM25 without an interval."""
+    n = address_queries
+    return records_frame([
+        _cell("address", "R@10", 31.2, None, None, n), _cell("address", "M@10", 19.2, 15.0, 23.5, n),
+        _cell("broaden", "R@10", 30.8, 20.0, 40.0, 6), _cell("broaden", "M@10", 30.8, 20.0, 41.0, 6),
+        _cell("address", "R@10", 30.3, 25.0, 35.0, n, model="all-MiniLM-L6-v2", prefix="generic", setup="Tuned",
+              subject="all-MiniLM-L6-v2 (tuned)"),
+        _cell("address", "M@10", 18.2, 14.0, 22.0, n, model="all-MiniLM-L6-v2", prefix="generic", setup="Tuned",
+              subject="all-MiniLM-L6-v2 (tuned)"),
+        _cell("address", "M@10", -1.0, -3.0, 1.0, n, reference="BM25-unigram", p=0.4),  # a paired difference: no cell
+    ])
+
+
+def _table7_records() -> pd.DataFrame:
+    return records_frame([_cell("address", "M@10", 99.0, 98.0, 99.5, 109, table="table7_test_full", query_set="test")])
+
+
+def _long(records: pd.DataFrame | None = None) -> pd.DataFrame:
+    both = pd.concat([_table1_records(), _table7_records()], ignore_index=True)
+    return summary.results_long(both if records is None else records, TABLE1)
+
+
+def test_results_are_the_tables_mean_cells_in_row_order():
+    long = _long()
+    cell = long[(long.system == "BM25-unigram") & (long.move == "address") & (long.metric == "M@10")]
+    assert cell[["value", "low", "high", "queries"]].values.tolist() == [[19.2, 15.0, 23.5, 41]]  # not the difference
     recall = long[(long.system == "BM25-unigram") & (long.move == "address") & (long.metric == "R@10")].iloc[0]
-    assert recall.value == 31.2 and pd.isna(recall.low)  # no interval column for R@10
-    assert long[(long.system == "all-MiniLM-L6-v2") & (long.move == "broaden")].empty  # empty cells are left out
+    assert recall.value == 31.2 and pd.isna(recall.low)
+    assert long[(long.system == "all-MiniLM-L6-v2") & (long.move == "broaden")].empty  # no run: no cell
+    assert 99.0 not in set(long["value"])  # another table's cell
+    assert list(dict.fromkeys(long["system"])) == ["BM25-unigram", "all-MiniLM-L6-v2"]
 
 
-def test_table1_reader_reads_cells_written_with_their_interval(tmp_path):
-    path = tmp_path / "table1.csv"
-    frame = pd.DataFrame(ROWS, columns=COLUMNS).astype({"Address M@10": object})
-    frame.loc[0, "Address M@10"] = "19.2 [15.0, 23.5] †"
-    frame.to_csv(path, index=False)
-    long = summary.read_results_table(path)
-    cell = long[(long.system == "BM25-unigram") & (long.move == "address") & (long.metric == "M@10")].iloc[0]
-    assert (cell.value, cell.low, cell.high) == (19.2, 15.0, 23.5)
-
-
-def test_headline_puts_this_run_beside_the_paper(tmp_path):
-    path = tmp_path / "table1.csv"
-    _with_separate_intervals(("_low", "_high")).to_csv(path, index=False)
+def test_headline_puts_this_run_beside_the_paper():
     queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
-    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries, "test")
+    no_counts = _table1_records().drop(columns="n").reindex(columns=list(RECORD_COLUMNS))
+    headline = summary.headline_table(_long(no_counts), ("M@10", "R@10"), queries, "test")
     ours = headline[(headline.source == "this run") & (headline.move == "address")]
     assert ours.set_index("system").loc["BM25-unigram", "M@10"] == "19.2 [15.0, 23.5]"
-    assert ours.set_index("system").loc["all-MiniLM-L6-v2 (generic)", "queries"] == 109
+    assert ours.set_index("system").loc["BM25-unigram", "R@10"] == "31.2"  # no interval: the value alone
+    assert ours.set_index("system").loc["all-MiniLM-L6-v2 (generic)", "queries"] == 109  # no count: the test split's
     paper = headline[headline.source.str.startswith("paper") & (headline.move == "address")].set_index("setup")
     assert paper.loc["Tuned", "M@10"] == "21.5" and paper.loc["Tuned", "R@10"] == "35.4"
     assert list(headline["move"].drop_duplicates()) == ["address", "broaden", "specify"]
     assert "Tuned + rerank" not in set(paper.index)  # a silver number of the paper never sits in the test block
 
 
-def test_silver_headline_holds_only_the_papers_silver_numbers(tmp_path):
-    path = tmp_path / "table1.csv"
-    _with_separate_intervals(("_low", "_high")).to_csv(path, index=False)
-    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), None, "silver")
+def test_silver_headline_holds_only_the_papers_silver_numbers():
+    headline = summary.headline_table(_long(), ("M@10", "R@10"), None, "silver")
     paper = headline[headline.source.str.startswith("paper") & (headline.move == "address")].set_index("setup")
     assert paper.loc["Tuned + rerank", "M@10"] == "37.7" and paper.loc["Tuned", "R@10"] == "40.0"
     assert paper.loc["Tuned", "M@10"] == ""  # the paper's text states no silver Tuned M@10: left empty, not filled
     assert "21.5" not in set(headline["M@10"]) and "9.7" not in set(headline["M@10"])  # its unfiltered-test numbers
 
 
-def test_headline_counts_the_queries_of_the_tables_own_query_set(tmp_path):
-    """Table 1 on silver: the headline names the silver query count the table carries, not the test split's."""
-    path = tmp_path / "table1.csv"
-    frame = _with_separate_intervals(("_low", "_high"))
-    frame["Address queries"] = [41, 41]
-    frame.to_csv(path, index=False)
+def test_headline_counts_the_queries_of_the_tables_own_query_set():
+    """Table 1 on silver: the headline names the query count of the records, not the test split's."""
     queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
-    headline = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries)
-    ours = headline[(headline.source == "this run") & (headline.move == "address")]
-    assert set(ours["queries"]) == {41}
-    frame["Address queries"] = [12, 12]  # fewer than 30: the headline carries the dagger as the tables do
-    frame.to_csv(path, index=False)
-    few = summary.headline_table(summary.read_results_table(path), ("M@10", "R@10"), queries)
+    headline = summary.headline_table(_long(_table1_records(41)), ("M@10", "R@10"), queries)
+    assert set(headline[(headline.source == "this run") & (headline.move == "address")]["queries"]) == {41}
+    few = summary.headline_table(_long(_table1_records(12)), ("M@10", "R@10"), queries)
+    # fewer than 30 queries: the headline carries the dagger as the tables do
     assert few[(few.source == "this run") & (few.move == "address")].set_index("system").loc["BM25-unigram", "M@10"] \
         == "19.2 [15.0, 23.5]†"
+
+
+def _garbled_table1(cfg) -> None:
+    """Table 1 written by the writer with its records, its CSV's text columns garbled (the records are the numbers)."""
+    garbled = pd.DataFrame({"System": ["??"], "Prefix": ["x"], "Setup": ["y"], "Address M@10": ["19.2 [0, 1]"],
+                            "Address M@10 low": ["n/a"]})
+    write_table(garbled, TABLE1, cfg, caption="Table 1 (crafted)", records=_table1_records().drop(columns="table"),
+                latex=False)
+    write_table(garbled, "table7_test_full", cfg, records=_table7_records().drop(columns="table"), latex=False)
+
+
+def test_collect_reads_the_headline_from_the_records_not_the_csv(tmp_path, monkeypatch):
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config()
+    _garbled_table1(cfg)
+    result = summary.collect(cfg)
+    ours = result.headline[result.headline.source == "this run"].set_index(["system", "move"])
+    assert ours.loc[("BM25-unigram", "address"), "M@10"] == "19.2 [15.0, 23.5]"
+    assert ours.loc[("all-MiniLM-L6-v2 (generic)", "address"), ["setup", "R@10"]].tolist() == ["Tuned", "30.3 [25.0, 35.0]"]
+    assert ours.loc[("BM25-unigram", "broaden"), "M@10"] == "30.8 [20.0, 41.0]†"
+    assert "??" not in set(result.headline["system"]) and result.table1_caption == "Table 1 (crafted)"
+    assert result.headline_test.set_index("source").loc["this run", "M@10"] == "99.0 [98.0, 99.5]"  # Table 7's record
+
+
+def test_headline_cells_are_the_cells_of_the_written_table(cfg, tiny_benchmark):
+    """Table 7 as assemble_tables writes it: the records carry each row's model, prefix and setup, and the
+    headline shows the CSV's numbers."""
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    bench = load_benchmark(cfg.paths.benchmark)
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
+    assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    long = summary.results_long(read_records(cfg), "table7_test_full")
+    csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv").set_index("System")
+    assert set(long["system"]) == {"BM25-unigram", "BM25-bigram"} and set(long["prefix"]) == {"-"}
+    assert set(long["setup"]) == {"Baseline"} and len(long) == 2 * 3 * 7  # two rows, three moves, seven columns
+    for cell in long.itertuples():
+        column = f"{cell.move.capitalize()} {cell.metric}"
+        assert (cell.value, cell.low, cell.high) == tuple(csv.loc[cell.system, [column, f"{column} low", f"{column} high"]])
+        assert cell.queries == csv.loc[cell.system, f"{cell.move.capitalize()} queries"]
 
 
 def _provenance(tables, name: str, notes: list[str]) -> None:
@@ -129,7 +173,7 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     cfg = load_config()
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     cfg.paths.tables.mkdir(parents=True)
-    _with_separate_intervals(("_low", "_high")).to_csv(cfg.paths.tables / "table1_silver_main.csv", index=False)
+    _garbled_table1(cfg)
     _provenance(cfg.paths.tables, "table1_silver_main", ["Silver split absent for address: the unfiltered test set instead."])
     run_dir = tmp_path / "runs" / "default-1"
     run_dir.mkdir(parents=True)
@@ -152,7 +196,7 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
                     "## Unfiltered test set", "## What differs from the paper", "## Queries per move and split",
                     "## Reduced, replaced", "## Provenance"):
         assert heading in report
-    # no records were written: every claim says it cannot be tested here, and why
+    # no comparison the claims rest on was written: every claim says it cannot be tested here, and why
     assert set(result.claims["silver: verdict"]) == {"cannot test here"}
     assert "notebook 09 has not run" in set(result.claims["silver: evidence"])
     # the tiny benchmark's test papers (2010) predate the default encoder (2021)

@@ -260,7 +260,7 @@ def _per_query(values, qids):
 
 def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
     from ratio_utils import stats
-    from ratio_utils.paper_tables import IntervalCache
+    from ratio_utils.intervals import IntervalCache
     from ratio_utils.stages.unified_retriever import comparison_row
 
     rng = np.random.default_rng(0)

@@ -32,7 +32,8 @@ from ..metrics import per_query_metrics
 from ..report import records_frame
 from ..models import model_name
 from ..label_sources import silver_sources
-from ..paper_tables import CONFIDENCE, DAGGER, FULL_COLUMNS, Cell, IntervalCache, cell, cell_record, metric_key, paired_cell
+from ..intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, paired_cell
+from ..paper_tables import DAGGER, FULL_COLUMNS, metric_key
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
 from ..retrieval.scoring import benchmark_queries

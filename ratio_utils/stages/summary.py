@@ -12,8 +12,8 @@ comes from:
 - the run's provenance: git commit, a hash of the params, checksums of the inputs, wall time per notebook
   (runs/<run-id>/timings.csv of the pipeline).
 
-Reads:  cfg.paths.tables (Table 1 CSV and every *.provenance.json), cfg.paths.benchmark, cfg.paths.papers,
-        runs/<run-id>/timings.csv.
+Reads:  cfg.paths.tables (every *.records.csv: the tables' numbers, never their display cells; every
+        *.provenance.json: captions and notes), cfg.paths.benchmark, cfg.paths.papers, runs/<run-id>/timings.csv.
 Writes: cfg.paths.summary_report (reports/summary.md), figures/summary_mrr10.*, figures/papers_per_year_splits.*
 """
 
@@ -87,58 +87,15 @@ def load_summary_params(cfg: Config) -> SummaryParams:
 
 # --- the headline table ------------------------------------------------------------------------------------------------
 
-_CELL_WITH_INTERVAL = re.compile(r"^\s*(-?[\d.]+)\s*\[\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*\]")
+TEST_TABLE = "table7_test_full"  # the unfiltered test set's table (paper_tables.TABLE_SPECS)
+RESULT_COLUMNS = ["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"]
 
 
-def _interval_columns(columns: list[str], metric_column: str) -> tuple[str | None, str | None]:
-    """The low/high columns of one metric column, whatever the separator: `X_low`, `X low`, `X (low)`, `X_lo` …"""
-    def find(words: tuple[str, ...]) -> str | None:
-        for column in columns:
-            if column != metric_column and column.lower().startswith(metric_column.lower()):
-                rest = re.sub(r"[\s_\-()\[\]]", "", column[len(metric_column):].lower())
-                if rest in words:
-                    return column
-        return None
-
-    return find(("low", "lo", "lower", "cilow")), find(("high", "hi", "upper", "cihigh"))
-
-
-def _number(value: Any) -> float | None:
-    if value is None or (isinstance(value, float) and pd.isna(value)) or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        match = _CELL_WITH_INTERVAL.match(str(value))
-        return float(match.group(1)) if match else None
-
-
-def read_results_table(path: Path) -> pd.DataFrame:
-    """A Tables 1/7/8 CSV as long rows: system, prefix, setup, move, metric, value, low, high (%).
-
-    Tolerant of the interval layout: separate `<column>_low`/`<column>_high` columns (any common
-    separator) or cells written as `23.3 [21.4, 25.2]`; rows without a value are left out.
-    """
-    frame = pd.read_csv(path)
-    columns = list(frame.columns)
-    metric_columns = [c for c in columns if re.match(r"^(Address|Broaden|Specify) (R|M|MRR|HR)@\d+$", c)]
-    rows = []
-    for record in frame.to_dict("records"):
-        for column in metric_columns:
-            value = _number(record[column])
-            if value is None:
-                continue
-            low_column, high_column = _interval_columns(columns, column)
-            low = _number(record.get(low_column)) if low_column else None
-            high = _number(record.get(high_column)) if high_column else None
-            cell = _CELL_WITH_INTERVAL.match(str(record[column]))
-            if cell and low is None:
-                low, high = float(cell.group(2)), float(cell.group(3))
-            move, metric = column.split(" ", 1)
-            rows.append({"system": record.get("System"), "prefix": record.get("Prefix", "-"), "setup": record.get("Setup"),
-                         "move": move.lower(), "metric": metric.replace("MRR@", "M@"), "value": value, "low": low, "high": high,
-                         "queries": _number(record.get(f"{move} queries"))})
-    return pd.DataFrame(rows, columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"])
+def results_long(records: pd.DataFrame, table: str) -> pd.DataFrame:
+    """The cells of one of Tables 1/7/8, read from its numeric records (`report.read_records`), as long rows:
+    system (the row's model), prefix, setup, move, metric, value, low, high (%), queries; in the table's row order."""
+    cells = records[(records["table"] == table) & records["reference"].isna() & records["model"].notna()]
+    return cells.rename(columns={"model": "system", "n": "queries"})[RESULT_COLUMNS].reset_index(drop=True)
 
 
 def headline_table(long: pd.DataFrame, metrics: tuple[str, ...], queries: pd.DataFrame | None = None,
@@ -502,15 +459,13 @@ class Summary:
 
 def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
     params = params or load_summary_params(cfg)
-    table1_path = Path(cfg.paths.tables) / f"{params.table1}.csv"
-    long = read_results_table(table1_path) if table1_path.exists() else _empty_results()
-    record_path = table1_path.with_name(f"{params.table1}.provenance.json")
+    records = read_records(cfg)
+    long = results_long(records, params.table1)
+    test_long = results_long(records, TEST_TABLE)
+    record_path = Path(cfg.paths.tables) / f"{params.table1}.provenance.json"
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
     queries = queries_per_split(cfg)
-    test_path = Path(cfg.paths.tables) / "table7_test_full.csv"
-    test_long = read_results_table(test_path) if test_path.exists() else _empty_results()
     sources = run_label_sources(cfg)
-    records = read_records(cfg)
     claim_rows = claims.claims_table(records)
     figure = mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None
     return Summary(
@@ -532,10 +487,6 @@ def collect(cfg: Config, params: SummaryParams | None = None) -> Summary:
         table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
         table1_notes=[_shorten_paths(cfg, n) for n in record.get("notes", [])],
     )
-
-
-def _empty_results() -> pd.DataFrame:
-    return pd.DataFrame(columns=["system", "prefix", "setup", "move", "metric", "value", "low", "high"])
 
 
 def _markdown(frame: pd.DataFrame) -> str:

@@ -22,12 +22,12 @@ from ..display import show_figure
 from ..io import read_json_if_exists
 from ..label_sources import silver_sources
 from ..metrics import per_query_metrics
-from ..paper_tables import DAGGER, IntervalCache, cell, paired_cell
+from ..intervals import IntervalCache, cell, paired_cell
 from ..report import format_floats, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
 from ..run_records import record_reused
 from ..schema import Move, Split
-from ..stats import INDICATIVE_BELOW, format_p
+from ..stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
 
 

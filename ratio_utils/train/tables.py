@@ -123,7 +123,7 @@ def paired_comparison(tuned: dict[str, list], baseline: dict[str, list], metric:
     `tuned` and `baseline` are per_query_values of the same split; they are paired by qid (both score
     every query of the split's qrels, so the qids agree; a mismatch is an error, not a silent subset).
     The queries are taken in qid order, with the run's seed and resample count, as the analyses of
-    notebook 11 take them (`paper_tables.paired_cell`): the same comparison gets the same p in both.
+    notebook 11 take them (`intervals.paired_cell`): the same comparison gets the same p in both.
     """
 
     a = pd.Series(tuned[metric], index=tuned["qid"], dtype=float).sort_index()
