@@ -212,7 +212,8 @@ LINE_INDEX_SUFFIX = ".lines.npz"
 
 def line_index(path: "str | Path", store: "str | Path | None" = None) -> LineIndex:
     """The file's LineIndex, built in one pass (hashing and splitting lines together) and kept in `store`
-    (default `<file>.lines.npz` beside it); reused while the file's size and modification time are unchanged."""
+    (default `<file>.lines.npz` beside it); reused while the file's size and modification time are unchanged.
+    Where the folder is read-only the index is returned without being kept (the next run builds it again)."""
     import numpy as np
 
     path = Path(path)
@@ -233,8 +234,11 @@ def line_index(path: "str | Path", store: "str | Path | None" = None) -> LineInd
         while hashing.read(1 << 20):  # bytes after the gzip stream still belong to the file's hash
             pass
     index = LineIndex(digest.hexdigest(), np.asarray(offsets, dtype=np.int64))
-    with atomic_path(store) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    try:
+        with atomic_path(store) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    except PermissionError:  # an input read in place from a read-only folder: indexed again by the next run
+        pass
     return index
 
 

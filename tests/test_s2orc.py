@@ -529,3 +529,18 @@ def test_a_part_never_builds_the_papers_metadata(tmp_path):
     assert not (tmp_path / "meta.parquet").exists()  # on Dask, every task would have streamed all `papers` shards
     reader.prepare()
     assert [p.paper_id for p in reader.read_part(part, IngestLog())] == ["1001"]
+
+
+def test_a_file_in_a_read_only_folder_is_indexed_without_keeping_the_index(tmp_path, monkeypatch):
+    from ratio_utils import io as ratio_io
+
+    path = tmp_path / "papers.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n{"a": 22}\n')
+
+    def read_only(target):
+        raise PermissionError(f"read-only: {target}")
+
+    monkeypatch.setattr(ratio_io, "atomic_path", read_only)
+    index = ratio_io.line_index(path)
+    assert index.offsets.tolist() == [0, 9, 10] and index.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert list(tmp_path.iterdir()) == [path]
