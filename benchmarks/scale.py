@@ -134,6 +134,9 @@ class TreeMemory:
         self._thread.join()
 
 
+WHOLE_SHARD = 10**9  # records per part: a whole shard per part, as in docs/scale.md's table (parts are record ranges of a shard)
+
+
 def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> dict:
     import shutil
 
@@ -143,7 +146,7 @@ def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> d
     from ratio_utils.corpus import build_corpus
 
     overrides = {
-        "corpus": {"sources": ["s2orc"], "papers_per_part": 1, "progress": False, "engine": corpus_engine,
+        "corpus": {"sources": ["s2orc"], "papers_per_part": WHOLE_SHARD, "progress": False, "engine": corpus_engine,
                    "dask_workers": workers, "dask_processes": True,
                    "s2orc": {"release": "synthetic", "download_dir": str(workdir / "shards")}},
         "mining": {"engine": "dask", "dask_workers": workers, "dask_processes": True, "progress": False},

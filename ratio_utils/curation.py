@@ -1,11 +1,12 @@
 """Manual curation and marker extensions over the sentence table (notebooks 01 and 02).
 
-Reads `cfg.paths.sentences` (SENTENCE_COLUMNS). Computes, in one pass over every kept sentence,
-the span before its first comma (paper §4.1: at most seven words), counts the spans, samples the
-consecutive pairs whose second sentence opens with each top span (the reviewers' sheets), and,
-for each extendable connective, every extension of at most five words ending at a comma.
-Writes the review sheet (HTML + CSV with one decision column per reviewer) under
-`cfg.paths.lexicon_review`.
+Reads `cfg.paths.sentences` (SENTENCE_COLUMNS; one file or a folder of parts) through a polars lazy
+scan, so no step holds the sentence table: counting the spans before the first comma (paper §4.1: at
+most seven words) is a streaming group-by; the reviewers' sheets sample the consecutive pairs whose
+second sentence opens with a top span, restricting the sentences to those spans before joining them to
+their predecessors; the extensions of each extendable connective (at most five words ending at a comma)
+come from the same streaming span count. Writes the review sheet (HTML + CSV with one decision column per
+reviewer) under `cfg.paths.lexicon_review`.
 """
 
 from __future__ import annotations
@@ -17,23 +18,35 @@ import pandas as pd
 import polars as pl
 
 from .io import atomic_path, require_columns, write_text_atomic
+from .parts import scan_table
 from .schema import SENTENCE_COLUMNS, normalize_text_key
 
 SPAN = "span"
 
 
-def read_sentences(path: "str | Path") -> pl.DataFrame:
-    """The kept sentences (drop_reason null), with the text the later stages use (text_clean)."""
+def scan_sentences(path: "str | Path") -> pl.LazyFrame:
+    """The kept sentences (drop_reason null), with the text the later stages use (text_clean), as a lazy
+    scan of the file or of every part (nothing is read until a step collects it)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: sentence table not found; run notebook 00 first")
-    frame = pl.read_parquet(path)
-    require_columns(frame, SENTENCE_COLUMNS, path)
+    frame = scan_table(path)
+    require_columns(pl.DataFrame(schema=frame.collect_schema()), SENTENCE_COLUMNS, path)
     return (
         frame.filter(pl.col("drop_reason").is_null())
         .with_columns(pl.coalesce("text_clean", "text").alias("text_clean"))
         .select("paper_id", "para", "sent", "text_clean")
     )
+
+
+def read_sentences(path: "str | Path") -> pl.DataFrame:
+    """scan_sentences, read into memory (small tables: tests, benchmarks)."""
+    return scan_sentences(path).collect()
+
+
+def count_kept(sentences: "pl.DataFrame | pl.LazyFrame") -> int:
+    """How many sentences a (lazy) table holds, counted in a streaming pass."""
+    return int(sentences.lazy().select(pl.len()).collect(engine="streaming").item())
 
 
 def span_expr(column: str = "text_clean", max_words: int = 7) -> pl.Expr:
@@ -53,11 +66,12 @@ def span_expr(column: str = "text_clean", max_words: int = 7) -> pl.Expr:
     )
 
 
-def count_spans(sentences: pl.DataFrame, max_words: int = 7) -> pl.DataFrame:
-    """Every span and its frequency, most frequent first (ties by span), in one vectorised pass.
+def count_spans(sentences: "pl.DataFrame | pl.LazyFrame", max_words: int = 7) -> pl.DataFrame:
+    """Every span and its frequency, most frequent first (ties by span), in one streaming pass.
 
     The raw text before the first comma is counted first and only its distinct values are
-    normalised, so the costly string work runs once per distinct opener, not once per sentence.
+    normalised, so the costly string work runs once per distinct opener, not once per sentence;
+    memory is the distinct openers, not the sentences.
     """
     text = pl.col("text_clean")
     raw = (
@@ -74,7 +88,7 @@ def count_spans(sentences: pl.DataFrame, max_words: int = 7) -> pl.DataFrame:
         .group_by(SPAN)
         .agg(pl.col("count").sum())
         .sort(["count", SPAN], descending=[True, False])
-        .collect()
+        .collect(engine="streaming")
     )
 
 
@@ -87,20 +101,24 @@ def span_of(text: str, max_words: int = 7) -> str | None:
     return span if 1 <= n <= max_words else None
 
 
-def consecutive_pairs(sentences: pl.DataFrame) -> pl.DataFrame:
-    """Pairs (para, sent) -> (para, sent + 1) within one paper and paragraph."""
-    ordered = sentences.select("paper_id", "para", "sent", "text_clean")
-    nxt = ordered.with_columns((pl.col("sent") - 1).alias("sent")).rename({"text_clean": "second"})
-    return ordered.rename({"text_clean": "first"}).join(nxt, on=["paper_id", "para", "sent"], how="inner")
-
-
-def sample_review_pairs(sentences: pl.DataFrame, spans: list[str], k: int, seed: int, max_words: int = 7) -> pl.DataFrame:
+def sample_review_pairs(sentences: "pl.DataFrame | pl.LazyFrame", spans: list[str], k: int, seed: int,
+                        max_words: int = 7) -> pl.DataFrame:
     """Up to k pairs per span whose second sentence opens with the span, drawn with a seeded hash.
 
     Sampling by a seeded hash of the pair's position (not by row order) makes the draw independent
-    of how the sentence table happens to be sorted.
+    of how the sentence table happens to be sorted. Only the sentences that open with one of `spans`
+    are joined to the sentence before them (para, sent - 1 of the same paper), in a streaming pass:
+    memory is those sentences and their predecessors, not all pairs of the corpus.
     """
-    pairs = consecutive_pairs(sentences).with_columns(span_expr("second", max_words)).filter(pl.col(SPAN).is_in(spans))
+    keys = ["paper_id", "para", "sent"]
+    sentences = sentences.lazy()
+    seconds = (
+        sentences.with_columns(span_expr("text_clean", max_words))
+        .filter(pl.col(SPAN).is_in(spans))
+        .select(*keys[:2], (pl.col("sent") - 1).alias("sent"), pl.col("text_clean").alias("second"), SPAN)
+    )
+    firsts = sentences.select(*keys, pl.col("text_clean").alias("first"))
+    pairs = firsts.join(seconds, on=keys, how="inner").select(*keys, "first", "second", SPAN).collect(engine="streaming")
     key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)], separator="|")
     return (
         pairs.with_columns(key.hash(seed=seed).alias("_draw"))

@@ -1,4 +1,4 @@
-"""File helpers shared by every stage: atomic writes, folder swaps, checked JSONL reading, checksums.
+"""File helpers shared by every stage: atomic writes, folder swaps, checked JSONL reading (and line indexes, to read a part of a large file), checksums.
 
 No stage writes an output file in place: each writes to a temporary file beside the target and
 renames it, so an interrupted run never leaves a half-written file that a later step would trust.
@@ -10,13 +10,18 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class InputError(ValueError):
@@ -121,36 +126,120 @@ def write_parquet_atomic(frame: Any, target: "str | Path") -> Path:
     return Path(target)
 
 
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def iter_lines(path: "str | Path", lines: "tuple[int, int] | None" = None, offset: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, raw bytes) of a text(.gz) file; `lines`: only lines first..last (1-based,
+    inclusive). With `offset`, where line `first` starts (LineIndex.offsets[first - 1]), reading
+    seeks there instead of scanning the lines before it (in a .gz file the seek still decompresses
+    what comes before, but splits and parses none of it)."""
+    path = Path(path)
+    with _open_bytes(path) as handle:
+        start = 1
+        if offset is not None:
+            if lines is None:
+                raise ValueError("an offset says where the first line of `lines` starts: give `lines` too")
+            handle.seek(offset)
+            start = lines[0]
+        for lineno, raw in enumerate(handle, start=start):
+            if lines is not None and not lines[0] <= lineno <= lines[1]:
+                if lineno > lines[1]:
+                    break
+                continue
+            yield lineno, raw
+
+
 def iter_jsonl(
     path: "str | Path",
     required: tuple[str, ...] = (),
     on_error: "Callable[[InputError], None] | None" = None,
     lines: "tuple[int, int] | None" = None,
+    offset: int | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL(.gz) file.
 
     A bad line (non-UTF-8 bytes, malformed JSON, not an object, a missing required field) raises
     InputError naming the file and line; with `on_error`, the error is passed to it instead (to be
     quarantined and counted) and reading goes on. `lines`: only lines first..last (1-based,
-    inclusive; the others are skipped unparsed), for reading a file in parts.
+    inclusive; the others are skipped unparsed), for reading a file in parts; `offset` (from a
+    LineIndex) lets the reader seek to the first of them (iter_lines).
     """
     path = Path(path)
     # Read bytes so that a decoding error can be tied to its line instead of a buffer offset.
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if lines is not None and not lines[0] <= lineno <= lines[1]:
-                if lineno > lines[1]:
-                    break
-                continue
-            if not raw.strip():
-                continue
-            try:
-                yield lineno, _parse_json_line(raw, required, path, lineno)
-            except InputError as error:
-                if on_error is None:
-                    raise
-                on_error(error)
+    for lineno, raw in iter_lines(path, lines, offset):
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, _parse_json_line(raw, required, path, lineno)
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+
+
+class _HashingReader(io.RawIOBase):
+    """A binary file whose bytes are hashed as they are read (one pass: hash and decompress together)."""
+
+    def __init__(self, handle, digest):
+        self._handle, self.digest = handle, digest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._handle.readinto(buffer)
+        self.digest.update(memoryview(buffer)[:n])
+        return n
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """Where every line of a text(.gz) file starts (byte offsets in the decompressed stream) and the
+    file's SHA-256: what a part of a large file needs to be read and keyed without reading the file."""
+
+    sha256: str
+    offsets: "np.ndarray"  # offsets[i]: where line i + 1 starts
+
+    @property
+    def n_lines(self) -> int:
+        return len(self.offsets)
+
+
+LINE_INDEX_SUFFIX = ".lines.npz"
+
+
+def line_index(path: "str | Path", store: "str | Path | None" = None) -> LineIndex:
+    """The file's LineIndex, built in one pass (hashing and splitting lines together) and kept in `store`
+    (default `<file>.lines.npz` beside it); reused while the file's size and modification time are unchanged.
+    Where the folder is read-only the index is returned without being kept (the next run builds it again)."""
+    import numpy as np
+
+    path = Path(path)
+    store = Path(store) if store is not None else path.with_name(path.name + LINE_INDEX_SUFFIX)
+    stat = path.stat()
+    if store.exists():
+        with np.load(store) as kept:
+            if int(kept["size"]) == stat.st_size and int(kept["mtime_ns"]) == stat.st_mtime_ns:
+                return LineIndex(str(kept["sha256"]), kept["offsets"])
+    digest = hashlib.sha256()
+    offsets, position = [], 0
+    with open(path, "rb") as raw:
+        hashing = io.BufferedReader(_HashingReader(raw, digest), 1 << 20)
+        text = gzip.GzipFile(fileobj=hashing, mode="rb") if path.suffix == ".gz" else hashing
+        for line in text:
+            offsets.append(position)
+            position += len(line)
+        while hashing.read(1 << 20):  # bytes after the gzip stream still belong to the file's hash
+            pass
+    index = LineIndex(digest.hexdigest(), np.asarray(offsets, dtype=np.int64))
+    try:
+        with atomic_path(store) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+    except PermissionError:  # an input read in place from a read-only folder: indexed again by the next run
+        pass
+    return index
 
 
 def _parse_json_line(raw: bytes, required: tuple[str, ...], path: Path, lineno: int) -> dict:

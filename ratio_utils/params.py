@@ -79,7 +79,7 @@ class CorpusParams:
     s2orc: dict[str, Any] = field(default_factory=dict)  # S2orcParams fields
     progress: bool = True
     # None: one papers and one sentences file (the default run). A number: a partitioned build, each input
-    # part (this many files or JSONL lines; one S2ORC shard) read, split, cleaned and written as its own
+    # part (this many files, or lines of a JSONL file or records of an S2ORC shard) read, split, cleaned and written as its own
     # parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
     papers_per_part: int | None = None
     # Where the parts of a partitioned build are built: "local" (one after another, in this process) or

@@ -158,3 +158,126 @@ def test_a_cleaning_switch_left_off_keeps_the_keys_of_parts_built_before_it():
     record = {"previous": "", "corpus": "jsonl", "lines": (1, 10), "params": before, "files": [["a.jsonl", "h"]]}
     assert part_key(part, off, "", hashes) == hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
     assert part_key(part, on, "", hashes) != part_key(part, off, "", hashes)  # switched on: the parts are rebuilt
+
+
+def _counting_reads(monkeypatch) -> list[str]:
+    """Record the description of every part read (one entry per call of admit_papers, which reads it)."""
+    reads: list[str] = []
+    real_admit = partitioned.admit_papers
+
+    def admit(papers, corpus, *args, **kwargs):
+        reads.append(corpus)
+        return real_admit(papers, corpus, *args, **kwargs)
+
+    monkeypatch.setattr(partitioned, "admit_papers", admit)
+    return reads
+
+
+def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_paper(tmp_path, monkeypatch, shared_dir, corpus_slice):
+    # the JSONL file holds B-ok on lines 1 and 10: in parts of 3 lines, the later part must leave it out
+    corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3}
+    cfg_local, params_local = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "local", **corpus)
+    local = build_corpus(cfg_local, params_local)
+    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "dask", **corpus, engine="dask",
+                          dask_processes=False, dask_workers=2)
+    reads = _counting_reads(monkeypatch)
+    on_dask = build_corpus(cfg, params)
+    total = on_dask.report["parts"]["total"]
+    reports = [json.loads(p.read_text()) for p in sorted(cfg.paths.corpus_parts.glob("part-*.json"))]
+    left_out = [i for i, r in enumerate(reports) if r["key"] != partitioned.exclusion_key(r["input_key"], {})]
+    assert len(left_out) == 1 and any(q["reason"] == "duplicate_id" and q["paper_id"] == "B-ok" for q in reports[left_out[0]]["quarantined"])
+    assert len(reads) == total + 1  # no first pass: every part read once, the one with B-ok twice
+    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)), _plain(read_table(cfg_local.paths.sentences)))
+    assert _comparable(on_dask.report) == _comparable(local.report)
+
+    reads.clear()  # a rerun with nothing changed reads nothing (and hashes no JSONL file: its line index has the hash)
+    assert build_corpus(cfg, params).report["parts"]["skipped_unchanged"] == total and reads == []
+
+
+def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, monkeypatch, shared_dir, corpus_slice):
+    corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3, "engine": "dask", "dask_processes": False, "dask_workers": 1}
+    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "killed", **corpus)
+    real_build_part = partitioned.build_part
+    built = []
+
+    def dies_at_the_fourth_part(papers, *args):
+        if len(built) == 3:
+            raise RuntimeError("killed")
+        built.append(1)
+        return real_build_part(papers, *args)
+
+    monkeypatch.setattr(partitioned, "build_part", dies_at_the_fourth_part)
+    with pytest.raises(RuntimeError, match="killed"):
+        build_corpus(cfg, params)
+    finished = {p: p.stat().st_mtime_ns for p in cfg.paths.corpus_parts.glob("part-*.json")}
+    assert len(finished) == 3
+
+    monkeypatch.setattr(partitioned, "build_part", real_build_part)
+    reads = _counting_reads(monkeypatch)
+    resumed = build_corpus(cfg, params)
+    total = resumed.report["parts"]["total"]
+    assert resumed.report["parts"]["skipped_unchanged"] == 3 and len(reads) == total - 3 + 1  # + the part that leaves B-ok out
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
+    cfg_once, _ = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "once", **corpus)
+    once = build_corpus(cfg_once, params)
+    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)), _plain(read_table(cfg_once.paths.sentences)))
+    assert _comparable(resumed.report) == _comparable(once.report)
+
+
+def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path, monkeypatch, shared_dir, corpus_slice):
+    records = [
+        '{"paper_id": "fine", "year": 2020, "paragraphs": [["A perfectly fine sentence that is long enough to keep."]]}',
+        # an escaped lone surrogate: json.loads accepts it, no UTF-8 (parquet) writer does
+        '{"paper_id": "surrogate", "year": 2020, "paragraphs": [["A sentence with a broken character \\ud83d in it, long enough."]]}',
+        '{"paper_id": "also-fine", "year": 2021, "paragraphs": [["Another perfectly fine sentence that is long enough."]]}',
+    ]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(records) + "\n")
+    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "odd", sources=["odd"], jsonl={"odd": str(path)},
+                          papers_per_part=2)
+    build = build_corpus(cfg, params)
+    assert sorted(read_table(cfg.paths.papers)["paper_id"]) == ["also-fine", "fine"]
+    quarantined = [json.loads(line) for line in (cfg.paths.quarantine / "odd.jsonl").read_text().splitlines()]
+    assert [(q["reason"], Path(q["file"]).name, q["line"], q["paper_id"]) for q in quarantined] == [
+        ("invalid_text", "odd.jsonl", 2, "surrogate")]
+    assert build.report["quarantine"]["odd"] == {"invalid_text": 1}
+
+
+def test_a_selected_s2orc_paper_without_a_year_is_quarantined_with_its_shard_line(tmp_path):
+    from ratio_utils.corpus import IngestLog
+    from ratio_utils.corpus.s2orc import S2orcReader
+    from ratio_utils.corpus.steps import admit_papers, papers_frame
+
+    shards = tmp_path / "shards"
+    shutil.copytree(FIXTURES / "s2orc", shards)
+    papers_shard = shards / "papers" / "shard-000.jsonl"
+    lines = [json.loads(line) for line in papers_shard.read_text().splitlines()]
+    for record in lines:
+        if record["corpusid"] == 1001:
+            record["year"] = None  # dated, so the paper's rule selects it
+    papers_shard.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    reader = S2orcReader(shards, metadata_path=tmp_path / "meta.parquet")
+    reader.prepare()
+    log = IngestLog()
+    part = reader.parts(papers_per_part=10)[0]
+    admitted = list(admit_papers(reader.read_part(part, log), "s2orc", {}, {}, log))
+    assert admitted == [] and len(papers_frame(admitted)) == 0
+    assert ("missing_year", "shard-000.jsonl", 1, "1001") in [
+        (q["reason"], Path(q["file"]).name, q["line"], q["paper_id"]) for q in log.quarantined["s2orc"]]
+
+
+def test_a_part_is_streamed_to_its_tables_in_batches(tmp_path, monkeypatch, shared_dir, corpus_slice):
+    import pyarrow.parquet as pq
+
+    corpus = {"sources": ["acl_scisumm", "bad"]}
+    cfg_one, params_one = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "one", **corpus)
+    one = build_corpus(cfg_one, params_one)
+    monkeypatch.setattr(partitioned, "WRITE_BATCH_PAPERS", 2)
+    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "batched", **corpus, papers_per_part=7)
+    batched = build_corpus(cfg, params)
+    first = part_files(cfg.paths.sentences)[0]
+    assert pq.ParquetFile(first).metadata.num_row_groups == 4  # 7 papers, 2 at a time
+    assert pq.ParquetFile(part_files(cfg.paths.papers)[0]).metadata.num_row_groups == 4
+    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)), _plain(pd.read_parquet(cfg_one.paths.sentences)))
+    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.papers)), _plain(pd.read_parquet(cfg_one.paths.papers)))
+    assert _comparable(batched.report) == _comparable(one.report)

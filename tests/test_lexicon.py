@@ -16,8 +16,9 @@ import pytest
 
 from ratio_utils import curation, lexicon as lx, marker_llm
 from ratio_utils.io import InputError, sha256_file
+from ratio_utils.parts import part_path
 from ratio_utils.llm import ChatResult
-from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, Move, normalize_marker
+from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, SENTENCE_COLUMNS, Move, normalize_marker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lexicon"
 
@@ -419,6 +420,54 @@ def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, shar
     assert run["label_problems"] == [] and run["failed_generation_answers"] == 0
     counts = marker_llm.label_counts(run["labels"]).set_index("move")
     assert counts.loc["total", "STRONG-TRUE"] == 2 and counts.loc["total", "FALSE"] == len(run["labels"]) - 2
+
+
+def _sentence_parts(sentences: pl.DataFrame, root: Path, n_parts: int) -> tuple[Path, Path]:
+    """The fixture as a full sentence table (every third sentence dropped by a rule) in one file and in
+    `n_parts` parts that never cut a paper; returns (file, folder of parts)."""
+    table = sentences.with_columns(
+        pl.lit("acl").alias("corpus"), pl.lit(2000).alias("year"), pl.lit(None, pl.Date).alias("date"),
+        pl.col("text_clean").alias("text"),
+        pl.when(pl.int_range(pl.len()) % 3 == 2).then(pl.lit("too_short")).otherwise(None).alias("drop_reason"),
+    ).select(SENTENCE_COLUMNS)
+    single = root / "sentences.parquet"
+    table.write_parquet(single)
+    papers = table["paper_id"].unique(maintain_order=True).to_list()
+    folder = root / "parts.parquet"
+    folder.mkdir()
+    for i in range(n_parts):
+        table.filter(pl.col("paper_id").is_in(papers[i::n_parts])).write_parquet(part_path(folder, i))
+    return single, folder
+
+
+def _pairs_in_memory(kept: pl.DataFrame, spans: list[str], k: int, seed: int) -> pl.DataFrame:
+    """The reference: every consecutive pair of the whole table joined in memory, then the same seeded draw."""
+    text = {(r[0], r[1], r[2]): r[3] for r in kept.iter_rows()}
+    rows = [(pid, para, sent, first, text[(pid, para, sent + 1)], curation.span_of(text[(pid, para, sent + 1)]))
+            for (pid, para, sent), first in text.items() if (pid, para, sent + 1) in text]
+    pairs = pl.DataFrame(rows, schema=kept.select("paper_id", "para", "sent").schema | {"first": pl.Utf8, "second": pl.Utf8, "span": pl.Utf8},
+                         orient="row").filter(pl.col("span").is_in(spans))
+    key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)], separator="|")
+    return (pairs.with_columns(key.hash(seed=seed).alias("_draw")).sort(["_draw", "paper_id", "para", "sent"])
+            .group_by("span", maintain_order=True).head(k)
+            .with_columns(pl.col("_draw").rank("ordinal").over("span").alias("pair_no")).drop("_draw"))
+
+
+def test_streamed_spans_and_review_pairs_over_parts_equal_the_in_memory_join(sentences, tmp_path):
+    single, folder = _sentence_parts(sentences, tmp_path, n_parts=3)
+    kept = curation.read_sentences(single)
+    assert kept.height == sentences.height - sentences.height // 3
+    for source in (single, folder):
+        scan = curation.scan_sentences(source)
+        assert isinstance(scan, pl.LazyFrame) and curation.count_kept(scan) == kept.height
+        counts = curation.count_spans(scan, 7)
+        assert dict(counts.iter_rows()) == dict(Counter(s for s in map(curation.span_of, kept["text_clean"]) if s is not None))
+        assert counts.equals(curation.count_spans(kept, 7))
+        spans = counts.head(12)["span"].to_list()
+        streamed = curation.sample_review_pairs(scan, spans, 4, seed=3)
+        reference = _pairs_in_memory(kept, spans, 4, seed=3)
+        assert streamed.height > 0 and streamed.columns == reference.columns
+        assert streamed.sort(["span", "pair_no"]).equals(reference.sort(["span", "pair_no"]))
 
 
 def test_read_sentences_keeps_undropped_rows_and_checks_columns(tmp_path):

@@ -461,10 +461,12 @@ def test_papers_metadata_is_streamed_to_parquet_and_joined_per_shard(tmp_path):
     import pandas as pd
 
     meta = tmp_path / "meta.parquet"
-    reader = S2orcReader(FIXTURES, metadata_path=meta, selection="year")
+    shards = tmp_path / "shards"  # the reader keeps each shard's line index beside it
+    shutil.copytree(FIXTURES, shards)
+    reader = S2orcReader(shards, metadata_path=meta, selection="year")
     record = reader.build_metadata(batch_rows=1)  # one row per batch: the writer never holds more
     assert sorted(pd.read_parquet(meta)["corpusid"]) == ["1001", "1004"] and record["counts"]["papers_records"] == 5
-    assert set(reader._shard_metadata(FIXTURES / "s2orc" / "shard-000.jsonl")) == {"1001", "1004"}
+    assert set(reader._shard_metadata(shards / "s2orc" / "shard-000.jsonl")) == {"1001", "1004"}
     written = meta.stat().st_mtime_ns
     reader.build_metadata()
     assert meta.stat().st_mtime_ns == written  # unchanged shards and selection: reused
@@ -473,3 +475,72 @@ def test_papers_metadata_is_streamed_to_parquet_and_joined_per_shard(tmp_path):
     log = IngestLog()
     assert [p.paper_id for p in reader.read_part(parts[0], log)] == ["1001"]
     assert log.counts["s2orc"]["papers_records"] == 5  # the metadata counts come with the first part
+
+
+def _many_papers_shards(root: Path, n: int = 7) -> Path:
+    """The fixture's shards plus n selected papers (ids 3001...) in a gzipped full-text shard of their own."""
+    shutil.copytree(FIXTURES, root)
+    record = json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0])
+    with open(root / "papers" / "shard-000.jsonl", "a") as papers:
+        for i in range(n):
+            papers.write(json.dumps({"corpusid": 3001 + i, "title": f"Paper {i}", "year": 2020, "publicationdate": "2020-03-01",
+                                     "s2fieldsofstudy": [{"category": "Computer Science"}]}) + "\n")
+    lines = [json.dumps(record | {"corpusid": 3001 + i}) for i in range(n)]
+    (root / "s2orc" / "shard-001.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return root
+
+
+def test_parts_are_record_ranges_of_a_shard_read_from_its_line_index(tmp_path, monkeypatch):
+    from ratio_utils import io as ratio_io
+
+    shards = _many_papers_shards(tmp_path / "shards")
+    reader = S2orcReader(shards, metadata_path=tmp_path / "meta.parquet")
+    reader.prepare()
+    parts = reader.parts(papers_per_part=3)
+    gz = shards / "s2orc" / "shard-001.jsonl.gz"
+    assert [(Path(p.files[0]).name, p.lines) for p in parts] == [
+        ("shard-000.jsonl", (1, 3)), ("shard-000.jsonl", (4, 4)),
+        ("shard-001.jsonl.gz", (1, 3)), ("shard-001.jsonl.gz", (4, 6)), ("shard-001.jsonl.gz", (7, 7))]
+    assert parts[3].offset == len(b"".join(gzip.decompress(gz.read_bytes()).splitlines(keepends=True)[:3]))
+    assert parts[3].digests == (hashlib.sha256(gz.read_bytes()).hexdigest(),)
+    assert (gz.parent / "shard-001.jsonl.gz.lines.npz").exists()
+
+    # the parts together read what the whole shards read; the papers-metadata counts come once
+    whole_log = IngestLog()
+    whole = [(p.paper_id, p.origin_line, p.paragraphs) for p in reader.papers(whole_log)]
+    logs = [IngestLog() for _ in parts]
+    in_parts = [(p.paper_id, p.origin_line, p.paragraphs) for part, log in zip(parts, logs) for p in reader.read_part(part, log)]
+    assert in_parts == whole and [pid for pid, _, _ in whole] == ["1001"] + [str(3001 + i) for i in range(7)]
+    assert sum(log.counts["s2orc"]["papers_records"] for log in logs) == whole_log.counts["s2orc"]["papers_records"] == 12
+    assert sum(log.counts["s2orc"]["s2orc_records"] for log in logs) == whole_log.counts["s2orc"]["s2orc_records"]
+    assert [q for log in logs for q in log.quarantined["s2orc"]] == whole_log.quarantined["s2orc"] != []
+
+    # the index is built once: a second listing neither hashes nor splits a shard again
+    monkeypatch.setattr(ratio_io, "_HashingReader", None)
+    assert reader.parts(papers_per_part=3) == parts
+
+
+def test_a_part_never_builds_the_papers_metadata(tmp_path):
+    shards = _many_papers_shards(tmp_path / "shards")
+    reader = S2orcReader(shards, metadata_path=tmp_path / "meta.parquet")
+    part = reader.parts(papers_per_part=3)[0]
+    with pytest.raises(RuntimeError, match="prepare"):
+        list(reader.read_part(part, IngestLog()))
+    assert not (tmp_path / "meta.parquet").exists()  # on Dask, every task would have streamed all `papers` shards
+    reader.prepare()
+    assert [p.paper_id for p in reader.read_part(part, IngestLog())] == ["1001"]
+
+
+def test_a_file_in_a_read_only_folder_is_indexed_without_keeping_the_index(tmp_path, monkeypatch):
+    from ratio_utils import io as ratio_io
+
+    path = tmp_path / "papers.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n{"a": 22}\n')
+
+    def read_only(target):
+        raise PermissionError(f"read-only: {target}")
+
+    monkeypatch.setattr(ratio_io, "atomic_path", read_only)
+    index = ratio_io.line_index(path)
+    assert index.offsets.tolist() == [0, 9, 10] and index.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert list(tmp_path.iterdir()) == [path]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..io import InputError
+from ..io import InputError, line_index
 from ..params import CorpusParams, S2orcParams  # noqa: F401  (the `corpus` section, re-exported)
 
 # --- parameters -------------------------------------------------------------------------------------
@@ -92,6 +92,8 @@ class InputPart:
     corpus: str
     files: tuple[str, ...]
     lines: tuple[int, int] | None = None  # first and last line number (1-based, inclusive)
+    offset: int | None = None  # where line `lines[0]` starts (io.LineIndex): reading seeks there
+    digests: tuple[str, ...] | None = None  # SHA-256 of each file where the reader knows it (its line index)
 
     def describe(self) -> dict:
         first, last = Path(self.files[0]).name, Path(self.files[-1]).name
@@ -101,11 +103,24 @@ class InputPart:
 class CorpusReader(Protocol):
     corpus: str
 
+    def prepare(self) -> None:
+        """What every part needs, done once before any part is read (by the driver of a parallel build)."""
+        ...
+
     def papers(self, log: IngestLog) -> Iterator[Paper]: ...
 
     def parts(self, papers_per_part: int) -> list[InputPart]: ...
 
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]: ...
+
+
+def line_parts(corpus: str, path: "str | Path", per_part: int) -> list[InputPart]:
+    """Ranges of `per_part` lines of one JSONL(.gz) file (one record a line), each with the byte offset it
+    starts at and the file's SHA-256, from the file's line index (built once, kept beside the file)."""
+    index = line_index(path)
+    return [InputPart(corpus, (str(path),), (first, min(first + per_part - 1, index.n_lines)),
+                      int(index.offsets[first - 1]), (index.sha256,))
+            for first in range(1, index.n_lines + 1, per_part)]
 
 
 def file_parts(corpus: str, files: list[Path], per_part: int) -> list[InputPart]:
@@ -125,6 +140,9 @@ class OnePaperPerFileReader:
 
     def read_file(self, path: Path, log: IngestLog) -> "Paper | None":
         raise NotImplementedError
+
+    def prepare(self) -> None:
+        pass
 
     def parts(self, papers_per_part: int) -> list[InputPart]:
         return file_parts(self.corpus, self.files(), papers_per_part)

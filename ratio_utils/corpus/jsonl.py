@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as _dt
-import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..io import iter_jsonl
-from .base import IngestLog, InputPart, Paper, _quarantine_error
+from .base import IngestLog, InputPart, Paper, _quarantine_error, line_parts
 
 # --- reader 3: the generic JSONL format (docs/corpus_formats.md) --------------------------------------------------
 
@@ -43,20 +42,19 @@ class JsonlReader:
         if not self.path.exists():
             raise FileNotFoundError(f"JSONL corpus {corpus!r} not found: {self.path}")
 
+    def prepare(self) -> None:
+        pass
+
     def parts(self, papers_per_part: int) -> list[InputPart]:
-        """Line ranges of `papers_per_part` lines (one paper a line; one pass to count them)."""
-        opener = gzip.open if self.path.suffix == ".gz" else open
-        with opener(self.path, "rb") as handle:
-            n_lines = sum(1 for _ in handle)
-        return [InputPart(self.corpus, (str(self.path),), (first, min(first + papers_per_part - 1, n_lines)))
-                for first in range(1, n_lines + 1, papers_per_part)]
+        """Ranges of `papers_per_part` lines (one paper a line), from the file's line index."""
+        return line_parts(self.corpus, self.path, papers_per_part)
 
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
-        return self.papers(log, part.lines)
+        return self.papers(log, part.lines, part.offset)
 
-    def papers(self, log: IngestLog, lines: tuple[int, int] | None = None) -> Iterator[Paper]:
+    def papers(self, log: IngestLog, lines: tuple[int, int] | None = None, offset: int | None = None) -> Iterator[Paper]:
         records = iter_jsonl(self.path, required=("paper_id", "paragraphs"), on_error=lambda e: _quarantine_error(log, self.corpus, e),
-                             lines=lines)
+                             lines=lines, offset=offset)
         for lineno, obj in records:
             paper = self.parse_record(obj, lineno, log)
             if paper is not None:

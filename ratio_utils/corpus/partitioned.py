@@ -2,7 +2,11 @@
 
 For part i (in reader order, then the reader's own order), `cfg.paths.sentences/part-i.parquet` and
 `cfg.paths.papers/part-i.parquet` hold its rows and `cfg.paths.corpus_parts/part-i.json` its report
-(reader counts, cleaning counts, statistics, quarantined records, duplicates) and its key. The report is
+(reader counts, cleaning counts, statistics, quarantined records, duplicates, the ids it read) and its
+key. A part is a run of files, or a range of lines of one JSONL file or S2ORC shard (read from the line
+index kept beside the file, which also holds the file's SHA-256). Before any part, each reader's
+`prepare` runs once here (S2ORC: the selected `papers` metadata). A part's tables are written batch by
+batch (`WRITE_BATCH_PAPERS`) into temporary files renamed when the part is complete; its report is
 written last, so it marks a finished part; a rerun skips every part whose report carries the same key
 (resume after a crash) and redoes the rest.
 
@@ -10,18 +14,21 @@ Deduplication crosses parts (a paper whose id an earlier paper had is left out),
 the ids of the parts before it:
 - `engine: local` builds the parts one after another, carrying the ids seen so far; a part's key hashes
   its input files (SHA-256), its line range, the corpus params and the previous part's key (a chain);
-- `engine: dask` first collects every part's paper ids in parallel (reading without splitting), gives
-  each part the ids of earlier parts it must leave out, and builds the parts in parallel, one task per
-  part; a part's key hashes its inputs, the params and those ids.
+- `engine: dask` builds every part in parallel leaving out nothing from other parts (one read per part;
+  its report lists the ids it read), then rebuilds, leaving them out, only the parts holding a paper an
+  earlier part had; a part's key hashes its inputs, the params and the ids it left out, so a resumed run
+  rebuilds only the parts not finished with the ids that the finished ones name.
 Both write the same parts (tests/test_corpus_parts.py).
 
-Peak memory per process: one part's papers and spaCy, plus (driver) the ids of the papers. The run
+Peak memory per process: one batch of papers and spaCy, plus (driver) the ids of the papers. The run
 report sums the part reports; the tables equal the single-file build's, row for row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -31,10 +38,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import Config
-from ..io import InputError, sha256_file, write_json_atomic, write_parquet_atomic, write_text_atomic
+from ..io import InputError, atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from ..parts import part_path, remove_parts_from, reset_table
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusParams, CorpusReader, IngestLog, InputPart
@@ -49,6 +58,12 @@ class _FileHashes:
 
     def __init__(self):
         self._known: dict[str, str] = {}
+
+    def of(self, part: InputPart) -> "_FileHashes":
+        """Itself, knowing the digests the part's reader took from its line index (no file hashed again)."""
+        for path, digest in zip(part.files, part.digests or ()):
+            self._known.setdefault(path, digest)
+        return self
 
     def __call__(self, path: str) -> str:
         if path not in self._known:
@@ -82,11 +97,14 @@ def _splitter() -> SentenceSplitter:
 
 
 def build_part(papers, params: CorpusParams, log: IngestLog) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(papers table, sentence table, cleaning counts per corpus) of one part's admitted papers."""
+    """(papers table, sentence table, cleaning counts per corpus) of a batch of one part's admitted papers."""
     split_unsplit(papers, _splitter(), log, progress=False)
     papers = [p for p in papers if valid_paper(p, log)]
     cleaning: dict[str, CleaningCounts] = {}
     return papers_frame(papers), sentences_frame(papers, SentenceCleaner(params.cleaning_rules()), cleaning, progress=False), cleaning
+
+
+WRITE_BATCH_PAPERS = 500  # papers split, cleaned and written together: a part's memory is one batch, not the part
 
 
 @dataclass(frozen=True)
@@ -103,32 +121,82 @@ class PartOutputs:
         return cls(index, part_path(cfg.paths.papers, index), part_path(cfg.paths.sentences, index),
                    cfg.paths.corpus_parts / f"part-{index:05d}.json")
 
-    def finished(self, key: str) -> dict | None:
-        """The part's report if it was finished with this key (and its tables are there), else None."""
+    def finished(self, key: str, field: str = "key") -> dict | None:
+        """The part's report if it was finished with this key (or, `field="input_key"`, from these inputs
+        whatever it left out), and its tables are there; else None."""
         if not (self.report.exists() and self.papers.exists() and self.sentences.exists()):
             return None
         done = json.loads(self.report.read_text())
-        return done if done["key"] == key else None
+        return done if done.get(field) == key else None
+
+
+def _uniform_schema(schema: pa.Schema) -> pa.Schema:
+    """A batch's schema with every categorical as dictionary<int32, string> (a batch's categories, and so
+    pandas' index width and value type, depend on its rows; the parquet file needs one schema)."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string())) if pa.types.is_dictionary(f.type) else f
+                      for f in schema], metadata=schema.metadata)
+
+
+class _StreamedTable:
+    """A parquet file written batch by batch into a temporary file beside it, renamed into place by `close`."""
+
+    def __init__(self, target: Path, stack: contextlib.ExitStack):
+        self._tmp = stack.enter_context(atomic_path(target))
+        self._writer: pq.ParquetWriter | None = None
+        stack.callback(self._close_writer)
+
+    def write(self, frame: pd.DataFrame) -> None:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, _uniform_schema(table.schema))
+        self._writer.write_table(table.cast(self._writer.schema))
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOutputs, key: str, params: CorpusParams,
-                         seen: dict[str, str]) -> dict:
+                         seen: dict[str, str], input_key: str = "") -> dict:
     """Read, dedupe (against `seen`: id -> corpus of papers already admitted; updated), split, clean and
-    write one part; its report is written last and returned."""
+    write one part, streaming `WRITE_BATCH_PAPERS` papers at a time into its tables; its report (with the
+    ids of the valid papers it read, for deduplication across parts) is written last and returned."""
     log = IngestLog(strict=params.strict)
     dedup: dict[str, list[str]] = defaultdict(list)
-    admitted = list(admit_papers(reader.read_part(part, log), reader.corpus, seen, dedup, log))
-    paper_table, sentences, cleaning = build_part(admitted, params, log)
-    write_parquet_atomic(sentences, outputs.sentences)
-    write_parquet_atomic(paper_table, outputs.papers)
+    ids_read: list[str] = []
+    admitted = admit_papers(reader.read_part(part, log), reader.corpus, seen, dedup, log, read_ids=ids_read)
+    cleaning: dict[str, CleaningCounts] = {}
+    statistics: list[list[dict]] = []
+    per_year: dict[str, Counter] = defaultdict(Counter)
+    papers_read = papers_written = 0
+    with contextlib.ExitStack() as stack:
+        papers_out, sentences_out = _StreamedTable(outputs.papers, stack), _StreamedTable(outputs.sentences, stack)
+        while True:  # at least one batch, possibly empty: its frames give an empty part its columns
+            batch = list(itertools.islice(admitted, WRITE_BATCH_PAPERS))
+            papers_read += len(batch)
+            paper_table, sentences, batch_cleaning = build_part(batch, params, log)
+            for corpus, counts in batch_cleaning.items():
+                cleaning.setdefault(corpus, CleaningCounts()).merge(counts)
+            if len(paper_table):
+                papers_out.write(paper_table)
+                sentences_out.write(sentences)
+                papers_written += len(paper_table)
+                statistics.append(corpus_statistics(paper_table, sentences).to_dict(orient="records"))
+                for corpus, years in paper_table.groupby("corpus")["year"]:
+                    per_year[corpus].update(int(y) for y in years)
+            if len(batch) < WRITE_BATCH_PAPERS:
+                break
+        if papers_written == 0:  # an empty part still has both tables, with their columns
+            papers_out.write(paper_table)
+            sentences_out.write(sentences)
     report = {
-        "key": key, "part": part.describe(), "papers_read": len(admitted), "papers_written": len(paper_table),
-        "deduplicated": dict(dedup),
+        "key": key, "input_key": input_key, "part": part.describe(), "papers_read": papers_read, "papers_written": papers_written,
+        "ids_read": ids_read, "deduplicated": dict(dedup),
         "reader_counts": {corpus: dict(c) for corpus, c in log.counts.items()},
         "quarantined": [r for records in log.quarantined.values() for r in records],
         "cleaning": {corpus: counts.to_dict() for corpus, counts in cleaning.items()},
-        "statistics": corpus_statistics(paper_table, sentences).to_dict(orient="records") if len(paper_table) else [],
-        "papers_per_year": {c: {int(y): int(n) for y, n in g["year"].value_counts().items()} for c, g in paper_table.groupby("corpus")},
+        "statistics": combine_statistics(statistics),
+        "papers_per_year": {c: dict(years) for c, years in per_year.items()},
     }  # fmt: skip
     write_json_atomic(outputs.report, report)  # last: marks the part finished
     return report
@@ -140,7 +208,7 @@ def _build_locally(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusRea
     seen: dict[str, str] = {}
     key, skipped, reports = "", 0, []
     for index, (reader, part) in enumerate(tqdm(jobs, desc="corpus parts", unit="part", disable=not params.progress)):
-        key = part_key(part, params, key, hashes)
+        key = part_key(part, params, key, hashes.of(part))
         outputs = PartOutputs.of(cfg, index)
         done = outputs.finished(key)
         if done is not None:
@@ -153,49 +221,51 @@ def _build_locally(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusRea
     return reports, skipped
 
 
-def part_paper_ids(reader: CorpusReader, part: InputPart) -> tuple[list[tuple[str, bool]], dict[str, str]]:
-    """(paper id, valid) of every paper of a part in reading order, and its input files' SHA-256: the
-    cheap first pass of a parallel build (reading without sentence splitting)."""
-    log = IngestLog()  # counts and quarantine are the second pass's to keep
-    ids = [(paper.paper_id, valid_paper(paper, log)) for paper in reader.read_part(part, log)]
-    return ids, {f: sha256_file(f) for f in part.files}
-
-
-def earlier_ids(ids_per_part: list[list[tuple[str, bool]]], corpora: list[str]) -> list[dict[str, str]]:
-    """For each part, its valid ids that a valid paper of an earlier part already had (id -> that paper's
-    corpus): exactly the `seen` entries the one-after-another build would consult for the part."""
+def earlier_ids(ids_per_part: list[list[str]], corpora: list[str]) -> list[dict[str, str]]:
+    """For each part, the ids of its valid papers that a valid paper of an earlier part already had (id ->
+    that paper's corpus): exactly the `seen` entries the one-after-another build would consult for the part."""
     first: dict[str, tuple[int, str]] = {}
     per_part = []
     for index, (ids, corpus) in enumerate(zip(ids_per_part, corpora)):
-        per_part.append({pid: first[pid][1] for pid, valid in ids if valid and pid in first and first[pid][0] < index})
-        for pid, valid in ids:
-            if valid and pid not in first:
-                first[pid] = (index, corpus)
+        per_part.append({pid: first[pid][1] for pid in ids if pid in first and first[pid][0] < index})
+        for pid in ids:
+            first.setdefault(pid, (index, corpus))
     return per_part
 
 
+def exclusion_key(input_key: str, excluded: dict[str, str]) -> str:
+    """A Dask-built part's key: its inputs' key and the ids it left out as papers of earlier parts."""
+    return hashlib.sha256(f"{input_key}|{json.dumps(sorted(excluded.items()))}".encode()).hexdigest()
+
+
 def _build_on_dask(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]], client=None) -> tuple[list[dict], int]:
-    """One task per part: a first pass gets every part's ids (for deduplication across parts), then each part
-    is built by a worker with the ids it must leave out. A part's key hashes its inputs, the params and those
-    ids, so a part is rebuilt exactly when something it depends on changed."""
+    """One task per part, each part read once: every part is first built leaving out nothing from other parts
+    (its report brings the ids it read); then the parts that hold a paper an earlier part already had (few:
+    papers in two sources, a paper in two shards) are built again leaving those out. A part's key hashes its
+    inputs, the params and the ids it left out, so a resumed run rebuilds exactly the parts that are not
+    finished with the ids the finished ones name, and reads nothing else."""
     from dask.distributed import as_completed
 
     from ..cluster import dask_client
 
+    hashes = _FileHashes()
+    input_keys = [part_key(part, params, "", hashes.of(part)) for _, part in jobs]
+    outputs = [PartOutputs.of(cfg, index) for index in range(len(jobs))]
+    reports: list[dict | None] = [o.finished(k, field="input_key") for o, k in zip(outputs, input_keys)]
+    built: set[int] = set()
     with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
-        first_pass = client.gather([client.submit(part_paper_ids, reader, part, pure=False) for reader, part in jobs])
-        excluded = earlier_ids([ids for ids, _ in first_pass], [reader.corpus for reader, _ in jobs])
-        reports: list[dict | None] = [None] * len(jobs)
-        futures = {}
-        for index, ((reader, part), (_, hashes), seen) in enumerate(zip(jobs, first_pass, excluded)):
-            key = part_key(part, params, json.dumps(sorted(seen.items())), hashes.__getitem__)
-            outputs = PartOutputs.of(cfg, index)
-            reports[index] = outputs.finished(key)
-            if reports[index] is None:
-                futures[client.submit(build_and_write_part, reader, part, outputs, key, params, seen, pure=False)] = index
-        for future in tqdm(as_completed(futures), total=len(futures), desc="corpus parts", unit="part", disable=not params.progress):
-            reports[futures[future]] = future.result()
-    return reports, len(jobs) - len(futures)
+        def run(excluded: dict[int, dict[str, str]]) -> None:
+            futures = {client.submit(build_and_write_part, jobs[i][0], jobs[i][1], outputs[i], exclusion_key(input_keys[i], seen),
+                                     params, dict(seen), input_keys[i], pure=False): i
+                       for i, seen in excluded.items()}
+            for future in tqdm(as_completed(futures), total=len(futures), desc="corpus parts", unit="part", disable=not params.progress):
+                reports[futures[future]] = future.result()
+                built.add(futures[future])
+
+        run({i: {} for i, report in enumerate(reports) if report is None})
+        excluded = earlier_ids([report["ids_read"] for report in reports], [reader.corpus for reader, _ in jobs])
+        run({i: seen for i, seen in enumerate(excluded) if reports[i]["key"] != exclusion_key(input_keys[i], seen)})
+    return reports, len(jobs) - len(built)
 
 
 def build_corpus_parts(cfg: Config, params: CorpusParams, write: bool = True, client=None) -> CorpusBuild:
@@ -204,6 +274,8 @@ def build_corpus_parts(cfg: Config, params: CorpusParams, write: bool = True, cl
         raise ValueError("a partitioned build writes its parts (write=False is for the single-file build)")
     started = time.perf_counter()
     readers = make_readers(cfg, params)
+    for reader in readers:
+        reader.prepare()  # once, here: never by tasks racing each other
     for table in (cfg.paths.papers, cfg.paths.sentences):
         reset_table(table, partitioned=True)
     jobs = [(reader, part) for reader in readers for part in reader.parts(params.papers_per_part)]

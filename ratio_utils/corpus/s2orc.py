@@ -10,9 +10,12 @@ after `min_date`, papers without one dropped (the paper's rule; `selection: year
 min_year` instead), `paragraph` spans only (`abstract_spans: true` puts the abstract first).
 Duplicated spans (the same start and end twice, seen in real records) are kept once and counted.
 
-Memory: the selected `papers` metadata is written once to a parquet file (`metadata_path`) in
-bounded batches; each full-text shard then looks up only its own corpus ids in it, so nothing
-holds the metadata of every paper. In a partitioned build each full-text shard is one part.
+Memory: the selected `papers` metadata is written once (`prepare`, on the driver of a parallel build)
+to a parquet file (`metadata_path`) in bounded batches; each part then looks up only its own corpus ids
+in it, so nothing holds the metadata of every paper. In a partitioned build a part is a range of
+`papers_per_part` records of one full-text shard; each shard's line index (`<shard>.lines.npz` beside
+it: where each record starts, and the shard's SHA-256) is built once, so a part seeks to its first record
+and a resumed run neither rereads nor rehashes a shard.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
-from ..io import atomic_path, iter_jsonl, write_json_atomic
-from .base import IngestLog, InputPart, Paper, S2orcParams, _quarantine_error, back_matter_kind
+from ..io import LINE_INDEX_SUFFIX, atomic_path, iter_jsonl, iter_lines, write_json_atomic
+from .base import IngestLog, InputPart, Paper, S2orcParams, _quarantine_error, back_matter_kind, line_parts
 
 
 def default_download_dir(params: S2orcParams, cfg: Config) -> Path:
@@ -130,8 +133,9 @@ def s2orc_paragraphs(obj: dict, abstract_spans: bool = True) -> tuple[list[str],
     return paragraphs, sections, counts
 
 
-def _iter_shard(path: Path, corpus: str, log: IngestLog) -> Iterator[tuple[int, dict]]:
-    return iter_jsonl(path, required=("corpusid",), on_error=lambda e: _quarantine_error(log, corpus, e))
+def _iter_shard(path: Path, corpus: str, log: IngestLog, lines: tuple[int, int] | None = None,
+                offset: int | None = None) -> Iterator[tuple[int, dict]]:
+    return iter_jsonl(path, required=("corpusid",), on_error=lambda e: _quarantine_error(log, corpus, e), lines=lines, offset=offset)
 
 
 _CORPUSID = re.compile(rb'"corpusid"\s*:\s*"?(\d+)')
@@ -179,7 +183,9 @@ class S2orcReader:
                    params_file=cfg.to_dict()["params_file"])
 
     def _shards(self, dataset: str) -> list[Path]:
-        shards = sorted(p for p in (self.shard_dir / dataset).iterdir() if p.is_file() and not p.name.endswith(".part"))
+        # not an unfinished download (.part) nor a shard's line index (.lines.npz)
+        shards = sorted(p for p in (self.shard_dir / dataset).iterdir()
+                        if p.is_file() and not p.name.endswith((".part", LINE_INDEX_SUFFIX)))
         return shards[: self.shard_limit] if self.shard_limit is not None else shards
 
     # -- the papers metadata, selected once and kept on disk --
@@ -266,16 +272,15 @@ class S2orcReader:
         year = row["year"]
         return PaperMeta(row["corpusid"], row["title"], None if year is None or year != year else int(year), row["date"], row["venue"], ())
 
-    def _shard_metadata(self, shard: Path) -> dict[str, PaperMeta]:
-        """Metadata of the selected papers among one full-text shard's corpus ids (a first, cheap pass
-        reads only the ids; polars filters the metadata file on them)."""
+    def _shard_metadata(self, shard: Path, lines: tuple[int, int] | None = None, offset: int | None = None) -> dict[str, PaperMeta]:
+        """Metadata of the selected papers among the corpus ids of one full-text shard (or of its record range
+        `lines`): a first, cheap pass reads only the ids; polars filters the metadata file on them."""
         import polars as pl
 
         ids = set()
-        with _open_bytes(shard) as handle:
-            for raw in handle:
-                # every "corpusid" of the line: a superset of the record's own id, whatever the key order
-                ids.update(found.decode() for found in _CORPUSID.findall(raw))
+        for _, raw in iter_lines(shard, lines, offset):
+            # every "corpusid" of the line: a superset of the record's own id, whatever the key order
+            ids.update(found.decode() for found in _CORPUSID.findall(raw))
         if not ids:
             return {}
         frame = pl.scan_parquet(self.metadata_path).filter(pl.col("corpusid").is_in(list(ids))).collect()
@@ -283,24 +288,42 @@ class S2orcReader:
 
     # -- papers --
 
+    def prepare(self) -> None:
+        """Select the `papers` metadata once (a parallel build calls this on its driver, before any task)."""
+        self.build_metadata()
+
+    def _built_metadata(self) -> dict:
+        """The record of the selected metadata, which `prepare` must have written (parts never build it:
+        tasks on many workers would each stream the whole `papers` dataset and race to rename one file)."""
+        record_path = self.metadata_path.with_suffix(".json")
+        if self.metadata_path.exists() and record_path.exists():
+            record = json.loads(record_path.read_text())
+            if record["key"] == self._metadata_key():
+                return record
+        raise RuntimeError(f"{self.metadata_path}: the selected S2ORC metadata is missing or stale; "
+                           "the reader's prepare() builds it before any part is read")
+
     def parts(self, papers_per_part: int) -> list[InputPart]:
-        """One part per full-text shard (the shards are the unit of download and of memory)."""
-        return [InputPart(self.corpus, (str(shard),)) for shard in self._shards(self.text_dataset)]
+        """Ranges of `papers_per_part` records of each full-text shard (records, selected or not: the
+        selection is known only when a part is read), from the shard's line index."""
+        return [part for shard in self._shards(self.text_dataset) for part in line_parts(self.corpus, shard, papers_per_part)]
 
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
-        record = self.build_metadata()
-        if Path(part.files[0]) == self._shards(self.text_dataset)[0]:
+        record = self._built_metadata()
+        shard = Path(part.files[0])
+        if shard == self._shards(self.text_dataset)[0] and (part.lines is None or part.lines[0] == 1):
             self._replay(record, log)  # the papers-metadata counts, once per run: with the first part
-        return self._papers_of(Path(part.files[0]), log)
+        return self._papers_of(shard, log, part.lines, part.offset)
 
     def papers(self, log: IngestLog) -> Iterator[Paper]:
         self._replay(self.build_metadata(), log)
         for shard in self._shards(self.text_dataset):
             yield from self._papers_of(shard, log)
 
-    def _papers_of(self, shard: Path, log: IngestLog) -> Iterator[Paper]:
-        wanted = self._shard_metadata(shard)
-        for lineno, obj in _iter_shard(shard, self.corpus, log):
+    def _papers_of(self, shard: Path, log: IngestLog, lines: tuple[int, int] | None = None,
+                   offset: int | None = None) -> Iterator[Paper]:
+        wanted = self._shard_metadata(shard, lines, offset)
+        for lineno, obj in _iter_shard(shard, self.corpus, log, lines, offset):
             corpusid = str(obj["corpusid"])
             log.count(self.corpus, "s2orc_records")
             meta = wanted.get(corpusid)
@@ -320,7 +343,3 @@ class S2orcReader:
                         origin_file=str(shard), origin_line=lineno)
 
 
-def _open_bytes(path: Path):
-    import gzip
-
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # as io.iter_jsonl decides

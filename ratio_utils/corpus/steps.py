@@ -9,6 +9,7 @@ Reads and writes nothing (the builds do).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,11 +37,19 @@ class CorpusBuild:
 
 
 def admit_papers(papers: Iterable[Paper], corpus: str, seen: dict[str, str], dedup: dict[str, list[str]],
-                 log: IngestLog) -> Iterator[Paper]:
-    """The valid papers whose id no earlier paper had; `seen` (id -> corpus) and `dedup` are updated."""
+                 log: IngestLog, read_ids: list[str] | None = None) -> Iterator[Paper]:
+    """The valid papers whose id no earlier paper had; `seen` (id -> corpus) and `dedup` are updated, and
+    `read_ids` (if given) gets the id of every valid paper read, admitted or not."""
     for paper in papers:
+        problem = record_problem(paper)
+        if problem is not None:
+            log.quarantine(corpus, problem[0], paper.origin_file or paper.source, paper.origin_line,
+                           paper_id=paper.paper_id, detail=problem[1])
+            continue
         if not valid_paper(paper, log):
             continue
+        if read_ids is not None:
+            read_ids.append(paper.paper_id)
         if paper.paper_id in seen:
             if seen[paper.paper_id] == corpus:
                 log.quarantine(corpus, "duplicate_id", paper.origin_file or paper.source, paper.origin_line,
@@ -51,6 +60,28 @@ def admit_papers(papers: Iterable[Paper], corpus: str, seen: dict[str, str], ded
             continue
         seen[paper.paper_id] = corpus
         yield paper
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # an escaped half of a UTF-16 pair: no UTF-8 writer takes it
+
+
+def record_problem(paper: Paper) -> tuple[str, str] | None:
+    """(reason, detail) if a paper's fields would break the tables (a year that is not an integer, a date
+    that does not parse, text with a lone surrogate), else None: such a record is quarantined, not fatal."""
+    if paper.year is None:
+        return "missing_year", "year is null"
+    if isinstance(paper.year, bool) or not isinstance(paper.year, int):
+        return "bad_year", f"year {paper.year!r} is not an integer"
+    if paper.date is not None:
+        try:
+            pd.Timestamp(paper.date)
+        except (TypeError, ValueError) as exc:
+            return "bad_date", f"date {paper.date!r}: {exc}"
+    texts = [paper.title, paper.venue, *(s for para in paper.paragraphs for s in para)]
+    for text in texts:
+        if isinstance(text, str) and _LONE_SURROGATE.search(text):
+            return "invalid_text", "text holds a lone UTF-16 surrogate (an escaped half pair), which UTF-8 cannot encode"
+    return None
 
 
 def valid_paper(paper: Paper, log: IngestLog) -> bool:

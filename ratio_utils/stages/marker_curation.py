@@ -37,8 +37,9 @@ class MarkerCurationStage:
 
     @property
     def sentences(self):
+        """The kept sentences as a lazy scan: each step streams what it needs (the table is never held)."""
         if self._sentences is None:
-            self._sentences = curation.read_sentences(self.cfg.paths.sentences)
+            self._sentences = curation.scan_sentences(self.cfg.paths.sentences)
         return self._sentences
 
     @property
@@ -66,7 +67,7 @@ class MarkerCurationStage:
 
     def top_spans(self, shown: int = 20) -> pd.DataFrame:
         counts = self.span_counts
-        say(f"{self.sentences.height:,} sentences, {counts.height:,} distinct spans, "
+        say(f"{curation.count_kept(self.sentences):,} sentences, {counts.height:,} distinct spans, "
             f"{counts['count'].sum():,} sentences with a span")
         return counts.head(shown).to_pandas()
 

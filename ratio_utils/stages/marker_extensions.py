@@ -30,7 +30,7 @@ class MarkerExtensionsStage:
         """Spans long enough for the longest connective plus the extension words, counted in one pass."""
         if self._extensions is None:
             longest = int(self.connectives["marker"].str.split().str.len().max())
-            sentences = curation.read_sentences(self.cfg.paths.sentences)
+            sentences = curation.scan_sentences(self.cfg.paths.sentences)  # streamed: one group-by pass
             span_counts = curation.count_spans(sentences, longest + self.params.max_extension_words)
             self._extensions = curation.connective_extensions(span_counts, self.connectives, self.params.max_extension_words)
             write_parquet_atomic(self._extensions, self.cfg.paths.marker_extensions)
