@@ -10,6 +10,7 @@ import gzip
 import itertools
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -342,6 +343,19 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
     assert fast == [matcher.match_naive(t) for t in sample]
     assert matcher.match_series(pl.Series(sample, dtype=pl.String)) == fast  # the vectorised first test agrees
     assert sum(isinstance(m, MarkerMatch) for m in fast) > 20
+
+
+def test_trie_matcher_equals_naive_loop_on_the_fixture_corpus(matcher):
+    """The same check on the invented corpus (tests/fixtures/corpus/mini) with the fixture lexicon, without ../shared."""
+    with open(Path(__file__).parent / "fixtures" / "corpus" / "mini" / "papers.jsonl", encoding="utf-8") as handle:
+        texts = [" ".join(s.split()).lower() for line in handle for paragraph in json.loads(line)["paragraphs"] for s in paragraph[1:]]
+    fast = [matcher.match(t) for t in texts]
+    assert fast == [matcher.match_naive(t) for t in texts]
+    assert matcher.match_series(pl.Series(texts, dtype=pl.String)) == fast
+    labels = Counter(m.entry.label for m in fast if isinstance(m, MarkerMatch))
+    # every paper has one "To address this issue," / "For example," / "More generally," / "However," sentence
+    n_papers = sum(1 for t in texts if t.startswith("for example,"))
+    assert n_papers > 10 and labels["address"] == labels["specify"] == labels["broaden"] == n_papers
 
 
 def test_params_files_parse(tmp_path, monkeypatch):
