@@ -2,8 +2,9 @@
 root, a loopback HTTP server, and a tiny benchmark directory in the official release layout
 (sentences written for the tests, not taken from any corpus).
 
-Without ../shared (or $RATIO_SHARED) the tests that read the real corpora are skipped with the
-reason; the download fallback the stages use then is exercised against the loopback server
+Without ../shared (or $RATIO_SHARED) the tests about the real data (the `shared_dir` fixture) are skipped
+with the reason; tests of code behaviour use the invented corpus in tests/fixtures/corpus/mini instead. The
+download fallback the stages use without ../shared is exercised against the loopback server
 (tests/test_corpus.py, tests/test_lexicon.py)."""
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -129,6 +130,23 @@ def test_acl_reader_titles_and_sources(acl_papers, acl_reference):
     # or leaves the title empty (174 papers), so only most titles are identical.
     assert same_title > 0.8 * len(papers)
     assert log.counts["acl_scisumm"]["files_decoded_cp1252"] > 0
+
+
+def test_acl_reader_reads_the_fixture_corpus_as_its_jsonl_conversion():
+    """The invented corpus in both layouts (tests/fixtures/corpus/mini): the XML reader gives each paper the
+    paragraphs, title and year of its JSONL record; the References section and the flat file are counted."""
+    mini = FIXTURES / "mini"
+    log = IngestLog()
+    from_xml = {p.paper_id: p for p in AclScisummReader(mini / "acl_scisumm").papers(log)}
+    from_jsonl = {p.paper_id: p for p in JsonlReader(mini / "papers.jsonl", "mini").papers(log)}
+    assert sorted(from_xml) == sorted(from_jsonl) and len(from_xml) > 10
+    for paper_id, paper in from_xml.items():
+        record = from_jsonl[paper_id]
+        assert (paper.paragraphs, paper.title, paper.year) == (record.paragraphs, record.title, record.year), paper_id
+        assert paper.paragraph_kinds == ["abstract"] + ["section"] * (len(paper.paragraphs) - 1)
+    counts = log.counts["acl_scisumm"]
+    assert counts["files"] == len(from_xml) + 1 and counts["files_skipped_no_sections"] == 1
+    assert counts["sections_dropped_references"] == len(from_xml)
 
 
 def test_acl_reader_fixture_structure_and_counts():
@@ -385,20 +403,28 @@ def test_shared_files_match_the_pinned_manifest(shared_dir):
     assert _not_matching_manifest(shared_dir / "corpora" / "acl_scisumm" / "raw", PINNED_MANIFEST) == []
 
 
-def test_fetch_acl_scisumm_from_loopback_mirror(shared_dir, tmp_path, loopback):
+def _git_blob_ids(paths: list[Path]) -> list[str]:
+    """The ids git itself gives these files (`git hash-object`), independent of download.git_blob_sha1."""
+    out = subprocess.run(["git", "hash-object", "--no-filters", *map(str, paths)], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_fetch_acl_scisumm_from_loopback_mirror(tmp_path, loopback):
     www, base_url = loopback
-    manifest = read_manifest(PINNED_MANIFEST)
-    rows = manifest[manifest.local_file.isin(["xml/P05-1053.xml", "xml/A00-1020.xml", "title_txt/A00-1020.txt"])]
+    mini = FIXTURES / "mini" / "acl_scisumm"
+    local = ["xml/D07-9106.xml", "xml/P08-9107.xml", "title_txt/P08-9107.txt"]
+    rows = pd.DataFrame({"local_file": local, "repo_path": [f"data/Set/{Path(f).stem}/{f}" for f in local],
+                         "git_blob": _git_blob_ids([mini / f for f in local])})
     rows.to_csv(tmp_path / "m.tsv", sep="\t", index=False)
     commit = "1dd68e44df5c94cc767cc301cd04e61c52e4bf68"
-    for row in rows.itertuples():  # lay the shared files out like the GitHub raw URLs
+    for row in rows.itertuples():  # lay the fixture files out like the GitHub raw URLs
         target = www / commit / row.repo_path
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(shared_dir / "corpora" / "acl_scisumm" / "raw" / row.local_file, target)
+        shutil.copy(mini / row.local_file, target)
     dest = fetch_acl_scisumm(tmp_path / "dl", base_url=base_url, manifest=tmp_path / "m.tsv", progress=False)
     assert _not_matching_manifest(dest, tmp_path / "m.tsv") == []
     papers = list(AclScisummReader(dest).papers(IngestLog()))
-    assert sorted(p.paper_id for p in papers) == ["A00-1020", "P05-1053"]
+    assert sorted(p.paper_id for p in papers) == ["D07-9106", "P08-9107"]
     # A mirror serving other bytes is refused and leaves no file behind.
     served = www / commit / rows.repo_path.iloc[0]
     served.write_bytes(served.read_bytes().replace(b"<S", b"<s", 1))

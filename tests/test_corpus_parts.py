@@ -1,8 +1,8 @@
-"""Partitioned corpus build (ratio_utils.corpus.partitioned, corpus.papers_per_part): on a slice of the
-default corpus (ACL XML + aclsum, with papers in both, so cross-corpus deduplication crosses parts) plus
-a generic JSONL file with bad lines, the parts, built one after another or by Dask workers, equal the
-single-file build row for row and the reports agree; a run killed halfway resumes without rebuilding its finished parts; a changed input rebuilds its
-part and every later one."""
+"""Partitioned corpus build (ratio_utils.corpus.partitioned, corpus.papers_per_part): on the invented fixture
+corpus in the default corpus's layouts (ACL XML + aclsum, with papers in both, so cross-corpus deduplication
+crosses parts) plus a generic JSONL file with bad lines, the parts, built one after another or by Dask workers,
+equal the single-file build row for row and the reports agree; a run killed halfway resumes without rebuilding its
+finished parts; a changed input rebuilds its part and every later one."""
 
 from __future__ import annotations
 
@@ -19,32 +19,21 @@ from ratio_utils.corpus import partitioned
 from ratio_utils.parts import part_files, read_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus"
-IN_BOTH = ["D09-1030", "D09-1115", "D10-1083"]  # ACL ids present in acl_scisumm and in aclsum
+IN_BOTH = ["D07-9106", "D10-9109", "P08-9107"]  # fixture ids present in the ACL XML and in the aclsum layout
 
 
 @pytest.fixture(scope="module")
-def corpus_slice(tmp_path_factory, shared_dir) -> Path:
+def corpus_slice(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("slice")
-    acl = shared_dir / "corpora" / "acl_scisumm" / "raw"
-    xml = sorted(p.stem for p in (acl / "xml").glob("*.xml"))
-    acl_ids = sorted(set(xml[::90] + IN_BOTH))  # ~20 papers spread over the years
-    for sub in ("xml", "title_txt"):
-        (root / "acl" / sub).mkdir(parents=True)
-    for paper_id in acl_ids:
-        shutil.copy(acl / "xml" / f"{paper_id}.xml", root / "acl" / "xml")
-        if (acl / "title_txt" / f"{paper_id}.txt").exists():
-            shutil.copy(acl / "title_txt" / f"{paper_id}.txt", root / "acl" / "title_txt")
-    aclsum = shared_dir / "corpora" / "aclsum" / "raw" / "paper_jsons"
-    (root / "aclsum" / "paper_jsons").mkdir(parents=True)
-    for path in sorted(aclsum.glob("*.json"))[::40] + [aclsum / f"{i}.json" for i in IN_BOTH]:
-        shutil.copy(path, root / "aclsum" / "paper_jsons")
+    shutil.copytree(FIXTURES / "mini" / "acl_scisumm", root / "acl")
+    shutil.copytree(FIXTURES / "mini" / "aclsum", root / "aclsum")
     shutil.copy(FIXTURES / "generic_bad.jsonl", root / "bad.jsonl")
     return root
 
 
-def _config(tmp_path, monkeypatch, shared_dir, corpus_slice, name: str, **corpus):
+def _config(tmp_path, monkeypatch, corpus_slice, name: str, **corpus):
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / name))
-    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
+    monkeypatch.setenv("RATIO_SHARED", str(tmp_path / "no_shared"))  # every input comes from the slice
     section = {"sources": ["acl_scisumm", "aclsum", "bad"], "acl_scisumm_dir": str(corpus_slice / "acl"),
                "aclsum_dir": str(corpus_slice / "aclsum"), "jsonl": {"bad": str(corpus_slice / "bad.jsonl")},
                "progress": False} | corpus  # fmt: skip
@@ -66,10 +55,10 @@ def _comparable(report: dict) -> dict:
 
 
 @pytest.mark.models  # spaCy splits the aclsum paragraphs
-def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, shared_dir, corpus_slice):
-    cfg1, params1 = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "single")
+def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, corpus_slice):
+    cfg1, params1 = _config(tmp_path, monkeypatch, corpus_slice, "single")
     single = build_corpus(cfg1, params1)
-    cfg2, params2 = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "parts", papers_per_part=4)
+    cfg2, params2 = _config(tmp_path, monkeypatch, corpus_slice, "parts", papers_per_part=2)
     parts = build_corpus(cfg2, params2)
 
     assert cfg2.paths.sentences.is_dir() and len(part_files(cfg2.paths.sentences)) == parts.report["parts"]["total"] > 5
@@ -85,7 +74,7 @@ def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, shared_dir, co
         quarantine = cfg1.paths.interim / "quarantine" / f"{corpus}.jsonl"
         assert (cfg2.paths.interim / "quarantine" / f"{corpus}.jsonl").read_text() == quarantine.read_text()
     # the same parts built by Dask workers (threads here; a first pass finds the ids each part must leave out)
-    cfg3, params3 = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "dask", papers_per_part=4, engine="dask",
+    cfg3, params3 = _config(tmp_path, monkeypatch, corpus_slice, "dask", papers_per_part=2, engine="dask",
                             dask_processes=False, dask_workers=2)
     on_dask = build_corpus(cfg3, params3)
     for table in ("papers", "sentences"):
@@ -100,12 +89,12 @@ def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, shared_dir, co
     assert cfg2.paths.sentences.is_file()
 
 
-def test_a_killed_run_resumes_without_redoing_finished_parts(tmp_path, monkeypatch, shared_dir, corpus_slice):
+def test_a_killed_run_resumes_without_redoing_finished_parts(tmp_path, monkeypatch, corpus_slice):
     # acl_scisumm and the generic JSONL only: their sentences come split, no spaCy model needed
     own_copy = tmp_path / "bad.jsonl"  # changed in place below
     shutil.copy(corpus_slice / "bad.jsonl", own_copy)
     corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3, "jsonl": {"bad": str(own_copy)}}
-    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "resume", **corpus)
+    cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "resume", **corpus)
     built = []
     real_build_part = partitioned.build_part
 
@@ -129,7 +118,7 @@ def test_a_killed_run_resumes_without_redoing_finished_parts(tmp_path, monkeypat
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
 
     # the same result as one uninterrupted run
-    cfg_once, _ = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "once", **corpus)
+    cfg_once, _ = _config(tmp_path, monkeypatch, corpus_slice, "once", **corpus)
     monkeypatch.setattr(partitioned, "build_part", real_build_part)
     once = build_corpus(cfg_once, params)
     pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)), _plain(pd.read_parquet(cfg_once.paths.sentences)))

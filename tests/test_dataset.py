@@ -125,7 +125,7 @@ def test_bad_windows_are_errors():
         DatasetParams(split_by="month")
 
 
-def test_params_files_give_the_intended_windows(tmp_path, monkeypatch, shared_dir):
+def test_params_files_give_the_intended_windows(tmp_path, monkeypatch):
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     paper = load_config("params/paper.yaml").section("dataset", DatasetParams)
     assert paper.split_by == "date"

@@ -4,10 +4,8 @@ marker loop's pure parts (ratio_utils.marker_llm), on the released lexicon and o
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 from collections import Counter
-from itertools import islice
 from pathlib import Path
 
 import pandas as pd
@@ -265,11 +263,11 @@ def test_table4_counts_sources_moves_and_data():
 
 
 @pytest.fixture(scope="module")
-def sentences(shared_dir) -> pl.DataFrame:
-    """The first 150 papers of the ACL corpus as a sentence table (kept sentences only)."""
+def sentences() -> pl.DataFrame:
+    """The invented fixture corpus (tests/fixtures/corpus/mini) as a sentence table (kept sentences only)."""
     rows = []
-    with gzip.open(shared_dir / "corpora" / "acl_scisumm" / "papers.jsonl.gz", "rt", encoding="utf-8") as handle:
-        for line in islice(handle, 150):
+    with open(Path(__file__).parent / "fixtures" / "corpus" / "mini" / "papers.jsonl", encoding="utf-8") as handle:
+        for line in handle:
             paper = json.loads(line)
             for p, para in enumerate(paper.get("paragraphs") or []):
                 rows += [(paper["paper_id"], p, s, text) for s, text in enumerate(para)]
@@ -280,6 +278,8 @@ def test_count_spans_matches_a_plain_python_count(sentences):
     counts = curation.count_spans(sentences, 7)
     reference = Counter(s for s in map(curation.span_of, sentences["text_clean"].to_list()) if s is not None)
     assert dict(zip(counts["span"].to_list(), counts["count"].to_list())) == dict(reference)
+    n_papers = sentences["paper_id"].n_unique()  # each fixture paper has one "For example, ..." sentence
+    assert dict(zip(counts["span"].to_list(), counts["count"].to_list()))["for example"] == n_papers > 1
     assert counts["count"].to_list() == sorted(counts["count"].to_list(), reverse=True)
     assert curation.span_of("However , the  Model works.") == "however"
     assert curation.span_of("one two three four five six seven eight, x") is None
@@ -385,7 +385,7 @@ def test_generated_and_label_answers_are_parsed_strictly():
     assert table["strength"].tolist() == ["WEAK-TRUE", "WEAK-TRUE"] and problems == [f"{requests[1].custom_id}: HTTP 500"]
 
 
-def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, shared_dir):
+def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path):
     """The whole loop (rounds x models x subcategories, then the labeller) over real HTTP to a local stub."""
     import sys
 
@@ -405,7 +405,7 @@ def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, shar
     key = "sk-lexicon-test"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
-    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
+    monkeypatch.setenv("RATIO_SHARED", str(tmp_path / "shared"))  # no recorded answers: every one comes from the stub
     with StubOpenAI(key, responder=responder) as stub:
         cfg = load_config(overrides={"llm": {"base_url": stub.base_url, "mode": "sync", "concurrency": 2},
                                      "lexicon": {"generation_models": ["m-one", "m-two"], "generation_rounds": 2}})

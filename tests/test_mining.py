@@ -10,6 +10,7 @@ import gzip
 import itertools
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -344,7 +345,20 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
     assert sum(isinstance(m, MarkerMatch) for m in fast) > 20
 
 
-def test_params_files_parse(tmp_path, monkeypatch, shared_dir):
+def test_trie_matcher_equals_naive_loop_on_the_fixture_corpus(matcher):
+    """The same check on the invented corpus (tests/fixtures/corpus/mini) with the fixture lexicon, without ../shared."""
+    with open(Path(__file__).parent / "fixtures" / "corpus" / "mini" / "papers.jsonl", encoding="utf-8") as handle:
+        texts = [" ".join(s.split()).lower() for line in handle for paragraph in json.loads(line)["paragraphs"] for s in paragraph[1:]]
+    fast = [matcher.match(t) for t in texts]
+    assert fast == [matcher.match_naive(t) for t in texts]
+    assert matcher.match_series(pl.Series(texts, dtype=pl.String)) == fast
+    labels = Counter(m.entry.label for m in fast if isinstance(m, MarkerMatch))
+    # every paper has one "To address this issue," / "For example," / "More generally," / "However," sentence
+    n_papers = sum(1 for t in texts if t.startswith("for example,"))
+    assert n_papers > 10 and labels["address"] == labels["specify"] == labels["broaden"] == n_papers
+
+
+def test_params_files_parse(tmp_path, monkeypatch):
     from ratio_utils.config import load_config
 
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
@@ -360,12 +374,11 @@ def test_params_files_parse(tmp_path, monkeypatch, shared_dir):
 # --- partitioned input: one task per sentence part ---------------------------------------------------------
 
 
-def _mine_partitioned(root, monkeypatch, shared_dir, sentences, lexicon, mining_section):
+def _mine_partitioned(root, monkeypatch, sentences, lexicon, mining_section):
     from ratio_utils.config import load_config
     from ratio_utils.parts import part_path
 
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(root))
-    monkeypatch.setenv("RATIO_SHARED", str(shared_dir))
     cfg = load_config(overrides={"mining": {"progress": False} | mining_section})
     for index, shard in enumerate(mining.shard_by_paper(sentences, 3)):
         part_path(cfg.paths.sentences, index).parent.mkdir(parents=True, exist_ok=True)
@@ -374,11 +387,11 @@ def _mine_partitioned(root, monkeypatch, shared_dir, sentences, lexicon, mining_
     return cfg, mining.mine(cfg)[0]
 
 
-def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch, shared_dir, sentences, lexicon, mined):
+def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch, sentences, lexicon, mined):
     from ratio_utils.parts import part_files
 
-    local_cfg, local = _mine_partitioned(tmp_path / "local", monkeypatch, shared_dir, sentences, lexicon, {"engine": "local"})
-    dask_cfg, on_dask = _mine_partitioned(tmp_path / "dask", monkeypatch, shared_dir, sentences, lexicon,
+    local_cfg, local = _mine_partitioned(tmp_path / "local", monkeypatch, sentences, lexicon, {"engine": "local"})
+    dask_cfg, on_dask = _mine_partitioned(tmp_path / "dask", monkeypatch, sentences, lexicon,
                                           {"engine": "dask", "dask_processes": False, "dask_workers": 2})
     for table in ("pairs", "distractors"):
         local_parts, dask_parts = part_files(getattr(local_cfg.paths, table)), part_files(getattr(dask_cfg.paths, table))
@@ -392,10 +405,10 @@ def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch,
     assert json.loads(local_cfg.paths.mining_report.read_text())["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
 
 
-def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypatch, shared_dir, sentences, lexicon, cfg):
+def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypatch, sentences, lexicon, cfg):
     from ratio_utils import dataset
 
-    parts_cfg, _ = _mine_partitioned(tmp_path / "parts", monkeypatch, shared_dir, sentences, lexicon, {"engine": "local"})
+    parts_cfg, _ = _mine_partitioned(tmp_path / "parts", monkeypatch, sentences, lexicon, {"engine": "local"})
     from_parts = dataset.build(parts_cfg)
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "single"))
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)

@@ -84,7 +84,7 @@ def test_unknown_slot_is_an_error(tmp_path):
         _write_templates(tmp_path, '  - {id: x, move: address, pattern: "to [response] [dem] [problm]"}\n')
 
 
-def test_project_templates_follow_the_paper(shared_dir):
+def test_project_templates_follow_the_paper():
     templates = patterns.load_templates()
     assert set(templates.slots["gen_noun"].terms) == {
         "observation", "result", "finding", "analysis", "case", "phenomenon", "insight", "experiment", "example", "problem"}
