@@ -423,7 +423,7 @@ def test_torchrun_two_processes_gather_negatives_and_agree(tiny_benchmark, tmp_p
     assert len(rank0["weights_per_epoch"]) == 2 and rank0["weights_per_epoch"] == rank1["weights_per_epoch"]
     assert rank0["baseline"] == rank1["baseline"] and rank1["baseline"]["validation"]
     params = train.load_train_params(cfg)
-    fps = {"base_model": model_fingerprint(model), "benchmark": load_benchmark(cfg.paths.benchmark).checksum()}
+    fps = train.model_fingerprints(model_fingerprint(model), load_benchmark(cfg.paths.benchmark), Move.ADDRESS)
     hp = train.load_hyperparams(configs, Move.ADDRESS)[0]
     assert rank0["run_key"] == rank1["run_key"] == train.run_key(fps, params, hp, Move.ADDRESS, cfg.seed, world_size=2)
     # Rank 0 published the model once every rank had restored the best epoch; the checkpoints are gone.
