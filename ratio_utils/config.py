@@ -205,6 +205,12 @@ class Paths:
     @property
     def human_eval_report(self) -> Path:
         return self.human_eval / "packets_report.json"
+
+    @property
+    def human_eval_runs(self) -> Path:
+        """Run files notebook 12 ranks itself where no run of notebook 08 or 09 has the same key
+        (retrieval.runs.get_or_compute): human_eval_runs/<system>/<move>/<split>.parquet (+ sidecar)."""
+        return self.root / "data" / "human_eval_runs"
     # -- files of one stage (each read or written only through these) --
     @property
     def downloads(self) -> Path:

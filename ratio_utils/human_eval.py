@@ -145,16 +145,29 @@ def assign(items: list[dict], annotators: dict[str, list[str] | None], double_pe
     return assignments, counts
 
 
-def build_packets(bench: Benchmark, runs_dir: Path, params: HumanEvalParams, seed: int, *,
+def packet_split(bench: Benchmark, move: Move) -> Split:
+    """The query set of a move's packets: silver where the benchmark has it, else the unfiltered test set."""
+    return Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
+
+
+def run_files_in(runs_dir: Path, params: HumanEvalParams, bench: Benchmark) -> dict[tuple[str, str], Path]:
+    """(setup, move) -> runs_dir/<system>/<move>/<split>.parquet of both compared systems of every move."""
+    return {(setup, move.value): run_path(runs_dir, params.system(setup, move), move, packet_split(bench, move))
+            for move in (Move.parse(m) for m in params.moves) for setup in SETUPS}
+
+
+def build_packets(bench: Benchmark, run_files: dict[tuple[str, str], Path], params: HumanEvalParams, seed: int, *,
                   distractors_path: Path | None = None, papers_path: Path | None = None) -> StudyPackets:
-    """Sample the queries, take both systems' top k, shuffle List A/B per query, assign annotators."""
+    """Sample the queries, take both systems' top k, shuffle List A/B per query, assign annotators.
+
+    `run_files`: (setup, move) -> the run file of that system (`run_files_in` for one folder)."""
     params.check()
     rng = np.random.default_rng(seed)
     notes: list[str] = []
     per_move: list[dict] = []
     items, key = [], []
     for move in (Move.parse(m) for m in params.moves):
-        split = Split.SILVER if bench.has(move, Split.SILVER) else Split.TEST
+        split = packet_split(bench, move)
         if split is Split.TEST:
             notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are sampled "
                          "from the unfiltered test set instead.")
@@ -169,8 +182,8 @@ def build_packets(bench: Benchmark, runs_dir: Path, params: HumanEvalParams, see
             queries = queries[keep].reset_index(drop=True)
         tops = {}
         for setup in SETUPS:
-            path = run_path(runs_dir, params.system(setup, move), move, split)
-            if not path.exists():
+            path = run_files.get((setup, move.value))
+            if path is None or not path.exists():
                 raise FileNotFoundError(f"no run file for {params.system(setup, move)!r} on {move.value}/{split.value}: "
                                         f"{path} (notebooks 08/09 write run files; set human_eval.{setup}_system)")
             tops[setup] = _top_k(read_run(path), params.k)

@@ -1,12 +1,14 @@
-"""Tables 1, 7 and 8 of the paper (§5.2, Appendix D), assembled from every run file present.
+"""Tables 1, 7 and 8 of the paper (§5.2, Appendix D), assembled from the run files of the systems the params ask for.
 
 Notebooks 08 (baselines), 09 (tuned retrievers) and 10 (LLM reranking) each write only their own run
 files, `data/retrieval_runs/<system>/<move>/<split>.parquet`, with a sidecar (`retrieval.runs.RunInfo`)
 naming the system and the checksum of the benchmark the run was computed on. `assemble_tables` scores
-every run file against the benchmark's qrels (ratio_utils.metrics) and lays the cells out in the paper's
-shape; each of those notebooks calls it at its end and writes the tables (so the files are current whatever
-ran last), and it builds the same tables from the same run files whatever their order or the fan-out that
-wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
+the run files of the systems it expects (`expected_rows`: the params' rows of the notebooks up to the
+calling one, so Table 1 after 08 does not depend on whether 09, 10 or 12 ran before; a run file of any
+other system is left out and named in the notes) against the benchmark's qrels (ratio_utils.metrics) and
+lays the cells out in the paper's shape; each of those notebooks calls it at its end and writes the tables
+(so the files are current whatever ran last), and it builds the same tables from the same run files
+whatever their order or the fan-out that wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
 error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.stats), shown in the
@@ -23,6 +25,7 @@ Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +40,11 @@ from .label_sources import notes as label_notes
 from .label_sources import rerank_source, silver_sources
 from .metrics import per_query_metrics
 from .report import records_frame
-from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info
+from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info, reranked_system_name, system_name, system_slug
 from .retrieval.scoring import run_queries
+from .retrieval.systems import STAGE as BASELINE_STAGE
+from .retrieval.systems import TUNED_STAGE
+from .run_records import count_reused
 from .schema import MOVES, Move, Split
 
 DAGGER = stats.DAGGER
@@ -122,9 +128,13 @@ def metric_key(column: str) -> str:
 # -- the rows that are expected ---------------------------------------------------------------------
 
 
+SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
+ROW_STAGES = (BASELINE_STAGE, TUNED_STAGE, SHOWN_IN)  # the notebooks that add rows, in order
+
+
 @dataclass(frozen=True)
 class Expected:
-    """What the params of this run ask for, so that absent rows can say why they are empty."""
+    """What the params of this run ask for: the systems whose run files are read, and why absent rows are empty."""
 
     bm25_models: tuple[str, ...] = ()
     dense_models: tuple[str, ...] = ()  # display names, retrieval.dense_models
@@ -133,16 +143,37 @@ class Expected:
     tuned_models: tuple[str, ...] = ()  # display names of train.base_model
     tuned_moves: tuple[str, ...] = ()
     colbert_rows: tuple[str, ...] = ()
+    recommended_models: tuple[str, ...] = ()  # dense models with a recommended-prefix row (notebook 08's plan)
+    reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
+    stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
+
+    def systems(self) -> set[str]:
+        """The systems whose run files the tables read (runs.system_name); any other run file is left out."""
+        names: set[str] = set()
+        if ROW_STAGES[0] in self.stages:
+            names |= {system_name(m, "-") for m in (*self.bm25_models, *self.colbert_rows)}
+            names |= {system_name(m, "recommended") for m in self.recommended_models}
+            for model in self.dense_models:
+                names |= {system_name(model, prefix) for prefix, asked in (("generic", self.generic_prefix),
+                                                                          ("per-move", self.move_instructions)) if asked}
+        if ROW_STAGES[1] in self.stages:
+            names |= {system_name(m, "generic", "Tuned") for m in self.tuned_models}
+        if ROW_STAGES[2] in self.stages:
+            names |= {reranked_system_name(first) for first in self.reranked}
+        return names
 
 
-def expected_rows(cfg: Config) -> Expected:
-    """The rows this run's params ask for (retrieval and train sections)."""
+def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
+    """The rows this run's params ask for (retrieval, train and rerank sections), read from the run files of
+    the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before)."""
     from .models import model_name
-    from .retrieval.systems import bm25_model_name, load_retrieval_params
-    from .train import load_train_params
+    from .params import RerankParams, TrainParams
+    from .retrieval.systems import bm25_model_name, load_retrieval_params, plan_systems
 
+    if through not in ROW_STAGES:
+        raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
     retrieval = load_retrieval_params(cfg)
-    train = load_train_params(cfg)
+    train = cfg.section("train", TrainParams)
     return Expected(
         bm25_models=tuple(bm25_model_name(n) for n in retrieval.bm25_ngrams),
         dense_models=tuple(model_name(m) for m in retrieval.dense_models),
@@ -151,6 +182,9 @@ def expected_rows(cfg: Config) -> Expected:
         tuned_models=(model_name(train.base_model),),
         tuned_moves=tuple(Move.parse(m).value for m in train.moves),
         colbert_rows=tuple(retrieval.colbert_checkpoints),
+        recommended_models=tuple(s.model for s in plan_systems(retrieval) if s.prefix == "recommended"),
+        reranked=tuple(cfg.section("rerank", RerankParams).systems),
+        stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
     )
 
 
@@ -220,6 +254,15 @@ def run_files(runs_dir: Path) -> list[Path]:
     return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
 
 
+def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], list[str]]:
+    """(the run files of `systems`, the system folders left out) under runs_dir, sorted."""
+    folders = {system_slug(name) for name in systems}
+    files = run_files(runs_dir)
+    kept = [p for p in files if p.relative_to(runs_dir).parts[0] in folders]
+    left_out = sorted({p.relative_to(runs_dir).parts[0] for p in files} - folders)
+    return kept, left_out
+
+
 def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
     """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
 
@@ -280,9 +323,6 @@ def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -
 
 
 # -- assembly -----------------------------------------------------------------------------------------
-
-
-SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
 
 
 @dataclass
@@ -476,15 +516,22 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
 
 
 def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool = True,
-                    expected: Expected | None = None, n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
-    """Tables 1, 7, 8 and the rerank comparison from every run file under cfg.paths.retrieval_runs."""
+                    expected: Expected | None = None, through: str = ROW_STAGES[-1],
+                    n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
+    """Tables 1, 7, 8 and the rerank comparison from the run files (cfg.paths.retrieval_runs) of the systems
+    expected (default: `expected_rows(cfg, through)`, the params' rows of the notebooks up to `through`)."""
     from .report import write_table
 
     bench = bench or load_benchmark(cfg.paths.benchmark)
-    expected = expected if expected is not None else expected_rows(cfg)
+    expected = expected if expected is not None else expected_rows(cfg, through)
     runs_dir = cfg.paths.retrieval_runs
-    files = run_files(runs_dir)
+    files, left_out = expected_run_files(runs_dir, expected.systems())
+    # rows a later notebook adds are left out silently; a system no notebook of these params writes is named
+    later = {system_slug(name) for name in dataclasses.replace(expected, stages=ROW_STAGES).systems()}
+    foreign = [folder for folder in left_out if folder not in later]
     infos = check_runs(files, bench.checksum(), runs_dir)
+    wanted = expected.systems()  # a folder name can stand for two spellings of a system: the sidecar decides
+    infos, files = [i for i in infos if i.system in wanted], [p for i, p in zip(infos, files) if i.system in wanted]
     metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
     scored: dict[tuple, ScoredRun] = {}
     for info, path in zip(infos, files):
@@ -497,6 +544,9 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     planned = _planned(expected)
     ranks = _model_rank(expected)
     common = _common_notes(infos, silver_moves)
+    if foreign:
+        common.append(f"Left out: run files of systems these params do not ask for ({', '.join(foreign)}; "
+                      "paper_tables.expected_rows).")
     tables, numeric, notes, captions, labels, records = {}, {}, {}, {}, {}, {}
     for name, spec in TABLE_SPECS.items():
         shown, numbers, row_notes, records[name] = _paper_table(spec, scored, planned, ranks, silver_moves, cache)

@@ -39,7 +39,9 @@ from .train import (
     EvalSet,
     TrainParams,
     base_name,
+    legacy_fingerprints,
     load_train_params,
+    model_fingerprints,
     per_query_values,
     score_percent,
     training_pairs,
@@ -81,20 +83,30 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     params = params or load_train_params(cfg)
     bench = bench or load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
-    fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
+    base_fingerprint = model_fingerprint(base_path)
+    fingerprints = model_fingerprints(base_fingerprint, bench, move)
+    legacy = legacy_fingerprints(base_fingerprint, bench)
     settings = colbert_settings(params)
-    key = hashlib.sha256(json.dumps({**fingerprints, **settings, "move": move.value, "seed": cfg.seed},
-                                    sort_keys=True).encode()).hexdigest()[:12]
+    key, legacy_key = (hashlib.sha256(json.dumps({**f, **settings, "move": move.value, "seed": cfg.seed},
+                                                 sort_keys=True).encode()).hexdigest()[:12] for f in (fingerprints, legacy))
     out_dir = colbert_model_dir(cfg, params, move)
     done = read_json_if_exists(out_dir / FINAL_RESULTS_FILE)
-    if done and done.get("key") == key and (done.get("test_evaluated") or not params.colbert_evaluate_test):
+    if done and done.get("key") == legacy_key != key and is_main_process():
+        # trained under the whole benchmark's checksum, which is the current one: the same training inputs
+        done["key"] = key
+        write_json_atomic(out_dir / FINAL_RESULTS_FILE, done)
+        logger.warning("adopted %s (keyed by the whole benchmark) under its training-data key %s", out_dir.name, key)
+    barrier()
+    done = read_json_if_exists(out_dir / FINAL_RESULTS_FILE)
+    scored_here = done is not None and done.get("test_evaluated") and done.get("benchmark_checksum") == legacy["benchmark"]
+    if done and done.get("key") == key and (scored_here or not params.colbert_evaluate_test):
         return ColbertResult(move.value, str(out_dir), done["train_pairs"], done["loss_history"],
                              done["pairs_per_second"], done.get("test") or {}, False)
 
     pairs = training_pairs(bench, move, params.colbert_max_train_pairs, cfg.seed)
     staging = out_dir.with_name(out_dir.name + ".partial")
     if done and done.get("key") == key:
-        # Trained earlier without a test score: only the test evaluation is missing.
+        # Trained earlier without a test score, or scored on another test set: only the test evaluation is due.
         loss_history, pairs_per_second, staging = done["loss_history"], done["pairs_per_second"], out_dir
     else:
         loss_history, pairs_per_second = _train(base_path, pairs, params, staging, cfg.seed)
@@ -108,8 +120,9 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
             "base_model": params.base_model,
             "move": move.value,
             "benchmark": str(cfg.paths.benchmark),
-            "benchmark_checksum": fingerprints["benchmark"],
+            "benchmark_checksum": legacy["benchmark"],
             "base_model_fingerprint": fingerprints["base_model"],
+            "training_data_fingerprint": fingerprints["training_data"],
             "settings": settings,
             "seed": cfg.seed,
             "train_pairs": len(pairs),

@@ -52,9 +52,12 @@ from .train import (
     PoolRetrievalEvaluator,
     RunResult,
     TrainParams,
+    adopt_legacy_runs,
     base_name,
+    legacy_fingerprints,
     load_hyperparams,
     train_configuration,
+    training_data_fingerprint,
     usage_lines,
 )
 from .params import UnifiedParams
@@ -373,7 +376,10 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     move_runs_to_own_folder(cfg, params)
     bench = load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
-    fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
+    base_fingerprint = model_fingerprint(base_path)
+    # keyed by what it is trained and selected on (the moves' train and validation pairs, the validation pool)
+    fingerprints = {"base_model": base_fingerprint, "training_data": training_data_fingerprint(bench, params.selected_moves())}
+    legacy = legacy_fingerprints(base_fingerprint, bench)
     pairs, balance = balanced_pairs(_pairs_by_move(bench, params), params.pairs_per_move, params.max_repeats, cfg.seed)
     if pairs.empty:
         raise ValueError(f"no training pairs for the moves {params.moves} in {cfg.paths.benchmark}")
@@ -398,7 +404,11 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
 
     runs: list[RunResult] = []
     trained_now: list[int] = []
-    for hp in load_hyperparams(params.configs_file, None, params.configs):
+    final_dir = unified_model_dir(cfg, params)
+    configs = load_hyperparams(params.configs_file, None, params.configs)
+    _adopt_legacy(cfg, params, final_dir, [(hp.name, unified_run_key(fingerprints, params, hp, cfg.seed),
+                                            unified_run_key(legacy, params, hp, cfg.seed)) for hp in configs])
+    for hp in configs:
         key = unified_run_key(fingerprints, params, hp, cfg.seed)
         done = read_json_if_exists(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
         if done is not None:
@@ -408,8 +418,9 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
             runs.append(train_one(hp, key))
             trained_now.append(hp.id)
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
-    final_dir = unified_model_dir(cfg, params)
-    published = (read_json_if_exists(final_dir / RESULTS_FILE) or {}).get("selected_run_key") == selected.run_key
+    existing = read_json_if_exists(final_dir / RESULTS_FILE) or {}
+    # the run key leaves test and silver out: a model scored on another benchmark is scored again, not retrained
+    published = existing.get("selected_run_key") == selected.run_key and existing.get("benchmark_checksum") == legacy["benchmark"]
     if not published and not Path(selected.model_dir).exists():
         # Its weights were removed when it lost an earlier selection over other configurations: retrain it.
         fresh = train_one(HyperParams(**selected.config), selected.run_key)
@@ -417,12 +428,22 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         selected = fresh
         trained_now.append(fresh.config["id"])
     published_before = published and sensitivity_path(cfg, params, selected.run_key).exists()
-    final = _publish(cfg, params, bench, selected, runs, balance, fingerprints, final_dir)
+    final = _publish(cfg, params, bench, selected, runs, balance, {**fingerprints, "benchmark": legacy["benchmark"]}, final_dir)
     for run in runs:
         if run.run_key != selected.run_key:
             shutil.rmtree(run.model_dir, ignore_errors=True)
     sensitivity = pd.read_parquet(sensitivity_path(cfg, params, selected.run_key))
     return UnifiedResult(runs, selected, balance, final, final_dir, trained_now, sensitivity, not published_before)
+
+
+def _adopt_legacy(cfg: Config, params: UnifiedParams, final_dir: Path, keys: list[tuple[str, str, str]]) -> None:
+    """Runs keyed by the whole benchmark, which is the current one, take their training-data key (with the
+    published model's sensitivity ranks): the one-time migration of train.adopt_legacy_runs."""
+    adopt_legacy_runs(unified_runs_dir(cfg, params), final_dir, keys)
+    for _, key, legacy in keys:
+        old, new = sensitivity_path(cfg, params, legacy), sensitivity_path(cfg, params, key)
+        if old.exists() and not new.exists() and key != legacy:
+            old.rename(new)
 
 
 def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
@@ -440,6 +461,7 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
              final_dir: Path) -> dict[str, Any]:
     existing = read_json_if_exists(final_dir / RESULTS_FILE)
     if (existing and existing.get("selected_run_key") == selected.run_key
+            and existing.get("benchmark_checksum") == fingerprints["benchmark"]
             and sensitivity_path(cfg, params, selected.run_key).exists()):
         return existing  # the test split was already used for this selection
     staging = final_dir.with_name(final_dir.name + ".partial")
@@ -466,7 +488,8 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
     write_parquet_atomic(ranks, sensitivity_path(cfg, params, selected.run_key))
     results = {
         "base_model": params.base_model, "moves": params.moves, "benchmark_checksum": fingerprints["benchmark"],
-        "base_model_fingerprint": fingerprints["base_model"], "query_format": query_format(params),
+        "base_model_fingerprint": fingerprints["base_model"], "training_data_fingerprint": fingerprints["training_data"],
+        "query_format": query_format(params),
         "balance": balance.to_dict(orient="records"), "pairs_per_move": params.pairs_per_move,
         "max_repeats": params.max_repeats, "seed": cfg.seed, "selected_config": selected.config,
         "selected_run_key": selected.run_key, "best_epoch": selected.best_epoch, "validation": selected.validation,

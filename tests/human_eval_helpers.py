@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ratio_utils.benchmark import load_benchmark
-from ratio_utils.human_eval import LABEL_FIELDS, HumanEvalParams, build_packets, write_packets
+from ratio_utils.human_eval import LABEL_FIELDS, HumanEvalParams, build_packets, run_files_in, write_packets
 from ratio_utils.retrieval.runs import run_path, write_run
 from ratio_utils.schema import MOVES, Split
 
@@ -36,7 +36,9 @@ def make_packets(tmp_path: Path, bench_root: Path, key: Path | None = None, **ov
     """Packets of the tiny benchmark under tmp_path/study, the key (default) in tmp_path/study_key: (packets dir, key path)."""
     runs = tmp_path / "runs"
     write_toy_runs(bench_root, runs)
-    packets = build_packets(load_benchmark(bench_root), runs, toy_params(**overrides), seed=7)
+    params = toy_params(**overrides)
+    bench = load_benchmark(bench_root)
+    packets = build_packets(bench, run_files_in(runs, params, bench), params, seed=7)
     out = tmp_path / "study"
     key = key or tmp_path / "study_key" / "unblinding_key.jsonl"  # outside the packets' parent, as config.Paths puts it
     write_packets(packets, out / "packets", key, out / "report.json", k=10)

@@ -241,7 +241,8 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
     paper_ids = [p for m in Move for p in bench.queries(m, Split.TEST)["corpusid"]]
     papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1], "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
     papers.to_parquet(tmp_path / "papers.parquet")
-    packets = human_eval.build_packets(bench, tmp_path / "runs", toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]}),
+    params = toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]})
+    packets = human_eval.build_packets(bench, human_eval.run_files_in(tmp_path / "runs", params, bench), params,
                                        seed=1, papers_path=tmp_path / "papers.parquet")
     by_item = {i["item"]: i["subfield"] for i in packets.items}
     assert set(by_item.values()) == {"ACL", "EMNLP"}

@@ -11,6 +11,7 @@ import pytest
 
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
 from ratio_utils import annotate, human_eval, stats
+from ratio_utils.benchmark import load_benchmark
 from ratio_utils.config import load_config
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
@@ -85,9 +86,15 @@ def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2", "moves": ["broaden"]}})
     human_eval_stats.write_packets(config)
-    run_file = run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
+    run_file = run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test")  # its own folder
+    assert not run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
     assert read_run_info(run_file).system == "all-MiniLM-L6-v2" and len(read_run(run_file)) > 0
     assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in human_eval_stats.packet_notes(config)
+    # notebook 08's run of the same key (here: the same file under 08's folder) is read, nothing ranked again
+    shutil.move(str(run_file.parent.parent), str(config.paths.retrieval_runs / run_file.parent.parent.name))
+    files, made = human_eval_stats.ensure_runs(config, human_eval_stats.load_params(config), load_benchmark(config.paths.benchmark))
+    assert made == [] and files[("baseline", "broaden")] == run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
+    assert not run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
 
 
 def test_an_old_key_beside_the_packets_is_removed_once_the_new_key_holds_the_same(cfg, tiny_benchmark, capsys):

@@ -4,6 +4,7 @@ were written in, names the query set it used, and compares reranked rows with th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -22,7 +23,7 @@ from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baseline
 from ratio_utils.stats import bootstrap_ci
 
 EXPECTED = Expected(bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("all-MiniLM-L6-v2",),
-                    tuned_moves=("address",))
+                    tuned_moves=("address",), reranked=("all-MiniLM-L6-v2 (tuned)",))
 
 
 @pytest.fixture
@@ -297,3 +298,57 @@ def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg
     text = tables.pointer(cfg, "with the baseline rows").data
     assert "<table" not in text and paper_tables.SHOWN_IN in text and "2 system(s)" in text
     assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists() for name in paper_tables.TABLE_SPECS)
+
+
+def _rows(result, name="table1_silver_main"):
+    return set(map(tuple, result.tables[name][["System", "Prefix", "Setup"]].values))
+
+
+def test_only_the_expected_systems_are_read_and_a_missing_one_says_so(cfg, bench):
+    _baselines(cfg, bench)
+    # a run file of a system these params do not ask for (e.g. one a user ranked by hand)
+    run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
+    write_system_run(run, cfg.paths.retrieval_runs, RunInfo("my-retriever", "generic", "Baseline", "dense", "address", "test",
+                                                            bench.checksum(), "by hand", k=10))
+    expected = dataclasses.replace(EXPECTED, bm25_models=("BM25-unigram", "BM25-bigram", "BM25-trigram"))
+    result = assemble_tables(cfg, bench, expected=expected, n_resamples=200, write=False)
+    assert not any(system == "my-retriever" for system, *_ in _rows(result))
+    assert "my-retriever" not in set(result.runs["system"])
+    notes = result.notes["table1_silver_main"]
+    assert "Left out: run files of systems these params do not ask for (my-retriever; paper_tables.expected_rows)." in notes
+    trigram = result.tables["table7_test_full"].set_index("System").loc["BM25-trigram"]
+    assert (trigram.iloc[2:] == "").all()  # expected, no run file: an empty row ...
+    assert "BM25-trigram (-, Baseline): no run file yet (notebook 08 writes it)." in result.notes["table7_test_full"]  # ... that says why
+    # a foreign run file of a system nobody asks for does not stop the assembly either
+    sidecar = info_path(run_path(cfg.paths.retrieval_runs, "my-retriever", "address", "test"))
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "benchmark_checksum": "0" * 64}))
+    assert "my-retriever" not in set(assemble_tables(cfg, bench, expected=expected, n_resamples=200, write=False).runs["system"])
+
+
+def test_tables_after_08_do_not_depend_on_whether_09_or_10_ran_before(cfg, bench):
+    after_08 = dataclasses.replace(EXPECTED, stages=paper_tables.ROW_STAGES[:1])
+    _baselines(cfg, bench)
+    alone = assemble_tables(cfg, bench, expected=after_08, n_resamples=200, write=False)
+    first_stage = _fake_tuned(cfg, bench, move="specify")  # notebook 09's run, then notebook 10's reranking of it
+    write_system_run(first_stage, cfg.paths.retrieval_runs, RunInfo(
+        "all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(), "10_llm_rerank",
+        k=10, first_stage="all-MiniLM-L6-v2 (tuned)"))
+    again = assemble_tables(cfg, bench, expected=after_08, n_resamples=200, write=False)
+    for name in alone.tables:
+        pd.testing.assert_frame_equal(alone.tables[name], again.tables[name])
+        assert alone.notes[name] == again.notes[name]
+    assert set(again.runs["stage"]) == {"08_retrieval_baselines"}
+    full = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200, write=False)  # notebook 10's assembly
+    assert {"09_finetune", "10_llm_rerank"} <= set(full.runs["stage"])
+    tuned = full.tables["table7_test_full"].set_index(["System", "Setup"]).loc[("all-MiniLM-L6-v2", "Tuned")]
+    assert tuned["Specify M@10"] and not alone.tables["table7_test_full"].set_index(["System", "Setup"]).loc[
+        ("all-MiniLM-L6-v2", "Tuned"), "Specify M@10"]
+
+
+def test_expected_rows_follow_the_params_and_the_calling_notebook(cfg):
+    cfg.sections["rerank"] = {"systems": ["BM25-unigram"]}
+    after_10, after_08 = paper_tables.expected_rows(cfg), paper_tables.expected_rows(cfg, "08_retrieval_baselines")
+    assert after_08.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (per-move)"}
+    assert after_10.systems() - after_08.systems() == {"all-MiniLM-L6-v2 (tuned)", "BM25-unigram + rerank"}
+    with pytest.raises(ValueError, match="unknown stage"):
+        paper_tables.expected_rows(cfg, "12_human_eval_stats")

@@ -7,6 +7,7 @@ card and tables are written), not the quality of the retriever.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -20,7 +21,7 @@ from ratio_utils import train
 from ratio_utils.benchmark import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
-from ratio_utils.schema import Move, Split
+from ratio_utils.schema import Move, Split, sentence_id
 from ratio_utils.train.tables import collect_runs, collect_tuned_vs_baseline, write_table6, write_tuned_vs_baseline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "train"
@@ -425,7 +426,7 @@ def test_torchrun_two_processes_gather_negatives_and_agree(tiny_benchmark, tmp_p
     assert len(rank0["weights_per_epoch"]) == 2 and rank0["weights_per_epoch"] == rank1["weights_per_epoch"]
     assert rank0["baseline"] == rank1["baseline"] and rank1["baseline"]["validation"]
     params = train.load_train_params(cfg)
-    fps = {"base_model": model_fingerprint(model), "benchmark": load_benchmark(cfg.paths.benchmark).checksum()}
+    fps = train.model_fingerprints(model_fingerprint(model), load_benchmark(cfg.paths.benchmark), Move.ADDRESS)
     hp = train.load_hyperparams(configs, Move.ADDRESS)[0]
     assert rank0["run_key"] == rank1["run_key"] == train.run_key(fps, params, hp, Move.ADDRESS, cfg.seed, world_size=2)
     # Rank 0 published the model once every rank had restored the best epoch; the checkpoints are gone.
@@ -442,3 +443,108 @@ def test_torchrun_two_processes_gather_negatives_and_agree(tiny_benchmark, tmp_p
     other = load_config(overrides={"train": {**cfg.sections["train"], "nproc_per_node": 2, "max_train_pairs": 2}})
     with pytest.raises(RuntimeError, match="torchrun --nproc_per_node 2 -m ratio_utils.train"):
         train.finetune(other, "address")
+
+
+def _edit_pairs(bench, move: Move, split: Split, column: str = "goldSentence") -> None:
+    """Change one pair's sentence of (move, split) in place (as a new judge or a new split would)."""
+    frame = bench.queries(move, split)
+    frame.loc[0, column] = frame.loc[0, column] + " (edited)"
+    frame["query_id"], frame["gold_id"] = frame["querySentence"].map(sentence_id), frame["goldSentence"].map(sentence_id)
+    write_pairs(frame, bench.root, move, split)
+
+
+def test_model_key_follows_training_inputs_not_test_or_silver(tiny_benchmark):
+    bench = load_benchmark(tiny_benchmark)
+    params, hp = train.TrainParams(), train.HyperParams(id=1)
+
+    def key(move=Move.ADDRESS):
+        return train.run_key(train.model_fingerprints("base", bench, move), params, hp, move, 13)
+
+    before, checksum = key(), bench.checksum()
+    silver = bench.queries(Move.ADDRESS, Split.TEST).head(2)
+    write_pairs(silver, bench.root, Move.ADDRESS, Split.SILVER)  # a new silver set
+    _edit_pairs(bench, Move.ADDRESS, Split.TEST)
+    _edit_pairs(bench, Move.BROADEN, Split.TRAIN)  # another move's training pairs
+    assert bench.checksum() != checksum  # the whole benchmark changed ...
+    assert key() == before  # ... but not what the Address model is trained and selected on
+    _edit_pairs(bench, Move.ADDRESS, Split.TRAIN, "querySentence")
+    after_train = key()
+    assert after_train != before
+    _edit_pairs(bench, Move.ADDRESS, Split.VALIDATION)
+    assert key() != after_train  # selection data is part of the key too
+
+
+def _legacy_runs(cfg, params, bench, move: Move, configs, scores: dict[int, float]) -> dict[int, str]:
+    """Finished runs and a published model as notebook 09 wrote them when keys held the whole benchmark checksum."""
+    base_fp = model_fingerprint(resolve_model_path(params.base_model))
+    legacy = train.legacy_fingerprints(base_fp, bench)
+    keys = {}
+    runs_dir = train.move_runs_dir(cfg, params, move)
+    for hp in configs:
+        keys[hp.id] = train.run_key(legacy, params, hp, move, cfg.seed)
+        run_dir = runs_dir / f"{hp.name}-{keys[hp.id]}"
+        (run_dir / "model").mkdir(parents=True)
+        (run_dir / "model" / "weights.bin").write_bytes(bytes([hp.id]))
+        result = train.RunResult(move.value, dataclasses.asdict(hp), keys[hp.id], 4, 1.0, {"MRR@10": scores[hp.id]}, [], [],
+                                 0.0, 0.0, 1.0, 1, "cpu", str(run_dir / "model"))
+        (run_dir / train.RESULT_FILE).write_text(json.dumps(result.to_json()))
+    best = max(scores, key=scores.get)
+    final = train.move_model_dir(cfg, params, move)
+    final.mkdir(parents=True)
+    (final / "README.md").write_text("card")
+    (final / train.FINAL_RESULTS_FILE).write_text(json.dumps({
+        "selected_run_key": keys[best], "benchmark_checksum": legacy["benchmark"], "test": {"MRR@10": 0.5},
+        "configs_tried": [{"config": {"id": i}, "run_key": k} for i, k in keys.items()]}))
+    return keys
+
+
+@pytest.mark.models
+def test_runs_keyed_by_the_whole_benchmark_are_adopted_once_and_a_new_silver_set_retrains_nothing(
+        tiny_benchmark, tmp_path, monkeypatch, caplog):
+    configs_file = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs_file, moves=["specify"])
+    params, bench = train.load_train_params(cfg), load_benchmark(cfg.paths.benchmark)
+    configs = train.load_hyperparams(params.configs_file, Move.SPECIFY, params.configs)
+    legacy_keys = _legacy_runs(cfg, params, bench, Move.SPECIFY, configs, {1: 0.1, 2: 0.3})
+    evaluated = []
+
+    def fake_scores(model_path, bench, move, splits, *args, **kwargs):
+        evaluated.append(Path(model_path).name)
+        return {s.value: {"MRR@10": 0.2} for s in splits if bench.has(move, s)}
+
+    monkeypatch.setattr(train.selection, "_evaluate_saved", fake_scores)
+    base_path = resolve_model_path(params.base_model)
+    legacy = train.legacy_fingerprints(model_fingerprint(base_path), bench)
+    train.baseline_scores(cfg, params, bench, Move.SPECIFY, base_path, legacy)  # the baseline.json an earlier run wrote
+    evaluated.clear()
+    monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: pytest.fail("trained again"))
+
+    with caplog.at_level("WARNING", logger="ratio_utils.train.run"):
+        result = train.finetune_move(cfg, "specify", params, bench)
+    assert result.trained_now == [] and not result.published_now and evaluated == []  # no training, no scoring
+    assert result.test == {"MRR@10": 0.5}
+    new_keys = {r.config["id"]: r.run_key for r in result.runs}
+    assert set(new_keys.values()).isdisjoint(legacy_keys.values())
+    runs_dir = train.move_runs_dir(cfg, params, Move.SPECIFY)
+    assert sorted(p.name for p in runs_dir.glob("config*")) == sorted(f"config{i}-{k}" for i, k in new_keys.items())
+    assert json.loads((runs_dir / f"config2-{new_keys[2]}" / train.RESULT_FILE).read_text())["run_key"] == new_keys[2]
+    published = json.loads((Path(result.model_dir) / train.FINAL_RESULTS_FILE).read_text())
+    assert published["selected_run_key"] == new_keys[2] == result.selected.run_key
+    assert [t["run_key"] for t in published["configs_tried"]] == [new_keys[1], new_keys[2]]
+    adopted = [r.getMessage() for r in caplog.records if "adopted" in r.getMessage()]
+    assert len(adopted) == 1 and f"config2-{legacy_keys[2]} -> config2-{new_keys[2]}" in adopted[0]
+    assert train.plan(cfg, "specify")["this run"].str.startswith("reuse").all()
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ratio_utils.train.run"):
+        again = train.finetune_move(cfg, "specify", params, bench)
+    assert not [r for r in caplog.records if "adopted" in r.getMessage()]  # once only
+    assert again.trained_now == [] and not again.published_now
+
+    # A new silver set (test side only): the same model, scored again on test and silver, not retrained.
+    silver = bench.queries(Move.SPECIFY, Split.TEST).head(2)
+    write_pairs(silver, bench.root, Move.SPECIFY, Split.SILVER)
+    rescored = train.finetune_move(cfg, "specify", params, bench)
+    assert rescored.trained_now == [] and rescored.published_now
+    assert rescored.selected.run_key == new_keys[2] and rescored.test == {"MRR@10": 0.2}
+    assert json.loads((Path(rescored.model_dir) / train.FINAL_RESULTS_FILE).read_text())["benchmark_checksum"] == bench.checksum()

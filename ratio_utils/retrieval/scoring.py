@@ -1,8 +1,9 @@
 """Rank one (move, split) of a benchmark with a retriever, write the run, return its metrics.
 
-Serves notebooks 08–11 and the evaluate command. `record_run` writes a run with its sidecar
+Serves notebooks 08–12 and the evaluate command. `record_run` writes a run with its sidecar
 (`runs.RunInfo`, benchmark checksum included), the form Tables 1, 7, 8 are assembled from
-(ratio_utils.paper_tables). `run_and_score` (the evaluate command) writes, when `out_dir` is given,
+(ratio_utils.paper_tables); `get_or_record_run` does so only where no run file has the same key
+(`runs.get_or_compute`). `run_and_score` (the evaluate command) writes, when `out_dir` is given,
 `<out_dir>/<system>/<move>/<split>.parquet` and `.trec` and `.metrics.json` (scores, number of
 queries, retriever settings).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +22,7 @@ from ..io import write_json_atomic
 from ..metrics import DEFAULT_KS, evaluate_run
 from ..schema import Move, Split
 from .base import Retriever
-from .runs import RunInfo, run_path, write_run, write_system_run
+from .runs import RunInfo, StoredRun, get_or_compute, run_path, write_run, write_system_run
 
 
 def benchmark_queries(
@@ -60,6 +62,20 @@ def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: 
     run = retriever.search(queries, bench.pool(info.split), k=info.k)
     write_system_run(run, runs_dir, dataclasses.replace(info, retriever=retriever.describe()))
     return run
+
+
+def get_or_record_run(
+    make_retriever: Callable[[], Retriever], bench: Benchmark, info: RunInfo, runs_dir: Path, *,
+    prefixes: tuple[str, str] | None = None, stand_ins: Sequence[Path] = (),
+) -> StoredRun:
+    """`record_run` unless a run file with the same key is there (runs.get_or_compute); the retriever is
+    built only when the run must be computed."""
+    def compute():
+        retriever = make_retriever()
+        queries, _ = run_queries(bench, info)
+        return retriever.search(queries, bench.pool(info.split), k=info.k), retriever.describe()
+
+    return get_or_compute(runs_dir, info, compute, prefixes=prefixes, stand_ins=stand_ins)
 
 
 def run_and_score(

@@ -1,30 +1,33 @@
 """The systems of Tables 1, 7 and 8 (stages 08 and 09; notebook 12 reuses them): one row each, its retriever, its run files.
 
 A `System` is one row (model, prefix kind, setup); `plan_systems` lists the rows notebook 08 runs from the `retrieval:`
-params section, `make_retriever` builds the retriever of a row for a move, and `record_tuned_runs` writes the run
-files of notebook 09's fine-tuned retrievers, searched like notebook 08's baselines.
+params section, `make_retriever` builds the retriever of a row for a move, `tuned_model` is notebook 09's fine-tuned
+retriever of a move, and `record_tuned_runs` writes its run files, searched like notebook 08's baselines (and kept
+where a run file with the same key is there: scoring.get_or_record_run).
 
-Reads:  the benchmark; notebook 09's models/<base>__<move>/ and their results.json (record_tuned_runs).
-Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through scoring.record_run).
+Reads:  the benchmark; notebook 09's models/<base>__<move>/ and their results.json (tuned_model).
+Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through scoring.get_or_record_run).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
 from ..benchmark import Benchmark
 from ..config import Config
 from ..io import read_json_if_exists
-from ..models import model_name
+from ..models import model_fingerprint, model_name
 from ..params import RetrievalParams
 from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
-from .runs import RunInfo
-from .scoring import record_run
+from .runs import RunInfo, system_name
+from .scoring import get_or_record_run
 
 STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
 
@@ -113,18 +116,52 @@ def runnable(bench: Benchmark, splits: list[Split]) -> list[tuple[Move, Split]]:
     return [(m, s) for m in MOVES for s in splits if bench.has(m, s) and len(bench.queries(m, s)) > 0]
 
 
+@dataclass(frozen=True)
+class TunedModel:
+    """Notebook 09's fine-tuned retriever of one move (models/<base>__<move>/) as the Tuned row of the tables."""
+
+    folder: Path
+    results: dict | None  # its results.json; None: not fine-tuned (yet)
+    system: System
+
+    @property
+    def prefixes(self) -> tuple[str, str]:
+        """The prefixes it was trained with (results.json), which its runs are searched with."""
+        recorded = (self.results or {}).get("prefixes") or {}
+        return recorded.get("query", GENERIC_PREFIXES[0]), recorded.get("document", GENERIC_PREFIXES[1])
+
+    def info(self, move: Move, split: Split, checksum: str, params: RetrievalParams, stage: str = TUNED_STAGE) -> RunInfo:
+        return dataclasses.replace(self.system.info(move, split, checksum, params, stage=stage),
+                                   model_fingerprint=model_fingerprint(self.folder), notes=_tuned_notes(self.results or {}))
+
+    def retriever(self, params: RetrievalParams, cfg: Config) -> DenseRetriever:
+        return DenseRetriever(
+            str(self.folder), *self.prefixes, batch_size=params.batch_size, cache_dir=cfg.paths.embedding_cache,
+            fp16_storage=params.fp16_storage, name=system_name(self.system.model, self.system.prefix, self.system.setup),
+            max_pool_bytes=params.max_pool_bytes)
+
+
+def tuned_model(cfg: Config, base_model: str, move: Move) -> TunedModel:
+    """The fine-tuned retriever of `base_model` on `move`, found through `Paths.tuned_model_dir` (as notebook 09 writes it)."""
+    from ..train import FINAL_RESULTS_FILE
+
+    folder = cfg.paths.tuned_model_dir(base_model, move)
+    system = System(model_name(base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
+    return TunedModel(folder, read_json_if_exists(folder / FINAL_RESULTS_FILE), system)
+
+
 def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = None,
                       params: RetrievalParams | None = None) -> pd.DataFrame:
     """Run files of notebook 09's fine-tuned retrievers (models/<base>__<move>/), each on its own move.
 
     Searched like notebook 08's baselines (same pools, k, query sample), with the prefixes recorded in
-    the model's results.json, on test and silver. Notebook 09 has just scored the same model on the same
+    the model's results.json, on test and silver; a run file with the same key (same model fingerprint,
+    benchmark, queries: runs.reusable) is kept. Notebook 09 has just scored the same model on the same
     texts, so the embeddings come from the cache (models.model_fingerprint ignores results.json) and
-    only the search runs again. Model folders are found through `train.move_model_dir`.
+    only the search runs again.
     """
     from ..benchmark import load_benchmark
-    from ..models import model_fingerprint
-    from ..train import FINAL_RESULTS_FILE, load_train_params, move_model_dir
+    from ..train import load_train_params
 
     params = params or load_retrieval_params(cfg)
     train = load_train_params(cfg)
@@ -137,27 +174,17 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     checksum = bench.checksum()
     splits = [Split.parse(s) for s in params.splits]
     for target in train.selected_moves(move):
-        folder = move_model_dir(cfg, train, target)
-        results = read_json_if_exists(folder / FINAL_RESULTS_FILE)
-        if results is None:
-            rows.append({"move": target.value, "status": f"no fine-tuned model under models/{folder.name}/"})
+        tuned = tuned_model(cfg, train.base_model, target)
+        if tuned.results is None:
+            rows.append({"move": target.value, "status": f"no fine-tuned model under models/{tuned.folder.name}/"})
             continue
-        prefixes = results.get("prefixes") or {}
-        query_prefix = prefixes.get("query", GENERIC_PREFIXES[0])
-        doc_prefix = prefixes.get("document", GENERIC_PREFIXES[1])
-        system = System(model_name(train.base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
-        retriever = None
+        make_retriever = functools.cache(lambda tuned=tuned: tuned.retriever(params, cfg))  # one for the move's splits
         for split in splits:
             if (target, split) not in runnable(bench, [split]):
                 continue
-            info = dataclasses.replace(system.info(target, split, checksum, params, stage=TUNED_STAGE),
-                                       model_fingerprint=model_fingerprint(folder), notes=_tuned_notes(results))
-            retriever = retriever or DenseRetriever(
-                str(folder), query_prefix, doc_prefix, batch_size=params.batch_size,
-                cache_dir=cfg.paths.embedding_cache, fp16_storage=params.fp16_storage, name=info.system,
-                max_pool_bytes=params.max_pool_bytes)
-            run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
-            rows.append({"system": info.system, "move": target.value, "split": split.value, "status": "written",
-                         "queries": int(run["qid"].nunique())})
+            info = tuned.info(target, split, checksum, params)
+            stored = get_or_record_run(make_retriever, bench, info, cfg.paths.retrieval_runs, prefixes=tuned.prefixes)
+            rows.append({"system": info.system, "move": target.value, "split": split.value,
+                         "status": "kept: a run file with the same key" if stored.reused else "written",
+                         "queries": int(stored.run["qid"].nunique())})
     return pd.DataFrame(rows)
-

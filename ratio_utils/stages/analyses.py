@@ -8,7 +8,7 @@ The untuned retriever is `analysis.base_model` (a model name or path) and the tu
 models/<base>__<move>/ unless `analysis.tuned_models` names other folders, so a user's own retriever is
 analysed by naming it. Queries are the silver set where it exists, else the unfiltered test set (said in
 every caption). Runs on the full test pool are read from notebook 08/09's run files when they match
-(same model, benchmark and queries); every other run is searched here and kept with its sidecar.
+(the same key: retrieval.runs.get_or_compute); every other run is searched here and kept with its sidecar.
 
 Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs, models/<base>__<move>/ (notebook 09)
 Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json}
@@ -19,7 +19,6 @@ Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from ..label_sources import silver_sources
 from ..intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, paired_cell
 from ..paper_tables import DAGGER, FULL_COLUMNS, metric_key
 from ..retrieval import DenseRetriever
-from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, system_name, write_system_run
+from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
 from ..retrieval.scoring import benchmark_queries
 from ..schema import MOVES, Move, Split
 from ..params import AnalysisParams
@@ -95,7 +94,8 @@ def query_set_name(split: str) -> str:
 
 
 class RunSource:
-    """Runs of the analysed retrievers, searched once and kept (or read from notebook 08/09's run files)."""
+    """Runs of the analysed retrievers, searched once and kept (or read from notebook 08/09's run files with the
+    same key: retrieval.runs.reusable)."""
 
     def __init__(self, cfg: Config, bench: Benchmark, params: AnalysisParams, retrievers: Retrievers):
         self.cfg, self.bench, self.params, self.retrievers = cfg, bench, params, retrievers
@@ -119,37 +119,27 @@ class RunSource:
 
         return model_fingerprint(self.retrievers.tuned[tuned_on] if tuned_on else self.retrievers.base)
 
-    def _matches(self, path: Path, tuned_on: str | None) -> bool:
-        if not (path.exists() and info_path(path).exists()):
-            return False
-        info = read_run_info(path)
-        same_model = info.model_fingerprint == self._fingerprint(tuned_on) if tuned_on else info.source == self.retrievers.base
-        return (info.benchmark_checksum == self.checksum and info.max_queries == self.params.max_queries
-                and info.qids is None and info.k >= self.params.k and info.prefix == "generic" and same_model)
-
     def run(self, tuned_on: str | None, move: str, split: str, pool_name: str = FULL_POOL,
             pool: pd.DataFrame | None = None) -> pd.DataFrame:
-        """Top-k run of the untuned (tuned_on None) or a tuned retriever on one move's queries."""
-        if pool_name == FULL_POOL and (tuned_on is None or tuned_on == move):
-            # notebook 08's untuned run or notebook 09's tuned run of this move, when they match
-            shared = run_path(self.cfg.paths.retrieval_runs,
-                              system_name(self.retrievers.label, "generic", "Tuned" if tuned_on else "Baseline"), move, split)
-            if self._matches(shared, tuned_on):
-                return read_run(shared)
-        info = RunInfo(self._model_label(tuned_on), "generic", "Tuned" if tuned_on else "Baseline", "dense", move, split,
+        """Top-k run of the untuned (tuned_on None) or a tuned retriever on one move's queries (runs.get_or_compute)."""
+        setup = "Tuned" if tuned_on else "Baseline"
+        info = RunInfo(self._model_label(tuned_on), "generic", setup, "dense", move, split,
                        self.checksum, STAGE, k=self.params.k, max_queries=self.params.max_queries,
                        source=str(self.retrievers.tuned[tuned_on]) if tuned_on else self.retrievers.base,
                        model_fingerprint=self._fingerprint(tuned_on), notes=[f"pool: {pool_name}"])
-        runs_dir = self.cfg.paths.analysis_runs / pool_name
-        path = run_path(runs_dir, info.system, move, split)
-        if self._matches(path, tuned_on):
-            return read_run(path)
-        queries, _ = benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)
-        pool = self.bench.pool(split) if pool is None else pool
-        retriever = self._retriever(tuned_on)
-        run = retriever.search(queries, pool, k=min(self.params.k, len(pool)))
-        write_system_run(run, runs_dir, dataclasses.replace(info, retriever=retriever.describe()))
-        return run
+        stand_ins = []
+        if pool_name == FULL_POOL and (tuned_on is None or tuned_on == move):
+            # notebook 08's untuned run or notebook 09's tuned run of this move rank the same pool
+            stand_ins.append(run_path(self.cfg.paths.retrieval_runs, system_name(self.retrievers.label, "generic", setup), move, split))
+
+        def compute():
+            queries, _ = benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)
+            searched = self.bench.pool(split) if pool is None else pool
+            retriever = self._retriever(tuned_on)
+            return retriever.search(queries, searched, k=min(self.params.k, len(searched))), retriever.describe()
+
+        return get_or_compute(self.cfg.paths.analysis_runs / pool_name, info, compute,
+                              prefixes=(self.params.query_prefix, self.params.doc_prefix), stand_ins=stand_ins).run
 
     def qrels(self, move: str, split: str) -> pd.DataFrame:
         return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[1]

@@ -58,12 +58,12 @@ class FinetuneStage:
         return train_colbert.colbert_summary(results)
 
     def paper_tables(self):
-        """This move's tuned run files, then Tables 1, 7, 8 re-assembled from every run file present and
-        written; a pointer to them is shown (notebook 10 shows the tables, once every row can be filled)."""
+        """This move's tuned run files, then Tables 1, 7, 8 re-assembled from the run files of 08's and 09's
+        systems and written; a pointer to them is shown (notebook 10 shows the tables, once every row can be filled)."""
         from .. import paper_tables
 
         record_tuned_runs(self.cfg, self.move)
-        tables = paper_tables.assemble_tables(self.cfg)
+        tables = paper_tables.assemble_tables(self.cfg, through=paper_tables.TUNED_STAGE)  # 08's rows and 09's
         return tables.pointer(self.cfg, f"with the tuned rows of {self.move}")
 
 

@@ -1,8 +1,10 @@
 """Notebook 12_human_eval_stats: the blinded inspiration study (paper §5.3, Appendix G; Tables 2, 11, 12).
 
-Reads:  the benchmark, run files of the two compared systems (data/retrieval_runs/), stage 05's distractors;
+Reads:  the benchmark, run files of the two compared systems (data/retrieval_runs/ of notebooks 08/09 where they
+        have the key asked for), stage 05's distractors;
         label files of the annotation app (human_eval.labels_dir), once people have annotated.
-Writes: data/human_eval/packets/ (what annotators see), data/human_eval/packets_report.json,
+Writes: data/human_eval_runs/<system>/<move>/<split> (runs ranked here, none where 08's/09's match),
+        data/human_eval/packets/ (what annotators see), data/human_eval/packets_report.json,
         data/human_eval_key/unblinding_key.jsonl (outside the packets' parent, never for annotators);
         with labels: tables/table2_human_eval, table11_beyond_gold, table12_cross_paper,
         human_eval_agreement, human_eval_gold_useful (+ provenance).
@@ -11,6 +13,7 @@ Without label files it writes the packets only and says once that no labels exis
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +26,14 @@ from ..config import Config
 from ..human_eval import SETUPS, HumanEvalParams
 from ..io import read_json_if_exists
 from ..models import model_name
+from ..params import TrainParams
 from ..report import write_table
-from ..retrieval.runs import RunInfo, run_path, system_name, write_system_run
-from ..schema import Move
+from ..retrieval.runs import system_name
+from ..retrieval.scoring import get_or_record_run
+from ..schema import GENERIC_PREFIXES, Move
 from ..stats import INDICATIVE_BELOW
+
+STAGE = "12_human_eval_stats"
 
 
 def load_params(cfg: Config) -> HumanEvalParams:
@@ -35,60 +42,57 @@ def load_params(cfg: Config) -> HumanEvalParams:
     return params
 
 
-def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> list[str]:
-    """Rank the split the packets need with a system whose run file is missing, where this stage can.
+def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> tuple[dict[tuple[str, str], Path], list[str]]:
+    """The run file of both compared systems of every move: (setup, move) -> path, and what was ranked here.
 
-    Notebook 08 ranks only the dense models of retrieval.dense_models and notebook 09 only its own moves,
-    so the runs the packets need may be missing. A system named as
-    `runs.system_name` names it (e.g. 'all-MiniLM-L6-v2', 'all-MiniLM-L6-v2 (tuned)') for a dense model
-    of the retrieval or train params is ranked here once, from the embedding cache where it can, and
-    written with its sidecar; any other missing system is an error of `build_packets`.
+    A system named as `runs.system_name` names the untuned or tuned retriever of a dense model of the
+    retrieval or train params ('all-MiniLM-L6-v2', 'all-MiniLM-L6-v2 (tuned)') is got through
+    `runs.get_or_compute`, searched like notebook 08's baselines (same k and query sample): notebook 08's
+    or 09's run file where it has the same key, else ranked here once into this stage's own folder
+    (cfg.paths.human_eval_runs), from the embedding cache where it can. Any other system's run file is
+    read from data/retrieval_runs/ as named; a missing one is an error of `build_packets`.
     """
-    missing = [(setup, move, bench.query_split(move)) for move in (Move.parse(m) for m in params.moves) for setup in SETUPS
-               if not run_path(cfg.paths.retrieval_runs, params.system(setup, move), move, bench.query_split(move)).exists()]
-    if not missing:
-        return []
-    # imported only here: they load torch, which the packets themselves do not need
-    from ..retrieval.scoring import benchmark_queries
-    from ..train import load_train_params
-    from ..retrieval import systems
+    from ..retrieval import systems  # imports no torch; a retriever loads it only when it must search
 
     retrieval = systems.load_retrieval_params(cfg)
-    bases = dict.fromkeys([*retrieval.dense_models, load_train_params(cfg).base_model])
+    bases = dict.fromkeys([*retrieval.dense_models, cfg.section("train", TrainParams).base_model])
+    checksum = bench.checksum()
+    files = human_eval.run_files_in(cfg.paths.retrieval_runs, params, bench)
     made = []
-    for setup, move, split in missing:
+    for (setup, move_name), shared in files.items():
+        move = Move.parse(move_name)
+        split = human_eval.packet_split(bench, move)
         wanted = params.system(setup, move)
-        for base in bases:
-            model = model_name(base)
-            if system_name(model, "generic", setup.capitalize()) != wanted:
-                continue
-            if setup != "baseline":
-                # notebook 09's run files of its tuned model, written as 09 writes them
-                systems.record_tuned_runs(cfg, move.value, bench)
-                if run_path(cfg.paths.retrieval_runs, wanted, move, split).exists():
-                    made.append(f"{wanted} on {move.value}/{split.value}")
-                    break
-                continue
-            system = systems.System(model, "generic", "dense", base)
-            retriever = systems.make_retriever(system, move, retrieval, cfg)
-            queries, _ = benchmark_queries(bench, move, split)
-            run = retriever.search(queries, bench.pool(split), k=retrieval.k)
-            info = RunInfo(model=model, prefix="generic", setup=setup.capitalize(), family="dense", move=move.value,
-                           split=split.value, benchmark_checksum=bench.checksum(), stage="12_human_eval_stats",
-                           k=retrieval.k, source=str(base), retriever=retriever.describe())
-            write_system_run(run, cfg.paths.retrieval_runs, info)
+        base = next((b for b in bases if system_name(model_name(b), "generic", setup.capitalize()) == wanted), None)
+        if base is None:
+            continue  # another system: its run file as named
+        if setup == "baseline":
+            system = systems.System(model_name(base), "generic", "dense", base)
+            info = system.info(move, split, checksum, retrieval, stage=STAGE)
+            make_retriever = functools.partial(systems.make_retriever, system, move, retrieval, cfg)
+            prefixes = GENERIC_PREFIXES
+        else:
+            tuned = systems.tuned_model(cfg, base, move)
+            if tuned.results is None:
+                continue  # not fine-tuned: build_packets names the missing run file
+            info = tuned.info(move, split, checksum, retrieval, stage=STAGE)
+            make_retriever = functools.partial(tuned.retriever, retrieval, cfg)
+            prefixes = tuned.prefixes
+        stored = get_or_record_run(make_retriever, bench, info, cfg.paths.human_eval_runs, prefixes=prefixes,
+                                   stand_ins=[shared])
+        files[(setup, move_name)] = stored.path
+        if not stored.reused:
             made.append(f"{wanted} on {move.value}/{split.value}")
-            break
-    return made
+    return files, made
 
 
 def write_packets(cfg: Config) -> pd.DataFrame:
     """Sample the queries, build the blind packets and the key; one summary row per move."""
     params = load_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
-    made = ensure_runs(cfg, params, bench)
+    run_files, made = ensure_runs(cfg, params, bench)
     packets = human_eval.build_packets(
-        bench, cfg.paths.retrieval_runs, params, params.seed if params.seed is not None else cfg.seed,
+        bench, run_files, params, params.seed if params.seed is not None else cfg.seed,
         distractors_path=cfg.paths.distractors, papers_path=cfg.paths.papers,
     )
     if made:

@@ -10,7 +10,7 @@ validation MRR@10 is selected and only it is scored on the test split, once.
 One module per layer; this package re-exports the names other modules and tests use:
 
     params.py     TrainParams (the `train:` section), HyperParams, load_hyperparams, training_schedule
-    data.py       training_pairs, EvalSet
+    data.py       training_pairs, EvalSet, training_data_fingerprint (what a model is keyed by)
     evaluator.py  PoolRetrievalEvaluator (validation during training), per_query_values
     run.py        train_configuration: one configuration trained on one move, its RunResult
     selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
@@ -46,9 +46,9 @@ from .params import (
     load_train_params,
     training_schedule,
 )
-from .data import EvalSet, training_pairs
+from .data import EvalSet, training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
-from .run import RunResult, train_configuration
+from .run import RunResult, adopt_legacy_runs, train_configuration
 from .selection import (
     FINAL_SPLITS,
     NOT_BEATEN,
@@ -59,7 +59,9 @@ from .selection import (
     describe_runs,
     finetune,
     finetune_move,
+    legacy_fingerprints,
     model_card,
+    model_fingerprints,
     move_model_dir,
     move_runs_dir,
     not_beaten_note,
@@ -74,11 +76,11 @@ from .cli import main
 __all__ = [
     "EVAL_KS", "EVALUATOR_NAME", "FINAL_RESULTS_FILE", "PRIMARY", "RESULT_FILE", "RUNS_DIRNAME", "HyperParams",
     "Schedule", "TrainParams", "load_hyperparams", "load_train_params", "training_schedule",
-    "EvalSet", "training_pairs",
+    "EvalSet", "training_data_fingerprint", "training_pairs",
     "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
-    "RunResult", "train_configuration",
+    "RunResult", "adopt_legacy_runs", "train_configuration",
     "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "describe_runs", "finetune",
-    "finetune_move", "model_card", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
+    "finetune_move", "legacy_fingerprints", "model_card", "model_fingerprints", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
     "score_percent", "summary",
     "usage_lines",
     "main",

@@ -29,9 +29,9 @@ from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_t
 from ..models import model_name
 from ..schema import Move, Split
 from .params import EVAL_KS, FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, load_hyperparams, load_train_params
-from .data import EvalSet, training_pairs
+from .data import EvalSet, training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
-from .run import RunResult, train_configuration
+from .run import RunResult, adopt_legacy_runs, train_configuration
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,19 @@ def move_model_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
 
 def move_runs_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
     return cfg.paths.tuned_runs_dir(params.base_model, move)
+
+
+def model_fingerprints(base_fingerprint: str, bench: Benchmark, move: Move) -> dict[str, str]:
+    """What a move's model is trained and selected on, as run_key's `fingerprints`: the base model and the
+    move's train and validation pairs with the validation pool (not test or silver: a new silver set must not
+    retrain a model that would come out the same)."""
+    return {"base_model": base_fingerprint, "training_data": training_data_fingerprint(bench, [move])}
+
+
+def legacy_fingerprints(base_fingerprint: str, bench: Benchmark) -> dict[str, str]:
+    """The fingerprints runs were keyed by before `model_fingerprints`: the whole benchmark. Kept for finding
+    (adopt_legacy_runs) runs trained before, and for the baseline's scores, which cover test and silver."""
+    return {"base_model": base_fingerprint, "benchmark": bench.checksum()}
 
 
 def run_key(fingerprints: dict[str, str], params: TrainParams, hp: HyperParams, move: Move, seed: int,
@@ -193,10 +206,16 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     init_process_group(params.ddp_timeout, params.device)  # before the first barrier (the baseline's)
     bench = bench or load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
-    fingerprints = {"base_model": model_fingerprint(base_path), "benchmark": bench.checksum()}
+    base_fingerprint = model_fingerprint(base_path)
+    fingerprints, legacy = model_fingerprints(base_fingerprint, bench, move), legacy_fingerprints(base_fingerprint, bench)
     configs = load_hyperparams(params.configs_file, move, params.configs)
     runs_dir = move_runs_dir(cfg, params, move)
-    baseline = baseline_scores(cfg, params, bench, move, base_path, fingerprints)
+    final_dir = move_model_dir(cfg, params, move)
+    baseline = baseline_scores(cfg, params, bench, move, base_path, legacy)
+    if is_main_process():
+        adopt_legacy_runs(runs_dir, final_dir, [(hp.name, run_key(fingerprints, params, hp, move, cfg.seed, key_world_size(params)),
+                                                 run_key(legacy, params, hp, move, cfg.seed, key_world_size(params))) for hp in configs])
+    barrier()
 
     pairs = None
     validation = None
@@ -230,8 +249,8 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         selected = fresh
         trained_now.append(hp.id)
 
-    final_dir = move_model_dir(cfg, params, move)
-    test, published_now = _publish_selected(cfg, params, bench, move, selected, runs, baseline, fingerprints, final_dir)
+    test, published_now = _publish_selected(cfg, params, bench, move, selected, runs, baseline,
+                                            {**fingerprints, "benchmark": legacy["benchmark"]}, final_dir)
     if is_main_process() and not params.keep_unselected_models:
         for run in runs:
             if run.run_key != selected.run_key:
@@ -255,9 +274,12 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
                       final_dir: Path) -> tuple[dict[str, float], bool]:
     """Copy the selected run to models/<base>__<move>/, score it on test once, write card + results.
 
-    Returns the test scores and whether they were computed now (False: published by an earlier run)."""
+    Returns the test scores and whether they were computed now (False: published by an earlier run).
+    The run key leaves test and silver out, so a published model is scored again, not retrained, when
+    the benchmark it was scored on differs."""
     existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE)
-    if existing and existing.get("selected_run_key") == selected.run_key and (final_dir / "README.md").exists():
+    if (existing and existing.get("selected_run_key") == selected.run_key and (final_dir / "README.md").exists()
+            and existing.get("benchmark_checksum") == fingerprints["benchmark"]):
         return existing.get("test", {}), False  # the test split was already used for this selection
     test: dict[str, float] = {}
     if is_main_process():
@@ -275,6 +297,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
             "benchmark": str(cfg.paths.benchmark),
             "benchmark_checksum": fingerprints["benchmark"],
             "base_model_fingerprint": fingerprints["base_model"],
+            "training_data_fingerprint": fingerprints["training_data"],
             "train_pairs": selected.train_pairs,
             "max_train_pairs": params.max_train_pairs,
             "max_seq_length": params.max_seq_length,
@@ -381,13 +404,17 @@ def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> p
 
     params = params or load_train_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
-    fingerprints = {"base_model": model_fingerprint(resolve_model_path(params.base_model)), "benchmark": bench.checksum()}
+    base_fingerprint = model_fingerprint(resolve_model_path(params.base_model))
+    legacy = legacy_fingerprints(base_fingerprint, bench)
     rows = []
     for m in params.selected_moves(move):
         n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
+        fingerprints = model_fingerprints(base_fingerprint, bench, m)
         for hp in load_hyperparams(params.configs_file, m, params.configs):
             key = run_key(fingerprints, params, hp, m, cfg.seed, key_world_size(params))
-            done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
+            # a run under its legacy key is adopted under this key by finetune_move (adopt_legacy_runs)
+            done = any((move_runs_dir(cfg, params, m) / f"{hp.name}-{k}" / RESULT_FILE).exists()
+                       for k in (key, run_key(legacy, params, hp, m, cfg.seed, key_world_size(params))))
             rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
                          "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
                          "available pairs": n_pairs, "run key": key,
