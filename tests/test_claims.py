@@ -107,6 +107,32 @@ def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, be
     assert diff["low"] <= diff["value"] <= diff["high"]
 
 
+def test_best_tuned_is_compared_with_the_best_bm25_on_the_same_queries(cfg, bench):
+    from dataclasses import replace
+
+    from ratio_utils.retrieval.runs import read_run, read_run_info, run_path, write_system_run
+
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
+    # a "tuned" run that is the reversed BM25-unigram ranking: it really differs from every BM25 run
+    source = run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify", "test")
+    ranking = read_run(source).sort_values(["qid", "rank"], ascending=[True, False])
+    ranking["rank"] = ranking.groupby("qid").cumcount() + 1
+    ranking["score"] = -ranking["rank"].astype(float)
+    tuned = replace(read_run_info(source), model="mini", prefix="generic", setup="Tuned", family="dense", stage="09_finetune")
+    write_system_run(ranking, cfg.paths.retrieval_runs, tuned)
+    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(
+        bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("mini",), tuned_moves=("specify",)))
+    records = read_records(cfg)
+    row = records[(records["table"] == BASELINE_TABLE) & (records["scope"] == "best tuned vs best BM25")]
+    assert list(row["move"]) == ["specify"]  # only the move with a tuned run
+    row = row.iloc[0]
+    cells = result.numeric["table7_test_full"].set_index(["System", "Setup"])["Specify M@10"]
+    best_bm25 = max(("BM25-unigram", "BM25-bigram"), key=lambda name: (cells[name, "Baseline"], name))
+    assert row["subject"] == tuned.system and row["reference"] == best_bm25
+    assert row["value"] == pytest.approx(cells["mini", "Tuned"] - cells[best_bm25, "Baseline"])
+    assert row["value"] != 0 and row["low"] <= row["value"] <= row["high"]
+
+
 # -- the claims table's rule ----------------------------------------------------------------------------------
 
 
