@@ -6,6 +6,7 @@ beside it, and Table 5 (through the stage). One job per module:
 
 * `dataset/splits` — the split windows: each paper's split or the reason it is excluded;
 * `dataset/in_memory` — dedupe, split, pools, train/test overlap on whole tables (`build_benchmark`);
+* `dataset/bounded` — the same benchmark hash bucket by hash bucket, past `dataset.max_in_memory_bytes`;
 * `dataset/leakage` — the leakage checks (`LeakageError`), on whole tables or one bucket of ids;
 * `dataset/release` — the official release layout;
 * `dataset/tables` — Table 5, its notes and the figures;
@@ -14,6 +15,7 @@ beside it, and Table 5 (through the stage). One job per module:
 
 from ..benchmark import load_benchmark
 from ..params import SPLITS, DatasetParams, SplitWindow
+from .bounded import build_bounded
 from .in_memory import BuiltBenchmark, build_benchmark
 from .leakage import (
     LeakageError,
@@ -42,7 +44,7 @@ from .tables import (
 )
 
 __all__ = [
-    "load_benchmark", "SPLITS", "DatasetParams", "SplitWindow", "BuiltBenchmark", "build_benchmark", "LeakageError",
+    "load_benchmark", "SPLITS", "DatasetParams", "SplitWindow", "BuiltBenchmark", "build_benchmark", "build_bounded", "LeakageError",
     "check_golds_in_pool", "check_no_distractor_equals_gold", "check_no_pair_in_two_splits",
     "check_test_pool_disjoint_from_train", "check_test_queries_not_in_train", "run_leakage_checks", "release_pairs",
     "write_release", "assign_split", "hash_position", "paper_splits", "build", "PAPER_FIGURES",

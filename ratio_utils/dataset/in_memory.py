@@ -24,12 +24,17 @@ from .leakage import run_leakage_checks
 from .splits import paper_splits
 
 
-def _time_order(frame: pd.DataFrame) -> pd.DataFrame:
-    """Earliest paper first (date, else 1 Jan of its year), then paper and position: the copy dedupe keeps."""
+def publication_time(frame: pd.DataFrame) -> pd.Series:
+    """When each row's paper appeared: its date, else 1 Jan of its year, else NaT."""
     when = pd.to_datetime(frame["date"], errors="coerce")
     years = pd.to_numeric(frame["year"], errors="coerce")
     fallback = pd.to_datetime(years.dropna().astype(int).astype(str) + "-01-01", errors="coerce").reindex(frame.index)
-    order = frame.assign(_when=when.fillna(fallback))
+    return when.fillna(fallback)
+
+
+def _time_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Earliest paper first (date, else 1 Jan of its year), then paper and position: the copy dedupe keeps."""
+    order = frame.assign(_when=publication_time(frame))
     order = order.sort_values(["_when", "corpus", "paper_id", "para", "sent"], kind="stable", na_position="last")
     return order.drop(columns="_when")
 
@@ -59,16 +64,8 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     for split, n in papers["split"].value_counts().items():
         counts[f"papers.assigned.{split}"] = int(n)
     split_of = papers.set_index(["corpus", "paper_id"])["split"]
-
-    def with_split(frame: pd.DataFrame, what: str) -> pd.DataFrame:
-        keys = pd.MultiIndex.from_frame(frame[["corpus", "paper_id"]].astype(object)) if len(frame) else None
-        frame = frame.assign(split=split_of.reindex(keys).to_numpy() if keys is not None else [])
-        excluded = frame["split"].isna()
-        counts[f"{what}.dropped.paper_without_usable_date"] = int(excluded.sum())
-        return frame[~excluded].reset_index(drop=True)
-
-    kept = with_split(deduped, "pairs")
-    kept_distractors = with_split(distractors, "distractors")
+    kept = with_split(deduped, split_of, counts, "pairs")
+    kept_distractors = with_split(distractors, split_of, counts, "distractors")
 
     all_gold_ids = set(kept["gold_id"])
     is_gold = kept_distractors["docid"].isin(all_gold_ids)
@@ -85,12 +82,26 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     return BuiltBenchmark(kept, pools, papers, counts)
 
 
-def _pool(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str) -> pd.DataFrame:
-    golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"], "corpusid": pairs["paper_id"]})
-    others = pd.DataFrame({"docid": distractors["docid"], "text": distractors["text"], "source": distractors["category"], "corpusid": distractors["paper_id"]})
+def with_split(frame: pd.DataFrame, split_of: pd.Series, counts: Counter, what: str) -> pd.DataFrame:
+    """The rows whose paper has a split, with that split; the others dropped and counted (`split_of`: the
+    split per (corpus, paper_id), from paper_splits)."""
+    keys = pd.MultiIndex.from_frame(frame[["corpus", "paper_id"]].astype(object)) if len(frame) else None
+    frame = frame.assign(split=split_of.reindex(keys).to_numpy() if keys is not None else [])
+    excluded = frame["split"].isna()
+    counts[f"{what}.dropped.paper_without_usable_date"] += int(excluded.sum())
+    return frame[~excluded].reset_index(drop=True)
+
+
+def _pool(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str, carry: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The split's pool: its golds, then its distractors, one row per docid. `carry`: columns of both inputs
+    kept beside the pool's (the bounded build carries its row order)."""
+    golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"], "corpusid": pairs["paper_id"],
+                          **{c: pairs[c] for c in carry}})
+    others = pd.DataFrame({"docid": distractors["docid"], "text": distractors["text"], "source": distractors["category"],
+                           "corpusid": distractors["paper_id"], **{c: distractors[c] for c in carry}})
     pool = pd.concat([golds, others], ignore_index=True)
     unique = pool.drop_duplicates("docid", keep="first")  # golds come first, so a gold keeps its move as source
-    counts[f"pool.dropped_duplicates.{split}"] = len(pool) - len(unique)
+    counts[f"pool.dropped_duplicates.{split}"] += len(pool) - len(unique)
     return unique.reset_index(drop=True)
 
 

@@ -2,7 +2,8 @@
 write the release layout and the report.
 
 Reads `cfg.paths.pairs` and `cfg.paths.distractors` (a file or a folder of parts); writes the benchmark
-under `cfg.paths.benchmark` and `cfg.paths.split_report`.
+under `cfg.paths.benchmark` and `cfg.paths.split_report`. Past `dataset.max_in_memory_bytes` of mined rows
+the build goes bucket by bucket (`dataset/bounded`, the same benchmark); below it, in one process.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from ..io import write_json_atomic
 from ..mining import read_mined
 from ..params import DatasetParams
+from ..parts import table_bytes
+from .bounded import build_bounded
 from .in_memory import BuiltBenchmark, build_benchmark
 from .release import write_release
 
@@ -22,10 +25,13 @@ def build(cfg) -> BuiltBenchmark:
     for path in (cfg.paths.pairs, cfg.paths.distractors):
         if not Path(path).exists():
             raise FileNotFoundError(f"{path} not found: run notebook 05 (pair mining) first")
-    pairs = read_mined(cfg.paths.pairs)  # a single file, or the parts of a partitioned run (polars scan)
-    distractors = read_mined(cfg.paths.distractors)
-    built = build_benchmark(pairs, distractors, params)
-    write_release(built, cfg.paths.benchmark)
+    if table_bytes(cfg.paths.pairs) + table_bytes(cfg.paths.distractors) > params.max_in_memory_bytes:
+        built = build_bounded(cfg.paths.pairs, cfg.paths.distractors, params, cfg.paths.benchmark)
+    else:
+        pairs = read_mined(cfg.paths.pairs)  # a single file, or the parts of a partitioned run (polars scan)
+        distractors = read_mined(cfg.paths.distractors)
+        built = build_benchmark(pairs, distractors, params)
+        write_release(built, cfg.paths.benchmark)
     report = built.report()
     report["params"] = {"split_by": params.split_by, "splits": params.splits, "year_only": params.year_only}
     if any(w.fraction is not None for w in params.windows()):
