@@ -201,15 +201,15 @@ class DatasetParams:
     # by hash bucket (dataset/bounded: the same rows, bounded memory; docs/scale.md). The default run's ~6 MB
     # stay on the in-memory build.
     max_in_memory_bytes: int = DEFAULT_MAX_IN_MEMORY_BYTES
-    hash_buckets: int = 64  # buckets of the bounded build: memory is about one bucket's rows
+    bucket_bytes: int = 256 << 20  # mined bytes per hash bucket of the bounded build: its memory is about one bucket's rows
 
     def __post_init__(self) -> None:
         if self.split_by not in ("date", "year"):
             raise ValueError(f"dataset.split_by must be 'date' or 'year', got {self.split_by!r}")
         if self.year_only not in ("whole_year", "exclude"):
             raise ValueError(f"dataset.year_only must be 'whole_year' or 'exclude', got {self.year_only!r}")
-        if self.hash_buckets < 1:
-            raise ValueError(f"dataset.hash_buckets must be at least 1, got {self.hash_buckets}")
+        if self.bucket_bytes < 1:
+            raise ValueError(f"dataset.bucket_bytes must be positive, got {self.bucket_bytes}")
         unknown = sorted(set(self.splits) - set(SPLITS))
         if unknown:
             raise ValueError(f"dataset.splits has unknown split(s) {unknown}; expected {list(SPLITS)}")

@@ -497,11 +497,11 @@ def test_bounded_build_equals_the_in_memory_build(tmp_path, buckets):
     pairs, distractors = _crowded_mined_rows()
     _write_mined_parts(pairs, tmp_path / "pairs.parquet", 4)
     _write_mined_parts(distractors, tmp_path / "distractors.parquet", 4)
-    params = DatasetParams(split_by="year", splits=YEARS, hash_buckets=buckets)
+    params = DatasetParams(split_by="year", splits=YEARS)
 
     in_memory = build_benchmark(mining.read_mined(tmp_path / "pairs.parquet"), mining.read_mined(tmp_path / "distractors.parquet"), params)
     dataset.write_release(in_memory, tmp_path / "in_memory")
-    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded")
+    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded", buckets)
 
     # the fixture exercises every rule the build has
     for rule in ("pairs.dropped.duplicate_query_gold", "pairs.dropped.paper_without_usable_date", "distractors.dropped.equal_to_a_gold",
@@ -526,7 +526,7 @@ def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypat
     _write_mined_parts(pairs, cfg.paths.pairs, 2)
     _write_mined_parts(distractors, cfg.paths.distractors, 2)
     monkeypatch.setattr(dataset.stage, "build_benchmark", lambda *a: pytest.fail("the in-memory build ran past the budget"))
-    cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "hash_buckets": 4}
+    cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "bucket_bytes": 10_000}
     built = dataset.build(cfg)
     report = json.loads(cfg.paths.split_report.read_text())
     assert report["pool"]["size"] == {s: len(built.pools[s]) for s in dataset.SPLITS} and built.pools["test"].shape[0] > 0

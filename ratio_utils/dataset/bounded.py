@@ -40,7 +40,7 @@ from ..benchmark import candidates_path, pairs_path
 from ..io import require_columns, write_parquet_chunks_atomic
 from ..mining import DISTRACTOR_TABLE_COLUMNS, PAIR_TABLE_COLUMNS
 from ..params import SPLITS, DatasetParams
-from ..parts import object_text, part_files
+from ..parts import object_text, part_files, table_bytes
 from ..schema import CANDIDATE_COLUMNS, MOVES, Move, Split
 from .in_memory import BuiltBenchmark, _pool, publication_time, with_split
 from .leakage import (
@@ -148,20 +148,25 @@ def _zero_counts(counts: Counter) -> None:
             counts[f"pairs.kept.{split}.{move.value}"] += 0
 
 
-def build_bounded(pairs_table: "str | Path", distractors_table: "str | Path", params: DatasetParams, root: "str | Path") -> BuiltBenchmark:
+def build_bounded(pairs_table: "str | Path", distractors_table: "str | Path", params: DatasetParams, root: "str | Path",
+                  buckets: int | None = None) -> BuiltBenchmark:
     """Build, check and write the benchmark under `root` (release layout), bucket by bucket; the BuiltBenchmark holds
-    the papers, the counts and, of the rows, only what Table 5 and the figures read (see `_summary`)."""
-    root = Path(root)
+    the papers, the counts and, of the rows, only what Table 5 and the figures read (see `_summary`).
+
+    `buckets`: how many hash buckets; by default enough for `dataset.bucket_bytes` of mined rows each (every
+    bucket writes a file per output chunk, so more buckets than the memory needs cost time, not rows)."""
+    pairs_table, distractors_table, root = Path(pairs_table), Path(distractors_table), Path(root)
+    if buckets is None:
+        buckets = max(1, -(-(table_bytes(pairs_table) + table_bytes(distractors_table)) // params.bucket_bytes))
     root.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".dataset-buckets-", dir=root.parent))
     try:
-        return _build(Path(pairs_table), Path(distractors_table), params, root, work)
+        return _build(pairs_table, distractors_table, params, root, work, buckets)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path) -> BuiltBenchmark:
-    n = params.hash_buckets
+def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path, n: int) -> BuiltBenchmark:
     counts: Counter = Counter()
     _zero_counts(counts)
     pair_columns = list(PAIR_TABLE_COLUMNS) + list(ORDER)
