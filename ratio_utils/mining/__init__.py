@@ -34,13 +34,23 @@ from .extraction import (
 )
 from .matcher import NO_COMMA, NO_MARKER, LexiconCheck, MarkerEntry, MarkerMatch, MarkerMatcher, build_matcher, match_key
 from .parallel import mine_part, mine_parts, mine_with_dask, shard_by_paper
-from .stage import MINED_ORDER, drop_count_table, example_pairs, marker_frequencies, mine, read_mined
+from .stage import (
+    EXAMPLE_SAMPLE_PER_MOVE,
+    MINED_ORDER,
+    drop_count_table,
+    example_pairs,
+    marker_frequencies,
+    mine,
+    read_mined,
+    read_mined_summary,
+    sample_mined_pairs,
+)
 
 __all__ = [
     "MiningParams", "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
     "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult", "combine",
     "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences", "NO_COMMA",
     "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "mine_part",
-    "mine_parts", "mine_with_dask", "shard_by_paper", "MINED_ORDER", "drop_count_table", "example_pairs", "marker_frequencies",
+    "mine_parts", "mine_with_dask", "shard_by_paper", "EXAMPLE_SAMPLE_PER_MOVE", "MINED_ORDER", "drop_count_table", "read_mined_summary", "sample_mined_pairs", "example_pairs", "marker_frequencies",
     "mine", "read_mined",
 ]  # fmt: skip

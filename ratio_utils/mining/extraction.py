@@ -38,9 +38,15 @@ DISTRACTOR_TABLE_COLUMNS = (
 
 @dataclass
 class MiningResult:
-    pairs: pd.DataFrame
-    distractors: pd.DataFrame
+    pairs: pd.DataFrame  # every kept pair; for a partitioned run only `move` and `marker` (mining/stage.read_mined_summary)
+    distractors: pd.DataFrame  # every kept distractor; for a partitioned run only `category`
     counts: Counter
+    examples: pd.DataFrame | None = None  # a partitioned run's seeded sample of whole pair rows (None: `pairs` are whole)
+
+    @property
+    def example_rows(self) -> pd.DataFrame:
+        """The rows notebook 05's examples are drawn from: every pair, or the sample of a partitioned run."""
+        return self.pairs if self.examples is None else self.examples
 
     def report(self) -> dict[str, Any]:
         return counts_to_report(self.counts)

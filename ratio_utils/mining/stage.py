@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..io import atomic_path, write_json_atomic, write_parquet_atomic
 from ..params import MiningParams
-from ..parts import read_table, reset_table
+from ..parts import object_text, part_files, read_table, reset_table, scan_table
 from ..schema import SENTENCE_COLUMNS
 from .extraction import MiningResult, mine_sentences
 from .matcher import LexiconCheck, build_matcher
@@ -33,8 +33,9 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     """Stage 05 end to end: read inputs, mine (locally or with Dask), write pairs, distractors, report.
 
     A partitioned sentence table (a folder of parts, from `corpus.papers_per_part`) is mined part by
-    part into pairs/distractors parts (`mine_parts`); the returned result then holds the kept rows read
-    back from the parts (kept pairs are about 1% of the sentences).
+    part into pairs/distractors parts (`mine_parts`); the returned result then holds, of the rows, only
+    what notebook 05 shows: each pair's move and marker, each distractor's category (categories: a few
+    bytes a row) and a seeded sample of whole pairs for the examples. The parts are the output.
     """
     params: MiningParams = cfg.section("mining", MiningParams)
     _check_inputs(cfg)
@@ -42,7 +43,9 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     matcher, check = build_matcher(lexicon, params.extension_max_words, cfg.paths.lexicon)
     if Path(cfg.paths.sentences).is_dir():
         counts = mine_parts(cfg.paths.sentences, cfg.paths.pairs, cfg.paths.distractors, matcher, params, client)
-        result = MiningResult(read_mined(cfg.paths.pairs), read_mined(cfg.paths.distractors), counts)
+        result = MiningResult(read_mined_summary(cfg.paths.pairs, ["move", "marker"]),
+                              read_mined_summary(cfg.paths.distractors, ["category"]), counts,
+                              examples=sample_mined_pairs(cfg.paths.pairs, EXAMPLE_SAMPLE_PER_MOVE, cfg.seed))
     else:
         sentences = pd.read_parquet(cfg.paths.sentences, columns=list(SENTENCE_COLUMNS))
         if params.engine == "dask" or client is not None:
@@ -69,6 +72,29 @@ MINED_ORDER = ["corpus", "paper_id", "para", "sent"]  # the row order of `_sorte
 def read_mined(table: "str | Path") -> pd.DataFrame:
     """Pairs or distractors as one frame: a single file, or every part (a polars scan) in `_sorted`'s order."""
     return read_table(table, parts_order=MINED_ORDER)
+
+
+EXAMPLE_SAMPLE_PER_MOVE = 50  # whole pairs per move kept from a partitioned run for notebook 05's examples
+
+
+def read_mined_summary(table: "str | Path", columns: list[str]) -> pd.DataFrame:
+    """A few short columns of every mined row, as categories (a partitioned run's pairs do not fit whole)."""
+    return scan_table(table).select(columns).collect().to_pandas().astype("category")
+
+
+def sample_mined_pairs(table: "str | Path", per_move: int, seed: int) -> pd.DataFrame:
+    """A seeded sample of whole pairs: per move the `per_move` pairs whose query id hashes lowest, one part at a
+    time (so at most parts x moves x per_move rows are held), in `_sorted`'s order."""
+    kept = None
+    for path in part_files(table):
+        frame = object_text(pd.read_parquet(path))
+        if kept is not None:
+            frame = pd.concat([kept, frame], ignore_index=True)
+        rank = pd.util.hash_pandas_object(frame["query_id"], index=False, hash_key=f"{seed:016d}"[-16:])
+        kept = frame.assign(_rank=rank.to_numpy()).sort_values("_rank", kind="stable").groupby("move").head(per_move).drop(columns="_rank")
+    if kept is None:
+        raise FileNotFoundError(f"{table}: no parquet file or parts")
+    return kept.sort_values(MINED_ORDER, kind="stable").reset_index(drop=True)
 
 
 def drop_count_table(result: MiningResult) -> pd.DataFrame:
