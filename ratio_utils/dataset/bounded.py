@@ -42,7 +42,7 @@ from ..mining import DISTRACTOR_TABLE_COLUMNS, PAIR_TABLE_COLUMNS
 from ..params import SPLITS, DatasetParams
 from ..parts import object_text, part_files, table_bytes
 from ..schema import CANDIDATE_COLUMNS, MOVES, Move, Split
-from .in_memory import BuiltBenchmark, _pool, publication_time, with_split
+from .in_memory import BuiltBenchmark, pool_of_split, publication_time, with_split
 from .leakage import (
     check_golds_in_pool,
     check_no_distractor_equals_gold,
@@ -215,7 +215,7 @@ def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, ro
         counts["distractors.dropped.equal_to_a_gold"] += int(is_gold.sum())
         distractors = distractors[~is_gold]
         carry = ("split", "_source_rank", *ORDER)
-        pools = {split: _pool(golds[golds["split"] == split].assign(_source_rank=0),
+        pools = {split: pool_of_split(golds[golds["split"] == split].assign(_source_rank=0),
                               distractors[distractors["split"] == split].assign(_source_rank=1), counts, split, carry)
                  for split in SPLITS}  # fmt: skip
         queries = by_query.read(bucket)

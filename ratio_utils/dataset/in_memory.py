@@ -72,7 +72,7 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     counts["distractors.dropped.equal_to_a_gold"] = int(is_gold.sum())
     kept_distractors = kept_distractors[~is_gold]
 
-    pools = {split: _pool(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split], counts, split) for split in SPLITS}
+    pools = {split: pool_of_split(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split], counts, split) for split in SPLITS}
     kept, pools = _remove_test_sentences_from_train(kept, pools, counts)
     for split in SPLITS:
         counts[f"pool.size.{split}"] = len(pools[split])
@@ -92,7 +92,7 @@ def with_split(frame: pd.DataFrame, split_of: pd.Series, counts: Counter, what: 
     return frame[~excluded].reset_index(drop=True)
 
 
-def _pool(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str, carry: tuple[str, ...] = ()) -> pd.DataFrame:
+def pool_of_split(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str, carry: tuple[str, ...] = ()) -> pd.DataFrame:
     """The split's pool: its golds, then its distractors, one row per docid. `carry`: columns of both inputs
     kept beside the pool's (the bounded build carries its row order)."""
     golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"], "corpusid": pairs["paper_id"],
