@@ -151,6 +151,30 @@ def iter_lines(path: "str | Path", lines: "tuple[int, int] | None" = None, offse
             yield lineno, raw
 
 
+def write_parquet_chunks_atomic(chunks: Iterable[Any], target: "str | Path") -> Path:
+    """Write pandas frames one after another into one parquet file, atomically (the file holds every chunk or
+    is not there), so no process holds the whole table. The first chunk fixes the columns and types; a column
+    that is all null there is typed as a string (what a text column with values is)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with atomic_path(target) as tmp:
+        writer = None
+        try:
+            for chunk in chunks:
+                table = pa.Table.from_pandas(chunk, preserve_index=False)
+                if writer is None:
+                    fields = [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in table.schema]
+                    writer = pq.ParquetWriter(tmp, pa.schema(fields, metadata=table.schema.metadata))
+                writer.write_table(table.cast(writer.schema))
+            if writer is None:
+                raise ValueError(f"{target}: no chunk to write (give at least an empty frame with the columns)")
+        finally:
+            if writer is not None:
+                writer.close()
+    return Path(target)
+
+
 def iter_jsonl(
     path: "str | Path",
     required: tuple[str, ...] = (),

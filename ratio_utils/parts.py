@@ -63,5 +63,20 @@ def read_table(table: "str | Path", columns: list[str] | None = None, parts_orde
         frame = frame.select(columns)
     if parts_order:
         frame = frame.sort(parts_order, maintain_order=True)
-    out = frame.collect().to_pandas()
-    return out.astype({c: object for c in out.columns if isinstance(out[c].dtype, pd.StringDtype)})
+    return object_text(frame.collect().to_pandas())
+
+
+def object_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as Python strings (object), as the single-file tables hold them, not pandas' string dtype."""
+    return frame.astype({c: object for c in frame.columns if isinstance(frame[c].dtype, pd.StringDtype)})
+
+
+def table_bytes(table: "str | Path") -> int:
+    """The uncompressed size of the file or of every part, from the parquet footers (nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in part_files(table):
+        metadata = pq.ParquetFile(path).metadata
+        total += sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    return total

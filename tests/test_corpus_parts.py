@@ -42,8 +42,13 @@ def _config(tmp_path, monkeypatch, corpus_slice, name: str, **corpus):
 
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
-    """Categoricals as strings (each part has its own categories), a fresh index."""
-    return frame.astype({c: "object" for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}).reset_index(drop=True)
+    """Categoricals as strings (each part has its own categories; a part where a column is all null reads
+    its nulls back as NaN, a file with values as None: both are missing), a fresh index."""
+    text = [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)]
+    plain = frame.astype({c: "object" for c in text})
+    for c in text:
+        plain[c] = plain[c].where(plain[c].notna(), None)
+    return plain.reset_index(drop=True)
 
 
 def _comparable(report: dict) -> dict:
@@ -162,12 +167,12 @@ def _counting_reads(monkeypatch) -> list[str]:
     return reads
 
 
-def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_paper(tmp_path, monkeypatch, shared_dir, corpus_slice):
+def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_paper(tmp_path, monkeypatch, corpus_slice):
     # the JSONL file holds B-ok on lines 1 and 10: in parts of 3 lines, the later part must leave it out
     corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3}
-    cfg_local, params_local = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "local", **corpus)
+    cfg_local, params_local = _config(tmp_path, monkeypatch, corpus_slice, "local", **corpus)
     local = build_corpus(cfg_local, params_local)
-    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "dask", **corpus, engine="dask",
+    cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "dask", **corpus, engine="dask",
                           dask_processes=False, dask_workers=2)
     reads = _counting_reads(monkeypatch)
     on_dask = build_corpus(cfg, params)
@@ -183,9 +188,9 @@ def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_
     assert build_corpus(cfg, params).report["parts"]["skipped_unchanged"] == total and reads == []
 
 
-def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, monkeypatch, shared_dir, corpus_slice):
+def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, monkeypatch, corpus_slice):
     corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3, "engine": "dask", "dask_processes": False, "dask_workers": 1}
-    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "killed", **corpus)
+    cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "killed", **corpus)
     real_build_part = partitioned.build_part
     built = []
 
@@ -207,13 +212,13 @@ def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, m
     total = resumed.report["parts"]["total"]
     assert resumed.report["parts"]["skipped_unchanged"] == 3 and len(reads) == total - 3 + 1  # + the part that leaves B-ok out
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
-    cfg_once, _ = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "once", **corpus)
+    cfg_once, _ = _config(tmp_path, monkeypatch, corpus_slice, "once", **corpus)
     once = build_corpus(cfg_once, params)
     pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)), _plain(read_table(cfg_once.paths.sentences)))
     assert _comparable(resumed.report) == _comparable(once.report)
 
 
-def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path, monkeypatch, shared_dir, corpus_slice):
+def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path, monkeypatch, corpus_slice):
     records = [
         '{"paper_id": "fine", "year": 2020, "paragraphs": [["A perfectly fine sentence that is long enough to keep."]]}',
         # an escaped lone surrogate: json.loads accepts it, no UTF-8 (parquet) writer does
@@ -222,7 +227,7 @@ def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path,
     ]
     path = tmp_path / "odd.jsonl"
     path.write_text("\n".join(records) + "\n")
-    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "odd", sources=["odd"], jsonl={"odd": str(path)},
+    cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "odd", sources=["odd"], jsonl={"odd": str(path)},
                           papers_per_part=2)
     build = build_corpus(cfg, params)
     assert sorted(read_table(cfg.paths.papers)["paper_id"]) == ["also-fine", "fine"]
@@ -255,14 +260,14 @@ def test_a_selected_s2orc_paper_without_a_year_is_quarantined_with_its_shard_lin
         (q["reason"], Path(q["file"]).name, q["line"], q["paper_id"]) for q in log.quarantined["s2orc"]]
 
 
-def test_a_part_is_streamed_to_its_tables_in_batches(tmp_path, monkeypatch, shared_dir, corpus_slice):
+def test_a_part_is_streamed_to_its_tables_in_batches(tmp_path, monkeypatch, corpus_slice):
     import pyarrow.parquet as pq
 
     corpus = {"sources": ["acl_scisumm", "bad"]}
-    cfg_one, params_one = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "one", **corpus)
+    cfg_one, params_one = _config(tmp_path, monkeypatch, corpus_slice, "one", **corpus)
     one = build_corpus(cfg_one, params_one)
     monkeypatch.setattr(partitioned, "WRITE_BATCH_PAPERS", 2)
-    cfg, params = _config(tmp_path, monkeypatch, shared_dir, corpus_slice, "batched", **corpus, papers_per_part=7)
+    cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "batched", **corpus, papers_per_part=7)
     batched = build_corpus(cfg, params)
     first = part_files(cfg.paths.sentences)[0]
     assert pq.ParquetFile(first).metadata.num_row_groups == 4  # 7 papers, 2 at a time

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+from collections import Counter
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ from ratio_utils import dataset, mining
 from ratio_utils.benchmark import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
-from ratio_utils.schema import DISTRACTOR_CATEGORIES, PAIR_COLUMNS, sentence_id
+from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
@@ -441,3 +442,93 @@ def test_stage_on_mined_fixture(cfg):
     assert len(bench.queries("address", "train")) == 1 and len(bench.queries("broaden", "validation")) == 1
     report = json.loads(cfg.paths.split_report.read_text())
     assert report["pool"]["size"]["test"] == len(bench.pool("test"))
+
+
+# --- the bounded build (dataset/bounded): the same benchmark, bucket by bucket --------------------------------------
+
+
+def _crowded_mined_rows(seed: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pairs and distractors drawn from a small set of sentences, so that every rule of the build fires often:
+    the same (query, gold) in several papers and years, golds that are distractors, sentences and queries in
+    both the train and the test split, papers without a usable date, two corpora, dates beside years."""
+    import random
+
+    rng = random.Random(seed)
+    sentences = [f"sentence number {i} about a method for parsing tree banks." for i in range(40)]
+    papers = [(corpus, f"{corpus}{k:03d}") for corpus in ("fx", "fy") for k in range(30)]
+    year_of = {paper: rng.choice([None, 2001, 2004, 2006, 2007, 2008, 2009, 2010, 2012, 2015]) for paper in papers}
+    date_of = {paper: (f"{year_of[paper]}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}" if year_of[paper] and rng.random() < 0.4 else None)
+               for paper in papers}  # fmt: skip
+    pairs, distractors = [], []
+    for corpus, paper in papers:
+        for sent in range(0, rng.randint(2, 16), 2):
+            row = pair(paper, year_of[(corpus, paper)], date_of[(corpus, paper)], rng.choice([m.value for m in MOVES]),
+                       rng.choice(sentences), rng.choice(sentences), sent)
+            pairs.append(row | {"corpus": corpus})
+        for sent in range(1, rng.randint(2, 12), 2):
+            row = distractor(paper, year_of[(corpus, paper)], date_of[(corpus, paper)], rng.choice(DISTRACTOR_CATEGORIES),
+                             rng.choice(sentences + [f"a distractor of its own number {sent} in paper {paper}."]), sent)
+            distractors.append(row | {"corpus": corpus})
+    return frames(pairs, distractors)
+
+
+def _write_mined_parts(frame: pd.DataFrame, folder: Path, n_parts: int) -> None:
+    """Mined rows as stage 05 writes a partitioned run: papers never cut, parts not in paper order, each part in
+    the mined row order and dtypes (mining.combine sorts them)."""
+    papers = sorted(set(zip(frame["corpus"], frame["paper_id"])))
+    part_of = {paper: index * n_parts // len(papers) for index, paper in enumerate(papers[::-1])}
+    is_pairs = "move" in frame.columns
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in range(n_parts):
+        rows = frame[[part_of[p] == part for p in zip(frame["corpus"], frame["paper_id"])]]
+        none = pd.DataFrame(columns=list(mining.DISTRACTOR_TABLE_COLUMNS if is_pairs else mining.PAIR_TABLE_COLUMNS))
+        mined = mining.combine([mining.MiningResult(rows, none, Counter()) if is_pairs else mining.MiningResult(none, rows, Counter())])
+        ordered = mined.pairs if is_pairs else mined.distractors
+        ordered.astype({c: "string" for c in ordered.columns if ordered[c].dtype == object}).to_parquet(
+            folder / f"part-{part:05d}.parquet", index=False)
+
+
+def _release_files(root: Path) -> dict[str, pd.DataFrame]:
+    return {str(p.relative_to(root)): pd.read_parquet(p) for p in sorted(root.rglob("*.parquet"))}
+
+
+@pytest.mark.parametrize("buckets", [1, 3, 7])
+def test_bounded_build_equals_the_in_memory_build(tmp_path, buckets):
+    pairs, distractors = _crowded_mined_rows()
+    _write_mined_parts(pairs, tmp_path / "pairs.parquet", 4)
+    _write_mined_parts(distractors, tmp_path / "distractors.parquet", 4)
+    params = DatasetParams(split_by="year", splits=YEARS)
+
+    in_memory = build_benchmark(mining.read_mined(tmp_path / "pairs.parquet"), mining.read_mined(tmp_path / "distractors.parquet"), params)
+    dataset.write_release(in_memory, tmp_path / "in_memory")
+    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded", buckets)
+
+    # the fixture exercises every rule the build has
+    for rule in ("pairs.dropped.duplicate_query_gold", "pairs.dropped.paper_without_usable_date", "distractors.dropped.equal_to_a_gold",
+                 "pool.dropped_from_train_as_in_test", "pairs.dropped.train_pair_touching_test", "pool.dropped_duplicates.train"):
+        assert in_memory.counts[rule] > 0, rule
+    assert bounded.report() == in_memory.report()
+    expected, got = _release_files(tmp_path / "in_memory"), _release_files(tmp_path / "bounded")
+    assert list(got) == list(expected) and len(expected) == 12
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(got[name], frame, check_dtype=len(frame) > 0, obj=name)  # same rows, same order
+    assert not list(tmp_path.glob(".dataset-buckets-*")), "the bucket folder is removed"
+    by_paper = ["corpus", "paper_id"]
+    pd.testing.assert_frame_equal(bounded.papers.sort_values(by_paper).reset_index(drop=True),
+                                  in_memory.papers.sort_values(by_paper).reset_index(drop=True), check_dtype=False)  # polars reads years as float
+    # what Table 5 and its notes read is all the bounded result keeps of the rows
+    pd.testing.assert_frame_equal(dataset.table5(bounded), dataset.table5(in_memory))
+    assert dataset.table5_notes(bounded) == dataset.table5_notes(in_memory)
+
+
+def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypatch):
+    pairs, distractors = _crowded_mined_rows(seed=9)
+    _write_mined_parts(pairs, cfg.paths.pairs, 2)
+    _write_mined_parts(distractors, cfg.paths.distractors, 2)
+    monkeypatch.setattr(dataset.stage, "build_benchmark", lambda *a: pytest.fail("the in-memory build ran past the budget"))
+    cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "bucket_bytes": 10_000}
+    built = dataset.build(cfg)
+    report = json.loads(cfg.paths.split_report.read_text())
+    assert report["pool"]["size"] == {s: len(built.pools[s]) for s in dataset.SPLITS} and built.pools["test"].shape[0] > 0
+    bench = load_benchmark(cfg.paths.benchmark)
+    assert sum(len(bench.queries(m, "train")) for m in ("address", "broaden", "specify")) > 0

@@ -400,8 +400,13 @@ def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch,
             pd.testing.assert_frame_equal(pd.read_parquet(a), pd.read_parquet(b))
     # the parts, read back in order, hold the rows and counts of mining the whole table at once
     assert local.counts == on_dask.counts == mined.counts
-    pd.testing.assert_frame_equal(local.pairs, mined.pairs, check_dtype=False)
-    pd.testing.assert_frame_equal(on_dask.distractors, mined.distractors, check_dtype=False)
+    pd.testing.assert_frame_equal(mining.read_mined(local_cfg.paths.pairs), mined.pairs, check_dtype=False)
+    pd.testing.assert_frame_equal(mining.read_mined(dask_cfg.paths.distractors), mined.distractors, check_dtype=False)
+    # the result keeps, of the rows, what notebook 05 shows: moves and markers, categories, a sample of whole pairs
+    assert list(local.pairs.columns) == ["move", "marker"] and list(local.distractors.columns) == ["category"]
+    assert local.pairs.astype(str).value_counts().to_dict() == mined.pairs[["move", "marker"]].value_counts().to_dict()
+    assert local.distractors["category"].value_counts().to_dict() == mined.distractors["category"].value_counts().to_dict()
+    pd.testing.assert_frame_equal(local.examples, mined.pairs, check_dtype=False)  # fewer than the sample size: every pair
     assert json.loads(local_cfg.paths.mining_report.read_text())["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
 
 
@@ -420,3 +425,24 @@ def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypa
     pd.testing.assert_frame_equal(from_parts.pairs, from_file.pairs, check_dtype=False)
     for split, pool in from_file.pools.items():
         pd.testing.assert_frame_equal(from_parts.pools[split], pool, check_dtype=False)
+
+
+def test_a_partitioned_run_keeps_a_seeded_sample_of_whole_pairs_per_move(tmp_path, mined):
+    """Part by part, per move the pairs whose query id hashes lowest: the same sample however the pairs are split
+    into parts, another for another seed, never more than per_move a move."""
+    from ratio_utils.parts import part_path
+
+    pairs = mined.pairs
+    for layout, cuts in (("two", [0, 3, len(pairs)]), ("four", [0, 1, 2, 6, len(pairs)])):
+        for index, (start, stop) in enumerate(zip(cuts, cuts[1:])):
+            part_path(tmp_path / layout, index).parent.mkdir(parents=True, exist_ok=True)
+            pairs.iloc[start:stop].to_parquet(part_path(tmp_path / layout, index), index=False)
+    two, four = (mining.sample_mined_pairs(tmp_path / layout, per_move=1, seed=13) for layout in ("two", "four"))
+    pd.testing.assert_frame_equal(two, four)
+    assert sorted(two["move"]) == sorted(pairs["move"].unique())
+    for move, rows in two.groupby("move"):
+        candidates = pairs[pairs["move"] == move]
+        lowest = pd.util.hash_pandas_object(candidates["query_id"], index=False, hash_key="0000000000000013").idxmin()
+        assert rows["query_id"].tolist() == [candidates.loc[lowest, "query_id"]]
+    others = [mining.sample_mined_pairs(tmp_path / "two", per_move=1, seed=seed)["query_id"].tolist() for seed in range(1, 9)]
+    assert any(ids != two["query_id"].tolist() for ids in others)

@@ -44,7 +44,7 @@ def test_build_catches_an_injected_leak_when_its_repair_is_gone(monkeypatch):
     """With the train/test repair disabled, the leaky inputs must stop the build with a LeakageError.
 
     Fails if build_benchmark stops calling its leakage checks (test_dataset tests the checks alone)."""
-    monkeypatch.setattr(dataset, "_remove_test_sentences_from_train", lambda pairs, pools, counts: (pairs, pools))
+    monkeypatch.setattr(dataset.in_memory, "_remove_test_sentences_from_train", lambda pairs, pools, counts: (pairs, pools))
     with pytest.raises(LeakageError):
         build_benchmark(*_leaky_inputs(), DatasetParams(split_by="year", splits=YEARS))
 

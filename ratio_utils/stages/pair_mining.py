@@ -46,7 +46,7 @@ class PairMiningStage:
         return self.result.distractors["category"].value_counts().rename("distractors").to_frame()
 
     def examples(self, per_move: int = 3) -> pd.DataFrame:
-        return mining.example_pairs(self.result.pairs, per_move=per_move, seed=self.cfg.seed)
+        return mining.example_pairs(self.result.example_rows, per_move=per_move, seed=self.cfg.seed)
 
     def top_markers(self, per_move: int = 8) -> pd.DataFrame:
         return mining.marker_frequencies(self.result.pairs).groupby("move").head(per_move)

@@ -1,0 +1,56 @@
+"""Stage 05: mine query–gold pairs and distractor candidates from consecutive sentences (paper §4, App. A, B.1).
+
+Reads `cfg.paths.sentences` and `cfg.paths.final_lexicon`; writes `cfg.paths.pairs`, `cfg.paths.distractors`,
+`cfg.paths.mining_report` and `cfg.paths.lexicon_conflicts` (see `mining/stage`). One job per module:
+
+* `mining/matcher` — the lexicon as a longest-prefix matcher (comma and extension rules), its conflicts;
+* `mining/cleaning` — the Appendix B.1 rules of one pair (gold side shared with distractors; query side);
+* `mining/extraction` — one sentence table mined: consecutive pairs, matching, cleaning, counted rows;
+* `mining/parallel` — shards on Dask, or a partitioned sentence table part by part (docs/scale.md);
+* `mining/stage` — notebook 05 end to end, and the displays of the mined rows.
+"""
+
+from ..params import MiningParams
+from .cleaning import (
+    CleanText,
+    anaphor_pattern,
+    clean_candidate,
+    clean_query,
+    find_citation,
+    normalize_text,
+    strip_gold_prefix,
+    strip_query_prefix,
+)
+from .extraction import (
+    DISTRACTOR_TABLE_COLUMNS,
+    PAIR_TABLE_COLUMNS,
+    MiningResult,
+    combine,
+    consecutive_pairs,
+    counts_to_report,
+    lowered_second_sentences,
+    mine_sentences,
+    prepare_sentences,
+)
+from .matcher import NO_COMMA, NO_MARKER, LexiconCheck, MarkerEntry, MarkerMatch, MarkerMatcher, build_matcher, match_key
+from .parallel import mine_part, mine_parts, mine_with_dask, shard_by_paper
+from .stage import (
+    EXAMPLE_SAMPLE_PER_MOVE,
+    MINED_ORDER,
+    drop_count_table,
+    example_pairs,
+    marker_frequencies,
+    mine,
+    read_mined,
+    read_mined_summary,
+    sample_mined_pairs,
+)
+
+__all__ = [
+    "MiningParams", "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
+    "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult", "combine",
+    "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences", "NO_COMMA",
+    "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "mine_part",
+    "mine_parts", "mine_with_dask", "shard_by_paper", "EXAMPLE_SAMPLE_PER_MOVE", "MINED_ORDER", "drop_count_table", "read_mined_summary", "sample_mined_pairs", "example_pairs", "marker_frequencies",
+    "mine", "read_mined",
+]  # fmt: skip
