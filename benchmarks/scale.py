@@ -8,7 +8,10 @@ Generator: S2ORC-format shards (`papers` + `s2orc` records, `content.text` with 
 sentence table (`--sentences`, default `cfg.paths.sentences` of the default run), so sentence lengths,
 paragraph lengths and marker rates are the real corpus's; about 150 sentences per paper, publication dates
 2015-2025, `--shard-sentences` sentences per shard. Paragraphs are written as running text, so the corpus
-stage sentence-splits them with spaCy as it does real S2ORC.
+stage sentence-splits them with spaCy as it does real S2ORC. Each paper ends with a references section (back
+matter, dropped by the reader). `ReleaseShape` adds what a real release holds besides clean papers (the
+`s2orc_v2` layout, other fields, undated papers, doubled spans, bad records); benchmarks/rehearsal.py uses it,
+this benchmark writes the clean `s2orc` release.
 
 For each size, a fresh process runs the partitioned corpus build (`corpus.papers_per_part`: one part per
 shard; `--corpus-engine dask`: one task per part on a LocalCluster of `--workers` single-threaded worker
