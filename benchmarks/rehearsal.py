@@ -290,7 +290,7 @@ def run_size(size: int, base: int, args, pool) -> SizeResult:
     folder = (args.workdir / f"{size}x").resolve()
     if folder.exists():
         shutil.rmtree(folder)
-    shape = ReleaseShape(text_dataset=args.layout, **SHAPE)
+    shape = ReleaseShape(text_dataset=args.layout, issue_17_records=args.issue_17_records, **SHAPE)
     made = generate(folder / "release", size * base, args.shard_sentences, pool, shape=shape)
     print(f"{size}x: generated {made}", file=sys.stderr)
     with FakeS3AndApi() as stub:
@@ -350,7 +350,7 @@ def resume_check(notebook: str, params_file: Path, finished) -> dict:
     done = _stamps(finished(cfg))
     rerun = run_notebook(params_file, notebook, run_id=f"resume-{notebook}-rerun")
     after = _stamps(finished(cfg))
-    redone = sorted(Path(p).name for p, stamp in done.items() if after.get(p) != stamp)
+    redone = sorted(f"{Path(p).parent.name}/{Path(p).name}" for p, stamp in done.items() if after.get(p) != stamp)
     check = {"notebook": notebook, "killed": killed.killed, "killed_after_s": round(killed.wall_s, 1),
              "finished_files_at_kill": len(done), "redone_files": redone, "rerun_returncode": rerun.returncode,
              "rerun_s": round(rerun.wall_s, 1), "files_after_rerun": len(after)}  # fmt: skip
@@ -475,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lexicon", type=Path, default=None, help="lexicon when 01-04 are not run (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "rehearsal")
     parser.add_argument("--no-resume-check", dest="resume", action="store_false")
+    parser.add_argument("--issue-17-records", action="store_true",
+                        help="add, per shard, a selected paper with year null and a paragraph with a lone surrogate")
     args = parser.parse_args(argv)
     os.environ.pop("RATIO_OUTPUT_ROOT", None)  # each run's params file names its own output root
     default = load_config()

@@ -72,6 +72,9 @@ class ReleaseShape:
     undated_share: float = 0.0
     duplicated_span_share: float = 0.0
     bad_records_per_shard: int = 0  # alternately a truncated line (malformed JSON) and a record whose spans are no list
+    # issue 17's two records that stop a shard task: a selected paper with `year: null` beside its publication date,
+    # and a paragraph with an escaped lone surrogate; one of each per shard
+    issue_17_records: bool = False
 
 
 def text_record(corpusid: int, paragraphs: list[list[str]], layout: str = "s2orc", duplicate_span: bool = False) -> dict:
@@ -138,6 +141,18 @@ def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list
                 meta_out.write(json.dumps(papers_record(corpusid, rng, shape)) + "\n")
                 text_out.write(_bad_record(corpusid, kind, layout) + "\n")
                 made["bad_records"] += 1
+            if shape.issue_17_records:
+                for defect in ("year_null", "lone_surrogate"):
+                    corpusid += 1
+                    meta = papers_record(corpusid, rng, shape)
+                    paragraphs = [list(pool[rng.randrange(len(pool))])]
+                    if defect == "year_null":
+                        meta["year"] = None
+                    else:
+                        paragraphs[0][-1] += " \ud800"  # json.dumps writes it as the escape \\ud800
+                    meta_out.write(json.dumps(meta) + "\n")
+                    text_out.write(json.dumps(text_record(corpusid, paragraphs, layout)) + "\n")
+                    made[defect] = made.get(defect, 0) + 1
             while in_shard < shard_sentences and written < n_sentences:
                 corpusid += 1
                 paragraphs, count = [], 0

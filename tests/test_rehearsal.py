@@ -57,6 +57,19 @@ def test_synthetic_release_holds_what_the_reader_must_filter_and_quarantine(tmp_
     assert all(first <= dt.date.fromisoformat(paper.date) <= last for paper in papers)
 
 
+def test_issue_17_records_are_a_dated_paper_without_year_and_an_escaped_lone_surrogate(tmp_path, fixture_sentences):
+    import gzip
+
+    made = generate(tmp_path / "release", 300, 150, paragraph_pool(fixture_sentences), shape=ReleaseShape(issue_17_records=True))
+    assert made["year_null"] == made["lone_surrogate"] == made["shards"] == 2
+    with gzip.open(tmp_path / "release" / "papers" / "shard-0000.jsonl.gz", "rt") as handle:
+        meta = [json.loads(line) for line in handle]
+    with gzip.open(tmp_path / "release" / "s2orc" / "shard-0000.jsonl.gz", "rt") as handle:
+        text = handle.read().splitlines()
+    assert meta[0]["year"] is None and meta[0]["publicationdate"] and meta[0]["s2fieldsofstudy"][0]["category"] == "Computer Science"
+    assert "\\ud800" in text[1] and "\ud800" in json.loads(text[1])["content"]["text"]  # escaped on disk, lone once parsed
+
+
 def _measured(notebook, peak_mb, wall_s, rows_in):
     return rehearsal.Measured(notebook, wall_s, peak_mb, 0.0, peak_mb, 0, rows_in=rows_in)
 
