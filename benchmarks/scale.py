@@ -8,7 +8,10 @@ Generator: S2ORC-format shards (`papers` + `s2orc` records, `content.text` with 
 sentence table (`--sentences`, default `cfg.paths.sentences` of the default run), so sentence lengths,
 paragraph lengths and marker rates are the real corpus's; about 150 sentences per paper, publication dates
 2015-2025, `--shard-sentences` sentences per shard. Paragraphs are written as running text, so the corpus
-stage sentence-splits them with spaCy as it does real S2ORC.
+stage sentence-splits them with spaCy as it does real S2ORC. Each paper ends with a references section (back
+matter, dropped by the reader). `ReleaseShape` adds what a real release holds besides clean papers (the
+`s2orc_v2` layout, other fields, undated papers, doubled spans, bad records); benchmarks/rehearsal.py uses it,
+this benchmark writes the clean `s2orc` release.
 
 For each size, a fresh process runs the partitioned corpus build (`corpus.papers_per_part`: one part per
 shard; `--corpus-engine dask`: one task per part on a LocalCluster of `--workers` single-threaded worker
@@ -25,6 +28,7 @@ This is a measurement script, not a test. On a shared machine the times are nois
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import gzip
 import json
 import os
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,8 +56,30 @@ def paragraph_pool(sentences_path: Path) -> list[list[str]]:
     return frame.groupby(["paper_id", "para"], sort=False)["text"].agg(list).tolist()
 
 
-def s2orc_record(corpusid: int, paragraphs: list[list[str]]) -> dict:
-    """A full-text record in the `s2orc` layout: a section header, then one paragraph span per paragraph."""
+@dataclass(frozen=True)
+class ReleaseShape:
+    """What a synthetic release holds besides clean computer-science papers (shares of papers, per shard counts).
+
+    The default is the clean release `benchmarks/scale.py` measures; `benchmarks/rehearsal.py` adds what the
+    real release has and the reader must handle: papers of other fields (full text included, dropped by the
+    field filter), computer-science papers with a year but no publication date (dropped by the paper's
+    rule), paragraph spans listed twice (removed), and bad records (quarantined)."""
+
+    text_dataset: str = "s2orc"  # or "s2orc_v2": `body.text` with `section_header` / `bib_ref` annotations
+    first_date: str = "2015-01-01"
+    last_date: str = "2025-12-28"
+    other_field_share: float = 0.0
+    undated_share: float = 0.0
+    duplicated_span_share: float = 0.0
+    bad_records_per_shard: int = 0  # alternately a truncated line (malformed JSON) and a record whose spans are no list
+    # issue 17's two records that stop a shard task: a selected paper with `year: null` beside its publication date,
+    # and a paragraph with an escaped lone surrogate; one of each per shard
+    issue_17_records: bool = False
+
+
+def text_record(corpusid: int, paragraphs: list[list[str]], layout: str = "s2orc", duplicate_span: bool = False) -> dict:
+    """A full-text record: a section header, one paragraph span per paragraph, then a references section
+    (back matter, dropped by the reader); `layout` `s2orc` (`content`) or `s2orc_v2` (`body`)."""
     header = "1 Introduction"
     text, spans = header, []
     for para in paragraphs:
@@ -60,27 +87,72 @@ def s2orc_record(corpusid: int, paragraphs: list[list[str]]) -> dict:
         start = len(text)
         text += " ".join(para)
         spans.append({"start": start, "end": len(text)})
-    annotations = {"sectionheader": json.dumps([{"start": 0, "end": len(header)}]), "paragraph": json.dumps(spans)}
+    headers = [{"start": 0, "end": len(header)}]
+    text += "\n\n"
+    headers.append({"start": len(text), "end": len(text) + len("References")})
+    text += "References\n\n"
+    references = {"start": len(text), "end": len(text) + len("Doe, J. 2020. A cited paper.")}
+    text += "Doe, J. 2020. A cited paper."
+    spans.append(references)
+    if duplicate_span:
+        spans.insert(1, spans[0])
+    if layout == "s2orc_v2":
+        annotations = {"section_header": json.dumps(headers), "paragraph": json.dumps(spans), "bib_ref": [references]}
+        return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "authors": [], "openaccessinfo": {"license": None},
+                "body": {"text": text, "annotations": annotations}, "bibliography": {"text": "", "annotations": {}}}
+    annotations = {"sectionheader": json.dumps(headers), "paragraph": json.dumps(spans), "bibref": json.dumps([references])}
     return {"corpusid": corpusid, "content": {"text": text, "annotations": annotations}}
 
 
-def papers_record(corpusid: int, rng: random.Random) -> dict:
-    year = rng.randint(2015, 2025)
-    return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "year": year,
-            "publicationdate": f"{year}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", "venue": "Synthetic",
-            "s2fieldsofstudy": [{"category": "Computer Science", "source": "s2-fos-model"}]}
+def papers_record(corpusid: int, rng: random.Random, shape: ReleaseShape = ReleaseShape(), field: str = "Computer Science",
+                  dated: bool = True) -> dict:
+    first, last = _dt.date.fromisoformat(shape.first_date), _dt.date.fromisoformat(shape.last_date)
+    date = first + _dt.timedelta(days=rng.randint(0, (last - first).days))
+    return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "year": date.year,
+            "publicationdate": date.isoformat() if dated else None, "venue": "Synthetic",
+            "s2fieldsofstudy": [{"category": field, "source": "s2-fos-model"}]}
 
 
-def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list[str]], seed: int = 13) -> dict:
-    """Write `dest/papers/*.gz` and `dest/s2orc/*.gz` holding about `n_sentences` sentences."""
+def _bad_record(corpusid: int, kind: int, layout: str) -> str:
+    """A bad full-text line: a truncated JSON line, or a record whose paragraph annotation is not a list."""
+    if kind % 2 == 0:
+        return json.dumps(text_record(corpusid, [["Truncated."]], layout))[:40]
+    record = text_record(corpusid, [["This record's paragraph spans are an object, not a list."]], layout)
+    (record.get("body") or record["content"])["annotations"]["paragraph"] = json.dumps({"start": 0, "end": 5})
+    return json.dumps(record)
+
+
+def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list[str]], seed: int = 13,
+             shape: ReleaseShape = ReleaseShape()) -> dict:
+    """Write `dest/papers/*.gz` and `dest/<shape.text_dataset>/*.gz`, about `n_sentences` sentences of
+    selected papers (computer science, dated) and, on top, the papers `shape` adds."""
     rng = random.Random(seed)
-    for sub in ("papers", "s2orc"):
+    layout = shape.text_dataset
+    for sub in ("papers", layout):
         (dest / sub).mkdir(parents=True, exist_ok=True)
     written, corpusid, shard = 0, 0, 0
+    made = {"other_field": 0, "undated": 0, "duplicated_spans": 0, "bad_records": 0}
     while written < n_sentences:
         in_shard = 0
-        with gzip.open(dest / "s2orc" / f"shard-{shard:04d}.jsonl.gz", "wt", compresslevel=1) as text_out, \
+        with gzip.open(dest / layout / f"shard-{shard:04d}.jsonl.gz", "wt", compresslevel=1) as text_out, \
                 gzip.open(dest / "papers" / f"shard-{shard:04d}.jsonl.gz", "wt", compresslevel=1) as meta_out:
+            for kind in range(shape.bad_records_per_shard):
+                corpusid += 1
+                meta_out.write(json.dumps(papers_record(corpusid, rng, shape)) + "\n")
+                text_out.write(_bad_record(corpusid, kind, layout) + "\n")
+                made["bad_records"] += 1
+            if shape.issue_17_records:
+                for defect in ("year_null", "lone_surrogate"):
+                    corpusid += 1
+                    meta = papers_record(corpusid, rng, shape)
+                    paragraphs = [list(pool[rng.randrange(len(pool))])]
+                    if defect == "year_null":
+                        meta["year"] = None
+                    else:
+                        paragraphs[0][-1] += " \ud800"  # json.dumps writes it as the escape \\ud800
+                    meta_out.write(json.dumps(meta) + "\n")
+                    text_out.write(json.dumps(text_record(corpusid, paragraphs, layout)) + "\n")
+                    made[defect] = made.get(defect, 0) + 1
             while in_shard < shard_sentences and written < n_sentences:
                 corpusid += 1
                 paragraphs, count = [], 0
@@ -88,26 +160,39 @@ def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list
                     para = pool[rng.randrange(len(pool))]
                     paragraphs.append(para)
                     count += len(para)
-                text_out.write(json.dumps(s2orc_record(corpusid, paragraphs)) + "\n")
-                meta_out.write(json.dumps(papers_record(corpusid, rng)) + "\n")
-                in_shard += count
-                written += count
+                other_field = rng.random() < shape.other_field_share
+                undated = not other_field and rng.random() < shape.undated_share
+                doubled = rng.random() < shape.duplicated_span_share
+                text_out.write(json.dumps(text_record(corpusid, paragraphs, layout, doubled)) + "\n")
+                meta_out.write(json.dumps(papers_record(corpusid, rng, shape, "Medicine" if other_field else "Computer Science",
+                                                        dated=not undated)) + "\n")
+                made["other_field"] += other_field
+                made["undated"] += undated
+                made["duplicated_spans"] += doubled
+                if not (other_field or undated):
+                    in_shard += count
+                    written += count
         shard += 1
-    return {"sentences": written, "papers": corpusid, "shards": shard}
+    return {"sentences": written, "papers": corpusid, "shards": shard} | made
 
 
 # --- one measured run (in its own process) ------------------------------------------------------------------------
 
 
 class TreeMemory:
-    """Peak RSS of this process and its descendants (Dask workers), sampled every `interval` seconds."""
+    """Peak RSS of a process (this one, or `pid`) and its descendants (Dask workers), sampled every `interval`
+    seconds: the largest sum seen (`peak_tree`), the largest single process (`peak_largest`) and, for each
+    of `roles` (name -> predicate on a process's command line), the largest process that has it (`peak_role`)."""
 
-    def __init__(self, interval: float = 0.1):
+    def __init__(self, interval: float = 0.1, pid: int | None = None, roles: dict | None = None):
         import psutil
 
-        self.root = psutil.Process()
+        self.root = psutil.Process(pid)
         self.interval = interval
+        self.roles = roles or {}
         self.peak_tree = self.peak_largest = 0
+        self.peak_role = dict.fromkeys(self.roles, 0)
+        self._cmdlines: dict[tuple, list[str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -116,13 +201,24 @@ class TreeMemory:
 
         while not self._stop.is_set():
             sizes = []
-            for proc in [self.root, *self.root.children(recursive=True)]:
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.Error:  # the root has ended
+                procs = []
+            for proc in procs:
                 try:
-                    sizes.append(proc.memory_info().rss)
+                    rss = proc.memory_info().rss
+                    key = (proc.pid, proc.create_time())  # a pid can be reused by a later process
+                    cmdline = self._cmdlines.get(key) or self._cmdlines.setdefault(key, proc.cmdline())
                 except psutil.Error:
-                    pass
-            self.peak_tree = max(self.peak_tree, sum(sizes))
-            self.peak_largest = max(self.peak_largest, max(sizes))
+                    continue
+                sizes.append(rss)
+                for role, has_role in self.roles.items():
+                    if has_role(cmdline):
+                        self.peak_role[role] = max(self.peak_role[role], rss)
+            if sizes:
+                self.peak_tree = max(self.peak_tree, sum(sizes))
+                self.peak_largest = max(self.peak_largest, max(sizes))
             self._stop.wait(self.interval)
 
     def __enter__(self):

@@ -9,16 +9,16 @@ download fallback the stages use without ../shared is exercised against the loop
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from loopback import loopback_http
 
 from ratio_utils.benchmark import write_pairs, write_pool
 from ratio_utils.config import REPO_ROOT, load_config
@@ -40,19 +40,6 @@ def cfg(tmp_path, monkeypatch):
     """The default config with every output under tmp_path (shared: ../shared or $RATIO_SHARED, if present)."""
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     return load_config()
-
-
-@contextlib.contextmanager
-def loopback_http(handler) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 (random port) answering with `handler` in a thread; yields its base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class _QuietFileHandler(http.server.SimpleHTTPRequestHandler):
