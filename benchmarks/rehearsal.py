@@ -136,7 +136,7 @@ def _run_rows(cfg: Config) -> int | None:
 COUNTERS = {
     "records (papers + full text)": _records_read,
     "sentences": lambda cfg: _table_rows(cfg.paths.sentences),
-    "lexicon": lambda cfg: _table_rows(cfg.paths.lexicon),
+    "lexicon": lambda cfg: _table_rows(cfg.paths.final_lexicon),
     "span status": lambda cfg: _csv_rows(cfg.paths.span_status),
     "extensions": lambda cfg: _table_rows(cfg.paths.marker_extensions),
     "LLM labels": lambda cfg: _table_rows(cfg.paths.llm_markers("labels")),
@@ -270,11 +270,11 @@ def download(params_file: Path) -> Measured:
 
 def seed_lexicon(cfg: Config, lexicon: Path) -> None:
     """Notebooks 01-04 not run: notebook 05 mines with this lexicon (and its report, when it has one)."""
-    cfg.paths.lexicon.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(lexicon, cfg.paths.lexicon)
+    cfg.paths.final_lexicon.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lexicon, cfg.paths.final_lexicon)
     report = lexicon.with_name(f"{lexicon.stem}.report.json")
     if report.exists():
-        shutil.copy(report, cfg.paths.lexicon.with_name(report.name))
+        shutil.copy(report, cfg.paths.final_lexicon.with_name(report.name))
 
 
 @dataclass
@@ -330,14 +330,13 @@ def _corpus_finished(cfg: Config) -> list[Path]:
 
 
 def _mining_finished(cfg: Config) -> list[Path]:
-    """Pairs and distractors parts of the sentence parts mined so far (both written)."""
-    from ratio_utils.parts import part_files, part_path
+    """Report, pairs and distractors files of the sentence parts whose report (written last) exists."""
+    from ratio_utils.parts import part_path
 
     files = []
-    for pairs in part_files(cfg.paths.pairs):
-        index = int(pairs.stem.split("-")[1])
-        if part_path(cfg.paths.distractors, index).exists():
-            files += [pairs, part_path(cfg.paths.distractors, index)]
+    for report in sorted(cfg.paths.mining_parts.glob("part-*.json")):
+        index = int(report.stem.split("-")[1])
+        files += [report, part_path(cfg.paths.pairs, index), part_path(cfg.paths.distractors, index)]
     return files
 
 
@@ -374,7 +373,7 @@ def run_resume_checks(smallest: SizeResult, args) -> list[dict]:
     cfg, measured_cfg = load_config(params_file), load_config(source / "rehearsal.yaml")
     shutil.copytree(measured_cfg.paths.downloads, cfg.paths.downloads)
     checks = [resume_check("00", params_file, _corpus_finished)]
-    lexicon = measured_cfg.paths.lexicon if measured_cfg.paths.lexicon.exists() else args.lexicon
+    lexicon = measured_cfg.paths.final_lexicon if measured_cfg.paths.final_lexicon.exists() else args.lexicon
     seed_lexicon(cfg, Path(lexicon))
     checks.append(resume_check("05", params_file, _mining_finished))
     return checks
@@ -481,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("RATIO_OUTPUT_ROOT", None)  # each run's params file names its own output root
     default = load_config()
     args.sentences = args.sentences or default.paths.sentences
-    args.lexicon = Path(args.lexicon or default.paths.lexicon).resolve()
+    args.lexicon = Path(args.lexicon or default.paths.final_lexicon).resolve()
     if not Path(args.sentences).exists():
         raise SystemExit(f"{args.sentences} not found: run the default notebooks 00-04 first, or pass --sentences")
     args.sizes = sorted(set(args.sizes))

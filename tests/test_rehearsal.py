@@ -134,6 +134,6 @@ def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_se
     assert corpus["corpus_report_parts"]["skipped_unchanged"] >= corpus["finished_files_at_kill"] // 3
     assert corpus["files_after_rerun"] == 3 * size["made"]["shards"]
     assert mining["notebook"] == "05" and mining["killed"] and mining["rerun_returncode"] == 0
-    assert mining["verdict"] == ("met" if not mining["redone_files"] else
-                                 f"NOT MET: {len(mining['redone_files'])} of {mining['finished_files_at_kill']} finished files rewritten")
-    assert "resume during 00: met" in printed and "resume during 05: " in printed
+    assert mining["finished_files_at_kill"] >= 3 and mining["verdict"] == "met" and not mining["redone_files"]
+    assert mining["files_after_rerun"] == 3 * size["made"]["shards"]
+    assert "resume during 00: met" in printed and "resume during 05: met" in printed
