@@ -450,7 +450,7 @@ def test_a_partitioned_run_keeps_a_seeded_sample_of_whole_pairs_per_move(tmp_pat
 
 def _stamps(paths) -> dict[str, tuple[int, int]]:
     """(inode, mtime) of each file: an atomic rewrite (temp + rename) changes both."""
-    return {p.name + p.parent.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
+    return {f"{p.parent.name}/{p.name}": (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
 
 
 @pytest.mark.parametrize("engine", ["local", "dask"])
@@ -471,7 +471,7 @@ def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_
     result, _ = mining.mine(cfg)
     after = _stamps(tables())
     rewritten = sorted(name for name, stamp in after.items() if killed.get(name) != stamp)
-    assert rewritten == ["part-00002.jsonmining_parts", "part-00002.parquetdistractors.parquet", "part-00002.parquetpairs.parquet"]
+    assert rewritten == ["distractors.parquet/part-00002.parquet", "mining_parts/part-00002.json", "pairs.parquet/part-00002.parquet"]
     assert result.counts == mined.counts
     assert json.loads(cfg.paths.mining_report.read_text())["parts"] == {"total": 3, "skipped_unchanged": 2, "built": 1}
     pd.testing.assert_frame_equal(mining.read_mined(cfg.paths.pairs), mined.pairs, check_dtype=False)
