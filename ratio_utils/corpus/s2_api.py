@@ -129,6 +129,9 @@ def download_shard(urls: ShardUrls, name: str, target: Path, expected: Checksums
                 urls.relist()
 
 
+MANIFEST_NAME = "manifest.json"  # in the download folder: dataset -> shard name -> {size, sha256, mtime_ns}
+
+
 def verified_unchanged(target: Path, entry: dict) -> bool:
     """Whether `target` is the file the manifest entry recorded after verifying it (same size and mtime):
     a finished shard is then trusted without hashing it again (hundreds of GB at the paper's size)."""
@@ -147,7 +150,7 @@ def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str |
     their URL expired. Returns the manifest: dataset -> shard name -> {size, sha256, mtime_ns}.
     """
     dest = Path(dest)
-    manifest_path = dest / "manifest.json"
+    manifest_path = dest / MANIFEST_NAME
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest["release"] = params.release
     for dataset in params.datasets:

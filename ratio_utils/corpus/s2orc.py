@@ -306,7 +306,19 @@ class S2orcReader:
     def parts(self, papers_per_part: int) -> list[InputPart]:
         """Ranges of `papers_per_part` records of each full-text shard (records, selected or not: the
         selection is known only when a part is read), from the shard's line index."""
-        return [part for shard in self._shards(self.text_dataset) for part in line_parts(self.corpus, shard, papers_per_part)]
+        return [part for shard in self._shards(self.text_dataset)
+                for part in line_parts(self.corpus, shard, papers_per_part, self._downloaded_sha256(shard))]
+
+    def _downloaded_sha256(self, shard: Path) -> str | None:
+        """The SHA-256 the downloader verified and recorded for this shard (`manifest.json` beside the dataset
+        folders), while the file is the one it recorded (same size and mtime); else None (hash it)."""
+        from .s2_api import MANIFEST_NAME, verified_unchanged  # s2_api imports this module
+
+        manifest = self.shard_dir / MANIFEST_NAME
+        if not manifest.is_file():
+            return None
+        entry = json.loads(manifest.read_text()).get(shard.parent.name, {}).get(shard.name, {})
+        return entry["sha256"] if verified_unchanged(shard, entry) else None
 
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
         record = self._built_metadata()
