@@ -2,14 +2,15 @@
 
     .venv/bin/python benchmarks/rehearsal.py [--base N] [--sizes 1 4 16] [--shard-sentences 50000]
         [--layout s2orc|s2orc_v2] [--notebooks 00 ... 08] [--sentences PATH] [--lexicon PATH] [--workdir DIR]
-        [--no-resume-check]
+        [--no-resume-check] [--no-issue-17-records]
 
 For each size, `benchmarks/scale.py`'s generator writes a release in the real layout (`papers` + `s2orc` or
 `s2orc_v2` shards, gzipped JSON records with `content.annotations` / `body.annotations` offsets) whose
 paragraphs are recombined from the default run's sentence table (`--sentences`), `size x --base` sentences of
 selected papers (`--base` defaults to that table's row count, so 16x is about 5M sentences), plus papers of
-another field, computer-science papers without a publication date, doubled paragraph spans and two bad
-records per shard. The loopback stand-in of the Datasets API and its bucket (tests/s2_stub.py) serves it,
+another field, computer-science papers without a publication date, doubled paragraph spans, two bad
+records per shard and (unless `--no-issue-17-records`) issue 17's two: a selected paper with `year: null`
+and a paragraph with an escaped lone surrogate, which notebook 00 must quarantine, not stop on. The loopback stand-in of the Datasets API and its bucket (tests/s2_stub.py) serves it,
 and `python -m ratio_utils.s2orc` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
 Each notebook then runs on its own through the pipeline (`python -m ratio_utils.pipeline --only NN`) under
 a params file that extends params/rehearsal.yaml with the stub's address and the layout, with
@@ -330,14 +331,13 @@ def _corpus_finished(cfg: Config) -> list[Path]:
 
 
 def _mining_finished(cfg: Config) -> list[Path]:
-    """Pairs and distractors parts of the sentence parts mined so far (both written)."""
-    from ratio_utils.parts import part_files, part_path
+    """Report, pairs and distractors files of the sentence parts whose report (written last) exists."""
+    from ratio_utils.parts import part_path
 
     files = []
-    for pairs in part_files(cfg.paths.pairs):
-        index = int(pairs.stem.split("-")[1])
-        if part_path(cfg.paths.distractors, index).exists():
-            files += [pairs, part_path(cfg.paths.distractors, index)]
+    for report in sorted(cfg.paths.mining_parts.glob("part-*.json")):
+        index = int(report.stem.split("-")[1])
+        files += [report, part_path(cfg.paths.pairs, index), part_path(cfg.paths.distractors, index)]
     return files
 
 
@@ -475,8 +475,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lexicon", type=Path, default=None, help="lexicon when 01-04 are not run (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "rehearsal")
     parser.add_argument("--no-resume-check", dest="resume", action="store_false")
-    parser.add_argument("--issue-17-records", action="store_true",
-                        help="add, per shard, a selected paper with year null and a paragraph with a lone surrogate")
+    parser.add_argument("--issue-17-records", action=argparse.BooleanOptionalAction, default=True,
+                        help="add, per shard, a selected paper with year null and a paragraph with a lone surrogate "
+                             "(notebook 00 quarantines both; default on)")
     args = parser.parse_args(argv)
     os.environ.pop("RATIO_OUTPUT_ROOT", None)  # each run's params file names its own output root
     default = load_config()

@@ -339,6 +339,11 @@ class Paths:
     def corpus_parts(self) -> Path:
         return self.interim / "corpus_parts"
 
+    # -- stage 05 over sentence parts: one report per mined part (its key and counts), the resume record --
+    @property
+    def mining_parts(self) -> Path:
+        return self.interim / "mining_parts"
+
 
 @dataclass
 class Config:

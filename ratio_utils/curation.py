@@ -5,8 +5,9 @@ scan, so no step holds the sentence table: counting the spans before the first c
 most seven words) is a streaming group-by; the reviewers' sheets sample the consecutive pairs whose
 second sentence opens with a top span, restricting the sentences to those spans before joining them to
 their predecessors; the extensions of each extendable connective (at most five words ending at a comma)
-come from the same streaming span count. Writes the review sheet (HTML + CSV with one decision column per
-reviewer) under `cfg.paths.lexicon_review`.
+come from the same streaming span count. The review pairs are drawn part by part (a part never cuts a
+paper), so that step holds one part's pairs, not all the corpus's. Writes the review sheet (HTML + CSV
+with one decision column per reviewer) under `cfg.paths.lexicon_review`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 import polars as pl
 
 from .io import atomic_path, require_columns, write_text_atomic
-from .parts import scan_table
+from .parts import part_files, scan_table
 from .schema import SENTENCE_COLUMNS, normalize_text_key
 
 SPAN = "span"
@@ -30,8 +31,23 @@ def scan_sentences(path: "str | Path") -> pl.LazyFrame:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: sentence table not found; run notebook 00 first")
-    frame = scan_table(path)
-    require_columns(pl.DataFrame(schema=frame.collect_schema()), SENTENCE_COLUMNS, path)
+    return _kept_sentences(scan_table(path), path)
+
+
+def scan_sentence_parts(path: "str | Path") -> list[pl.LazyFrame]:
+    """scan_sentences of each part on its own (a single-file table is its one part), in part order.
+
+    A part never cuts a paper (corpus/partitioned), so steps that pair a sentence with the one before
+    it can run part by part."""
+    path = Path(path)
+    files = part_files(path)
+    if not files:
+        raise FileNotFoundError(f"{path}: sentence table not found; run notebook 00 first")
+    return [_kept_sentences(pl.scan_parquet([str(f)]), f) for f in files]
+
+
+def _kept_sentences(frame: pl.LazyFrame, source: Path) -> pl.LazyFrame:
+    require_columns(pl.DataFrame(schema=frame.collect_schema()), SENTENCE_COLUMNS, source)
     return (
         frame.filter(pl.col("drop_reason").is_null())
         .with_columns(pl.coalesce("text_clean", "text").alias("text_clean"))
@@ -101,31 +117,55 @@ def span_of(text: str, max_words: int = 7) -> str | None:
     return span if 1 <= n <= max_words else None
 
 
-def sample_review_pairs(sentences: "pl.DataFrame | pl.LazyFrame", spans: list[str], k: int, seed: int,
-                        max_words: int = 7) -> pl.DataFrame:
+REVIEW_PAIR_KEYS = ["paper_id", "para", "sent"]  # a pair's position: its first sentence
+
+
+def sample_review_pairs(sentences: "pl.DataFrame | pl.LazyFrame | list[pl.LazyFrame]", spans: list[str], k: int,
+                        seed: int, max_words: int = 7) -> pl.DataFrame:
     """Up to k pairs per span whose second sentence opens with the span, drawn with a seeded hash.
 
     Sampling by a seeded hash of the pair's position (not by row order) makes the draw independent
-    of how the sentence table happens to be sorted. Only the sentences that open with one of `spans`
-    are joined to the sentence before them (para, sent - 1 of the same paper), in a streaming pass:
-    memory is those sentences and their predecessors, not all pairs of the corpus.
+    of how the sentence table happens to be sorted, and of how it is cut into parts: the draw keeps, per
+    span, the k pairs lowest in (hash, position), and the k lowest of all parts are among the k lowest of
+    each part. So `sentences` may be one table or its parts (scan_sentence_parts); parts are drawn from
+    one at a time, each carrying on the pairs kept so far, and only the sentences that open with one of
+    `spans` are joined to the sentence before them: memory is one part's such pairs plus k per span,
+    not all of the corpus's.
     """
-    keys = ["paper_id", "para", "sent"]
-    sentences = sentences.lazy()
+    parts = sentences if isinstance(sentences, list) else [sentences]
+    kept: pl.DataFrame | None = None
+    for part in parts:
+        pairs = _opening_pairs(part.lazy(), spans, max_words)
+        kept = _lowest_draws(pairs if kept is None else pl.concat([kept, pairs.select(kept.columns)]), k, seed)
+    if kept is None:
+        raise ValueError("sample_review_pairs: no sentence table or part given")
+    return kept.with_columns(_draw(seed).rank("ordinal").over(SPAN).alias("pair_no"))
+
+
+def _opening_pairs(sentences: pl.LazyFrame, spans: list[str], max_words: int) -> pl.DataFrame:
+    """The consecutive pairs (first, second) of one table whose second sentence opens with one of `spans`."""
+    keys = REVIEW_PAIR_KEYS
     seconds = (
         sentences.with_columns(span_expr("text_clean", max_words))
         .filter(pl.col(SPAN).is_in(spans))
         .select(*keys[:2], (pl.col("sent") - 1).alias("sent"), pl.col("text_clean").alias("second"), SPAN)
     )
     firsts = sentences.select(*keys, pl.col("text_clean").alias("first"))
-    pairs = firsts.join(seconds, on=keys, how="inner").select(*keys, "first", "second", SPAN).collect(engine="streaming")
+    return firsts.join(seconds, on=keys, how="inner").select(*keys, "first", "second", SPAN).collect(engine="streaming")
+
+
+def _draw(seed: int) -> pl.Expr:
     key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)], separator="|")
+    return key.hash(seed=seed)
+
+
+def _lowest_draws(pairs: pl.DataFrame, k: int, seed: int) -> pl.DataFrame:
+    """Per span the k pairs lowest in (seeded hash, position), spans in the order of their lowest pair."""
     return (
-        pairs.with_columns(key.hash(seed=seed).alias("_draw"))
-        .sort(["_draw", "paper_id", "para", "sent"])
+        pairs.with_columns(_draw(seed).alias("_draw"))
+        .sort(["_draw", *REVIEW_PAIR_KEYS])
         .group_by(SPAN, maintain_order=True)
         .head(k)
-        .with_columns(pl.col("_draw").rank("ordinal").over(SPAN).alias("pair_no"))
         .drop("_draw")
     )
 

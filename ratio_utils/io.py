@@ -234,10 +234,13 @@ class LineIndex:
 LINE_INDEX_SUFFIX = ".lines.npz"
 
 
-def line_index(path: "str | Path", store: "str | Path | None" = None) -> LineIndex:
+def line_index(path: "str | Path", store: "str | Path | None" = None, sha256: str | None = None) -> LineIndex:
     """The file's LineIndex, built in one pass (hashing and splitting lines together) and kept in `store`
     (default `<file>.lines.npz` beside it); reused while the file's size and modification time are unchanged.
-    Where the folder is read-only the index is returned without being kept (the next run builds it again)."""
+    Where the folder is read-only the index is returned without being kept (the next run builds it again).
+
+    `sha256`: the file's digest where one was already verified (a downloaded shard's, from the download
+    manifest); the pass then splits lines without hashing the file again."""
     import numpy as np
 
     path = Path(path)
@@ -250,14 +253,14 @@ def line_index(path: "str | Path", store: "str | Path | None" = None) -> LineInd
     digest = hashlib.sha256()
     offsets, position = [], 0
     with open(path, "rb") as raw:
-        hashing = io.BufferedReader(_HashingReader(raw, digest), 1 << 20)
-        text = gzip.GzipFile(fileobj=hashing, mode="rb") if path.suffix == ".gz" else hashing
+        source = raw if sha256 else io.BufferedReader(_HashingReader(raw, digest), 1 << 20)
+        text = gzip.GzipFile(fileobj=source, mode="rb") if path.suffix == ".gz" else source
         for line in text:
             offsets.append(position)
             position += len(line)
-        while hashing.read(1 << 20):  # bytes after the gzip stream still belong to the file's hash
+        while not sha256 and source.read(1 << 20):  # bytes after the gzip stream still belong to the file's hash
             pass
-    index = LineIndex(digest.hexdigest(), np.asarray(offsets, dtype=np.int64))
+    index = LineIndex(sha256 or digest.hexdigest(), np.asarray(offsets, dtype=np.int64))
     try:
         with atomic_path(store) as tmp, open(tmp, "wb") as handle:
             np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size, mtime_ns=stat.st_mtime_ns)

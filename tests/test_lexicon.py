@@ -482,3 +482,26 @@ def test_read_sentences_keeps_undropped_rows_and_checks_columns(tmp_path):
     frame.drop("drop_reason").write_parquet(tmp_path / "bad.parquet")
     with pytest.raises(InputError, match="drop_reason"):
         curation.read_sentences(tmp_path / "bad.parquet")
+
+
+def test_review_pairs_drawn_part_by_part_equal_the_in_memory_join_and_hold_one_part_at_a_time(sentences, tmp_path, monkeypatch):
+    """Per part the k lowest draws, carried on: the same sheet as joining all pairs at once, for any cut into parts,
+    while no joined frame holds more than one part's pairs."""
+    single, folder = _sentence_parts(sentences, tmp_path, n_parts=3)
+    kept = curation.read_sentences(single)
+    spans = curation.count_spans(kept, 7).head(12)["span"].to_list()
+    reference = _pairs_in_memory(kept, spans, 2, seed=5)
+    assert reference.height > 0
+    joined = []
+    opening_pairs = curation._opening_pairs
+    monkeypatch.setattr(curation, "_opening_pairs", lambda *args: joined.append(opening_pairs(*args)) or joined[-1])
+    parts = curation.scan_sentence_parts(folder)
+    assert len(parts) == 3
+    by_parts = curation.sample_review_pairs(parts, spans, 2, seed=5)
+    assert by_parts.columns == reference.columns and by_parts.equals(reference)  # row for row, spans in the same order
+    all_pairs = _pairs_in_memory(kept, spans, 10**6, seed=5).height
+    assert len(joined) == 3 and sum(f.height for f in joined) == all_pairs and max(f.height for f in joined) < all_pairs
+    # a single-file table is its own one part: the draw is the one over the whole scan, row for row
+    whole = curation.scan_sentence_parts(single)
+    assert len(whole) == 1
+    assert curation.sample_review_pairs(whole, spans, 2, seed=5).equals(curation.sample_review_pairs(curation.scan_sentences(single), spans, 2, seed=5))

@@ -446,3 +446,47 @@ def test_a_partitioned_run_keeps_a_seeded_sample_of_whole_pairs_per_move(tmp_pat
         assert rows["query_id"].tolist() == [candidates.loc[lowest, "query_id"]]
     others = [mining.sample_mined_pairs(tmp_path / "two", per_move=1, seed=seed)["query_id"].tolist() for seed in range(1, 9)]
     assert any(ids != two["query_id"].tolist() for ids in others)
+
+
+def _stamps(paths) -> dict[str, tuple[int, int]]:
+    """(inode, mtime) of each file: an atomic rewrite (temp + rename) changes both."""
+    return {f"{p.parent.name}/{p.name}": (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
+
+
+@pytest.mark.parametrize("engine", ["local", "dask"])
+def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_path, monkeypatch, sentences, lexicon, mined, engine):
+    """A run killed after part 1 (part 2's pairs written, its report not yet) redoes only part 2; a changed lexicon
+    or rule param redoes every part, and the counts and rows equal mining the whole table at once every time."""
+    from ratio_utils.config import load_config
+    from ratio_utils.parts import part_files
+
+    section = {"engine": engine, "dask_processes": False, "dask_workers": 2}
+    cfg, _ = _mine_partitioned(tmp_path, monkeypatch, sentences, lexicon, section)
+    tables = lambda: [*part_files(cfg.paths.pairs), *part_files(cfg.paths.distractors),  # noqa: E731
+                      *sorted(cfg.paths.mining_parts.glob("part-*.json"))]
+    assert len(tables()) == 9
+    (cfg.paths.mining_parts / "part-00002.json").unlink()
+    (cfg.paths.distractors / "part-00002.parquet").unlink()
+    killed = _stamps(tables())
+    result, _ = mining.mine(cfg)
+    after = _stamps(tables())
+    rewritten = sorted(name for name, stamp in after.items() if killed.get(name) != stamp)
+    assert rewritten == ["distractors.parquet/part-00002.parquet", "mining_parts/part-00002.json", "pairs.parquet/part-00002.parquet"]
+    assert result.counts == mined.counts
+    assert json.loads(cfg.paths.mining_report.read_text())["parts"] == {"total": 3, "skipped_unchanged": 2, "built": 1}
+    pd.testing.assert_frame_equal(mining.read_mined(cfg.paths.pairs), mined.pairs, check_dtype=False)
+    pd.testing.assert_frame_equal(mining.read_mined(cfg.paths.distractors), mined.distractors, check_dtype=False)
+    # the lexicon, then a rule's param, changed: every part is mined again
+    lexicon.iloc[:-1].to_parquet(cfg.paths.final_lexicon, index=False)
+    mining.mine(cfg)
+    assert json.loads(cfg.paths.mining_report.read_text())["parts"]["built"] == 3
+    stricter = load_config(overrides={"mining": {"progress": False, "min_chars": 60} | section})
+    mining.mine(stricter)
+    assert json.loads(cfg.paths.mining_report.read_text())["parts"]["built"] == 3
+    # execution settings are not in the key: the same run on the other engine reuses every part
+    other = load_config(overrides={"mining": {"progress": False, "min_chars": 60, "engine": "local" if engine == "dask" else "dask",
+                                              "dask_processes": False, "dask_workers": 1}})
+    before = _stamps(tables())
+    mining.mine(other)
+    assert json.loads(cfg.paths.mining_report.read_text())["parts"] == {"total": 3, "skipped_unchanged": 3, "built": 0}
+    assert _stamps(tables()) == before

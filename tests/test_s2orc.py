@@ -419,6 +419,32 @@ def test_parts_are_record_ranges_of_a_shard_read_from_its_line_index(tmp_path, m
     assert reader.parts(papers_per_part=3) == parts
 
 
+def test_a_downloaded_shard_is_indexed_with_the_sha256_its_manifest_recorded(tmp_path, monkeypatch):
+    """A shard the downloader verified (manifest entry with its size and mtime) is split into parts without being
+    hashed again: the parts carry the recorded digest. A shard changed since is hashed."""
+    from ratio_utils import io as ratio_io
+
+    hashed = _many_papers_shards(tmp_path / "hashed")
+    expected = S2orcReader(hashed, metadata_path=tmp_path / "hashed.parquet").parts(papers_per_part=3)
+    shards = _many_papers_shards(tmp_path / "shards")
+    gz = shards / "s2orc" / "shard-001.jsonl.gz"
+    entry = {"size": gz.stat().st_size, "sha256": hashlib.sha256(gz.read_bytes()).hexdigest(), "mtime_ns": gz.stat().st_mtime_ns}
+    (shards / s2_api.MANIFEST_NAME).write_text(json.dumps({"release": "r", "s2orc": {gz.name: entry}}))
+    (shards / "s2orc" / "shard-000.jsonl").unlink()  # a shard without a manifest entry would be hashed: left out here
+    def no_hashing(*args):
+        raise RuntimeError("a shard was hashed")
+
+    monkeypatch.setattr(ratio_io, "_HashingReader", no_hashing)
+    reader = S2orcReader(shards, metadata_path=tmp_path / "meta.parquet")
+    parts = reader.parts(papers_per_part=3)
+    assert [(p.lines, p.offset, p.digests) for p in parts] == [(p.lines, p.offset, p.digests) for p in expected[2:]]
+    # the shard rewritten after the download (same bytes, new mtime): its recorded digest is not trusted
+    (gz.parent / f"{gz.name}{ratio_io.LINE_INDEX_SUFFIX}").unlink()
+    gz.write_bytes(gz.read_bytes())
+    with pytest.raises(RuntimeError, match="hashed"):
+        reader.parts(papers_per_part=3)
+
+
 def test_a_part_never_builds_the_papers_metadata(tmp_path):
     shards = _many_papers_shards(tmp_path / "shards")
     reader = S2orcReader(shards, metadata_path=tmp_path / "meta.parquet")

@@ -114,10 +114,11 @@ class CorpusReader(Protocol):
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]: ...
 
 
-def line_parts(corpus: str, path: "str | Path", per_part: int) -> list[InputPart]:
+def line_parts(corpus: str, path: "str | Path", per_part: int, sha256: str | None = None) -> list[InputPart]:
     """Ranges of `per_part` lines of one JSONL(.gz) file (one record a line), each with the byte offset it
-    starts at and the file's SHA-256, from the file's line index (built once, kept beside the file)."""
-    index = line_index(path)
+    starts at and the file's SHA-256, from the file's line index (built once, kept beside the file; `sha256`:
+    the file's already verified digest, see io.line_index)."""
+    index = line_index(path, sha256=sha256)
     return [InputPart(corpus, (str(path),), (first, min(first + per_part - 1, index.n_lines)),
                       int(index.offsets[first - 1]), (index.sha256,))
             for first in range(1, index.n_lines + 1, per_part)]

@@ -26,7 +26,7 @@ from ..config import load_config
 from ..download import ChecksumError, Checksums, DownloadError, RateLimiter, download_file, redact_url, retrying_session
 from ..io import write_json_atomic
 from .base import CorpusParams, S2orcParams
-from .s2orc import default_download_dir
+from .s2orc import MANIFEST_NAME, default_download_dir, verified_unchanged
 
 API_KEY_ENV = "S2_API_KEY"
 
@@ -129,15 +129,6 @@ def download_shard(urls: ShardUrls, name: str, target: Path, expected: Checksums
                 urls.relist()
 
 
-def verified_unchanged(target: Path, entry: dict) -> bool:
-    """Whether `target` is the file the manifest entry recorded after verifying it (same size and mtime):
-    a finished shard is then trusted without hashing it again (hundreds of GB at the paper's size)."""
-    if not (entry.get("sha256") and "mtime_ns" in entry and target.is_file()):
-        return False
-    stat = target.stat()
-    return stat.st_size == entry.get("size") and stat.st_mtime_ns == entry["mtime_ns"]
-
-
 def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str | Path", progress: bool = True) -> dict:
     """Download the shards of every dataset in `params.datasets` into `dest/<dataset>/`.
 
@@ -147,7 +138,7 @@ def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str |
     their URL expired. Returns the manifest: dataset -> shard name -> {size, sha256, mtime_ns}.
     """
     dest = Path(dest)
-    manifest_path = dest / "manifest.json"
+    manifest_path = dest / MANIFEST_NAME
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest["release"] = params.release
     for dataset in params.datasets:

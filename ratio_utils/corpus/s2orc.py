@@ -149,6 +149,18 @@ def _date(value) -> _dt.date | None:
         return None
 
 
+MANIFEST_NAME = "manifest.json"  # in the download folder: dataset -> shard name -> {size, sha256, mtime_ns}
+
+
+def verified_unchanged(target: Path, entry: dict) -> bool:
+    """Whether `target` is the file the manifest entry recorded after verifying it (same size and mtime):
+    a finished shard is then trusted without hashing it again (hundreds of GB at the paper's size)."""
+    if not (entry.get("sha256") and "mtime_ns" in entry and target.is_file()):
+        return False
+    stat = target.stat()
+    return stat.st_size == entry.get("size") and stat.st_mtime_ns == entry["mtime_ns"]
+
+
 class S2orcReader:
     """Papers from downloaded `papers` and full-text shards (`<dir>/papers/*`, `<dir>/s2orc/*` or `<dir>/s2orc_v2/*`)."""
 
@@ -306,7 +318,17 @@ class S2orcReader:
     def parts(self, papers_per_part: int) -> list[InputPart]:
         """Ranges of `papers_per_part` records of each full-text shard (records, selected or not: the
         selection is known only when a part is read), from the shard's line index."""
-        return [part for shard in self._shards(self.text_dataset) for part in line_parts(self.corpus, shard, papers_per_part)]
+        return [part for shard in self._shards(self.text_dataset)
+                for part in line_parts(self.corpus, shard, papers_per_part, self._downloaded_sha256(shard))]
+
+    def _downloaded_sha256(self, shard: Path) -> str | None:
+        """The SHA-256 the downloader verified and recorded for this shard (`manifest.json` beside the dataset
+        folders), while the file is the one it recorded (same size and mtime); else None (hash it)."""
+        manifest = self.shard_dir / MANIFEST_NAME
+        if not manifest.is_file():
+            return None
+        entry = json.loads(manifest.read_text()).get(shard.parent.name, {}).get(shard.name, {})
+        return entry["sha256"] if verified_unchanged(shard, entry) else None
 
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
         record = self._built_metadata()

@@ -33,7 +33,7 @@ from .extraction import (
     prepare_sentences,
 )
 from .matcher import NO_COMMA, NO_MARKER, LexiconCheck, MarkerEntry, MarkerMatch, MarkerMatcher, build_matcher, match_key
-from .parallel import mine_part, mine_parts, mine_with_dask, shard_by_paper
+from .parallel import MinedPartOutputs, MinedParts, mine_part, mine_parts, mine_with_dask, mining_run_key, shard_by_paper
 from .stage import (
     EXAMPLE_SAMPLE_PER_MOVE,
     MINED_ORDER,
@@ -50,7 +50,8 @@ __all__ = [
     "MiningParams", "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
     "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult", "combine",
     "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences", "NO_COMMA",
-    "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "mine_part",
+    "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "MinedPartOutputs",
+    "MinedParts", "mine_part", "mining_run_key",
     "mine_parts", "mine_with_dask", "shard_by_paper", "EXAMPLE_SAMPLE_PER_MOVE", "MINED_ORDER", "drop_count_table", "read_mined_summary", "sample_mined_pairs", "example_pairs", "marker_frequencies",
     "mine", "read_mined",
 ]  # fmt: skip

@@ -3,19 +3,25 @@
 
 `mine_parts` reads every `sentences.parquet/part-i.parquet` and writes `pairs.parquet/part-i.parquet` and
 `distractors.parquet/part-i.parquet` (atomically, one pair of parts per task): no process holds the corpus,
-and only the matcher and the rule counts travel.
+and only the matcher and the rule counts travel. Each mined part's report (`cfg.paths.mining_parts/part-i.json`:
+its key and counts) is written after both tables, so it marks the part finished; the key hashes the sentence
+part's bytes, the mining params that change rows and the lexicon's SHA-256, and a rerun (a killed notebook 05
+resumed) takes a finished part's counts from its report instead of mining it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..cluster import dask_client
-from ..io import write_parquet_atomic
+from ..io import sha256_file, write_json_atomic, write_parquet_atomic
 from ..params import MiningParams
 from ..parts import part_files, part_path, remove_parts_from, reset_table
 from ..schema import SENTENCE_COLUMNS
@@ -64,17 +70,55 @@ def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
         return combine(results)
 
 
-def mine_part(sentence_part: str, index: int, matcher: MarkerMatcher, params: MiningParams, pairs: str, distractors: str) -> Counter:
-    """Mine one sentence part and write its pairs and distractors parts (same number); return the counts.
+# Settings that decide where and how fast parts are mined, not their rows: left out of a part's key.
+EXECUTION_SETTINGS = {"engine", "dask_scheduler", "dask_workers", "dask_processes", "shards", "progress"}
 
-    Runs on a Dask worker (or in the local process): the worker reads its own part and writes its
+
+def mining_run_key(params: MiningParams, lexicon_digest: str) -> str:
+    """What every mined part of a run depends on besides its sentences: the rules' params and the lexicon."""
+    settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
+    return hashlib.sha256(json.dumps({"params": settings, "lexicon": lexicon_digest}, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class MinedPartOutputs:
+    """Where the mined part `index` goes (plain paths: the task may run on a Dask worker)."""
+
+    index: int
+    pairs: Path
+    distractors: Path
+    report: Path
+
+    @classmethod
+    def of(cls, pairs: "str | Path", distractors: "str | Path", reports: "str | Path", index: int) -> "MinedPartOutputs":
+        return cls(index, part_path(pairs, index), part_path(distractors, index), Path(reports) / f"part-{index:05d}.json")
+
+    def finished(self, key: str) -> dict | None:
+        """The part's report if it was finished with this key and both its tables are there; else None."""
+        if not (self.report.exists() and self.pairs.exists() and self.distractors.exists()):
+            return None
+        done = json.loads(self.report.read_text())
+        return done if done.get("key") == key else None
+
+
+def mine_part(sentence_part: str, outputs: MinedPartOutputs, run_key: str, matcher: MarkerMatcher,
+              params: MiningParams) -> tuple[Counter, bool]:
+    """Mine one sentence part into its pairs and distractors parts (same number), then its report; return the
+    counts and whether the part was already finished with the same key (then nothing is mined or written).
+
+    Runs on a Dask worker (or in the local process): the worker hashes and reads its own part and writes its
     own outputs, so only the matcher and the counts travel. Paths must be visible to every worker.
     """
+    key = hashlib.sha256(f"{run_key}|{sha256_file(sentence_part)}".encode()).hexdigest()
+    done = outputs.finished(key)
+    if done is not None:
+        return Counter(done["counts"]), True
     frame = pd.read_parquet(sentence_part, columns=list(SENTENCE_COLUMNS))
     result = mine_sentences(frame, matcher, params, sentence_part)
-    write_parquet_atomic(_string_columns(result.pairs), part_path(pairs, index))
-    write_parquet_atomic(_string_columns(result.distractors), part_path(distractors, index))
-    return result.counts
+    write_parquet_atomic(_string_columns(result.pairs), outputs.pairs)
+    write_parquet_atomic(_string_columns(result.distractors), outputs.distractors)
+    write_json_atomic(outputs.report, {"key": key, "sentences": Path(sentence_part).name, "counts": {k: int(n) for k, n in result.counts.items()}})  # last
+    return result.counts, False
 
 
 def _string_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -82,12 +126,25 @@ def _string_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object})
 
 
-def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str | Path", matcher: MarkerMatcher,
-               params: MiningParams, client=None) -> Counter:
-    """Mine every part of a partitioned sentence table into pairs/distractors parts; return the summed counts.
+@dataclass
+class MinedParts:
+    """What `mine_parts` did: the rule counts summed over parts, and how many parts a rerun found finished."""
+
+    counts: Counter
+    total: int
+    reused: int
+
+    def summary(self) -> dict[str, int]:
+        return {"total": self.total, "skipped_unchanged": self.reused, "built": self.total - self.reused}
+
+
+def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str | Path", reports: "str | Path",
+               matcher: MarkerMatcher, params: MiningParams, lexicon_digest: str, client=None) -> MinedParts:
+    """Mine every part of a partitioned sentence table into pairs/distractors parts and their reports.
 
     `engine: local` mines the parts one after another in this process; `engine: dask` (or a given
     client) sends the matcher once to every worker and one task per part. Both write the same parts.
+    A part already finished with the same key (`mine_part`) is not mined again.
     """
     from tqdm.auto import tqdm
 
@@ -95,18 +152,26 @@ def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str |
     for table in (pairs, distractors):
         reset_table(table, partitioned=True)
         remove_parts_from(table, len(parts))
-    jobs = [(str(path), index) for index, path in enumerate(parts)]
-    counts: Counter = Counter()
+    for stale in sorted(Path(reports).glob("part-*.json"))[len(parts):]:
+        stale.unlink()
+    run_key = mining_run_key(params, lexicon_digest)
+    jobs = [(str(path), MinedPartOutputs.of(pairs, distractors, reports, index)) for index, path in enumerate(parts)]
+    mined = MinedParts(Counter(), len(jobs), 0)
+
+    def add(counts: Counter, reused: bool) -> None:
+        mined.counts.update(counts)
+        mined.reused += reused
+
     if params.engine == "local" and client is None:
-        for path, index in tqdm(jobs, desc="sentence parts", disable=not params.progress):
-            counts.update(mine_part(path, index, matcher, _quiet(params), str(pairs), str(distractors)))
-        return counts
+        for path, outputs in tqdm(jobs, desc="sentence parts", disable=not params.progress):
+            add(*mine_part(path, outputs, run_key, matcher, _quiet(params)))
+        return mined
     from dask.distributed import as_completed
 
     with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
         matcher_future = client.scatter(matcher, broadcast=True)
-        futures = [client.submit(mine_part, path, index, matcher_future, _quiet(params), str(pairs), str(distractors), pure=False)
-                   for path, index in jobs]
+        futures = [client.submit(mine_part, path, outputs, run_key, matcher_future, _quiet(params), pure=False)
+                   for path, outputs in jobs]
         for future in tqdm(as_completed(futures), total=len(futures), desc="sentence parts", disable=not params.progress):
-            counts.update(future.result())
-    return counts
+            add(*future.result())
+    return mined

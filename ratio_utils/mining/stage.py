@@ -3,8 +3,8 @@ write the outputs and the report; the displays of the mined rows.
 
 Reads `cfg.paths.sentences` (schema.SENTENCE_COLUMNS; a file or a folder of parts) and `cfg.paths.final_lexicon`
 (schema.LEXICON_COLUMNS); writes `cfg.paths.pairs`, `cfg.paths.distractors` (a file, or a folder of parts
-for a partitioned sentence table), `cfg.paths.mining_report` (every rule counted) and
-`cfg.paths.lexicon_conflicts`.
+for a partitioned sentence table, with a report per part in `cfg.paths.mining_parts`, the resume record),
+`cfg.paths.mining_report` (every rule counted) and `cfg.paths.lexicon_conflicts`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_path, write_json_atomic, write_parquet_atomic
+from ..io import atomic_path, sha256_file, write_json_atomic, write_parquet_atomic
 from ..params import MiningParams
 from ..parts import object_text, part_files, read_table, reset_table, scan_table
 from ..schema import SENTENCE_COLUMNS
@@ -41,10 +41,12 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
     _check_inputs(cfg)
     lexicon = pd.read_parquet(cfg.paths.final_lexicon)
     matcher, check = build_matcher(lexicon, params.extension_max_words, cfg.paths.final_lexicon)
+    mined = None
     if Path(cfg.paths.sentences).is_dir():
-        counts = mine_parts(cfg.paths.sentences, cfg.paths.pairs, cfg.paths.distractors, matcher, params, client)
+        mined = mine_parts(cfg.paths.sentences, cfg.paths.pairs, cfg.paths.distractors, cfg.paths.mining_parts, matcher,
+                           params, sha256_file(cfg.paths.final_lexicon), client)
         result = MiningResult(read_mined_summary(cfg.paths.pairs, ["move", "marker"]),
-                              read_mined_summary(cfg.paths.distractors, ["category"]), counts,
+                              read_mined_summary(cfg.paths.distractors, ["category"]), mined.counts,
                               examples=sample_mined_pairs(cfg.paths.pairs, EXAMPLE_SAMPLE_PER_MOVE, cfg.seed))
     else:
         sentences = pd.read_parquet(cfg.paths.sentences, columns=list(SENTENCE_COLUMNS))
@@ -57,6 +59,8 @@ def mine(cfg, client=None) -> tuple[MiningResult, LexiconCheck]:
         write_parquet_atomic(result.pairs, cfg.paths.pairs)
         write_parquet_atomic(result.distractors, cfg.paths.distractors)
     report = result.report()
+    if mined is not None:
+        report["parts"] = mined.summary()
     report["lexicon"] = check.summary()
     report["params"] = dict(params.__dict__)
     report["inputs"] = {"sentences": str(cfg.paths.sentences), "lexicon": str(cfg.paths.final_lexicon)}

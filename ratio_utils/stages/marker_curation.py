@@ -74,8 +74,9 @@ class MarkerCurationStage:
     def review_sheet(self, shown: int = 5) -> pd.DataFrame:
         """k seeded pairs per top span, one sheet per reviewer."""
         top = self.span_counts.head(self.params.top_spans)
-        sampled = curation.sample_review_pairs(self.sentences, top["span"].to_list(), self.params.pairs_per_span,
-                                               self.cfg.seed, self.params.max_span_words)
+        # part by part: a partitioned corpus's pairs are never held together (curation.sample_review_pairs)
+        sampled = curation.sample_review_pairs(curation.scan_sentence_parts(self.cfg.paths.sentences), top["span"].to_list(),
+                                               self.params.pairs_per_span, self.cfg.seed, self.params.max_span_words)
         sheet = curation.review_sheet(top, sampled, self.params.reviewers)
         files = curation.write_review_sheet(sheet, self.cfg.paths.lexicon_review, self.params.reviewers)
         say(f"{written_files(files, self.cfg)} {len(sheet):,} pairs for {sheet['span'].nunique()} spans")
