@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import analysis, stats
+from .. import retrieval_analyses as analysis, stats
 from ..benchmark import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
