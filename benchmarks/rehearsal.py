@@ -10,7 +10,7 @@ paragraphs are recombined from the default run's sentence table (`--sentences`),
 selected papers (`--base` defaults to that table's row count, so 16x is about 5M sentences), plus papers of
 another field, computer-science papers without a publication date, doubled paragraph spans and two bad
 records per shard. The loopback stand-in of the Datasets API and its bucket (tests/s2_stub.py) serves it,
-and `python -m ratio_utils.s2orc` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
+and `python -m ratio_utils.corpus.s2_api` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
 Each notebook then runs on its own through the pipeline (`python -m ratio_utils.pipeline --only NN`) under
 a params file that extends params/rehearsal.yaml with the stub's address and the layout, with
 RATIO_OUTPUT_ROOT the size's work folder and no LLM key. Per notebook: wall time, peak RSS of the driver
@@ -258,9 +258,9 @@ def serve_release(release: Path, stub: FakeS3AndApi) -> None:
 
 
 def download(params_file: Path) -> Measured:
-    """Notebook 00's download path: `python -m ratio_utils.s2orc` against the stub."""
+    """Notebook 00's download path: `python -m ratio_utils.corpus.s2_api` against the stub."""
     output_root = load_config(params_file).paths.root
-    command = [sys.executable, "-m", "ratio_utils.s2orc", "--params", str(params_file)]
+    command = [sys.executable, "-m", "ratio_utils.corpus.s2_api", "--params", str(params_file)]
     measured = run_measured(command, child_env(output_root, api_key=True), output_root / "logs" / "download.log", "download",
                             roles={"driver": lambda cmdline: True, "worker": lambda cmdline: False})
     if measured.returncode != 0:
