@@ -103,7 +103,7 @@ def _sum(*counts: int | None) -> int | None:
 
 
 def _benchmark_rows(cfg: Config, splits: tuple[str, ...], pools: bool) -> int | None:
-    from ratio_utils.benchmark import candidates_path, pairs_path
+    from ratio_utils.benchmark_release import candidates_path, pairs_path
     from ratio_utils.schema import MOVES, POOL_SPLITS
 
     root = cfg.paths.benchmark
@@ -114,7 +114,7 @@ def _benchmark_rows(cfg: Config, splits: tuple[str, ...], pools: bool) -> int | 
 
 
 def _test_pool_rows(cfg: Config) -> int | None:
-    from ratio_utils.benchmark import candidates_path
+    from ratio_utils.benchmark_release import candidates_path
 
     return _table_rows(candidates_path(cfg.paths.benchmark, "test"))
 

@@ -4,7 +4,7 @@ from Python, or `python -m ratio_utils.evaluate` (`ratio-evaluate`), a thin wrap
 Ranks every query of a move and split against the split's shared candidate pool (silver queries
 against the full test pool), the query's own sentence excluded, and reports Recall@k, MRR@k and
 HR@k (ratio_utils.metrics; MRR@10 is the primary metric). Works on our rebuilt benchmark and on a
-directory in the official release layout (ratio_utils.benchmark). See docs/evaluate_your_model.md.
+directory in the official release layout (ratio_utils.benchmark_release). See docs/evaluate_your_model.md.
 
 Writes: the JSON result given by --out (model, fingerprint, benchmark file checksums, parameters,
 scores), and with --runs-dir the run files (<runs-dir>/<system>/<move>/<split>.parquet + .trec).
@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .benchmark import candidates_path, load_benchmark, pairs_path
+from .benchmark_release import candidates_path, load_benchmark, pairs_path
 from .io import sha256_file, write_json_atomic
 from .metrics import DEFAULT_KS, PRIMARY_METRIC
 from .schema import MOVES, Move, Split

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .benchmark import PROVENANCE_DIR
+from .benchmark_release import PROVENANCE_DIR
 from .io import write_json_atomic
 
 SILVER_RECORD = Path(PROVENANCE_DIR) / "silver.json"  # under the benchmark root

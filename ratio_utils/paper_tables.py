@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .benchmark import Benchmark, load_benchmark
+from .benchmark_release import Benchmark, load_benchmark
 from .config import Config
 from .intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
 from .io import InputError

@@ -12,7 +12,7 @@ import pytest
 
 from ratio_utils import retrieval_analyses, stats
 from ratio_utils.paper_tables import DAGGER
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.retrieval.base import Retriever
 
 
@@ -107,7 +107,7 @@ class _GoldAtRank(Retriever):
 def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatch):
     """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
-    from ratio_utils.benchmark import write_pool
+    from ratio_utils.benchmark_release import write_pool
     from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ratio_utils import claims, label_sources
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.report import read_records, records_frame, write_table
 from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines

@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.evaluate import main
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ratio_utils import dataset
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import load_config
 from ratio_utils.paper_tables import Expected, assemble_tables
 from ratio_utils.pipeline import RUN_DIR_ENV

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..benchmark import load_benchmark, pairs_path, write_pairs
+from ..benchmark_release import load_benchmark, pairs_path, write_pairs
 from ..config import REPO_ROOT, Config
 from ..io import write_parquet_atomic
 from ..label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source

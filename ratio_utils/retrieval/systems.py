@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..config import Config
 from ..io import read_json_if_exists
 from ..models import model_fingerprint, model_name
@@ -160,7 +160,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     texts, so the embeddings come from the cache (models.model_fingerprint ignores results.json) and
     only the search runs again.
     """
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
     from ..train import load_train_params
 
     params = params or load_retrieval_params(cfg)

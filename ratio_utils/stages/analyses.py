@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import retrieval_analyses as analysis, stats
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
 from ..report import records_frame

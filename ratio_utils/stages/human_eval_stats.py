@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import human_eval, stats
-from ..benchmark import Benchmark, load_benchmark
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
 from ..human_eval import SETUPS, HumanEvalParams
 from ..io import read_json_if_exists

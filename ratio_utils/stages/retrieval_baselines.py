@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..config import Config
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..params import RetrievalParams

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .. import stats, unified
-from ..benchmark import load_benchmark
+from ..benchmark_release import load_benchmark
 from ..config import Config, load_config
 from ..display import show_figure
 from ..io import read_json_if_exists

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from .. import stats
-from ..benchmark import load_benchmark
+from ..benchmark_release import load_benchmark
 from ..config import REPO_ROOT, Config
 from ..io import read_json_if_exists
 from ..label_sources import silver_sources
