@@ -115,7 +115,7 @@ def test_no_committed_output_holds_a_machine_path():
 
 
 def test_provenance_records_relative_paths(cfg):
-    from ratio_utils.report import provenance
+    from ratio_utils.published import provenance
 
     cfg.paths.pairs.parent.mkdir(parents=True)
     cfg.paths.pairs.write_text("x")

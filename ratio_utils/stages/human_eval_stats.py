@@ -27,7 +27,7 @@ from ..human_eval import SETUPS, HumanEvalParams
 from ..io import read_json_if_exists
 from ..models import model_name
 from ..params import TrainParams
-from ..report import write_table
+from ..published import write_table
 from ..retrieval.runs import system_name
 from ..retrieval.scoring import get_or_record_run
 from ..schema import GENERIC_PREFIXES, Move

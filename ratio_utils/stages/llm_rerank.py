@@ -28,7 +28,7 @@ from ..config import REPO_ROOT, Config
 from ..io import write_json_atomic
 from ..label_sources import REPLAYED_FROM, rerank_source, silver_sources
 from ..llm import ChatRequest, ChatResult, LLMClient
-from ..report import write_table
+from ..published import write_table
 from ..rerank import (
     REPAIR_RULES,
     QueryCounts,

@@ -33,7 +33,7 @@ from .. import claims, stats
 from ..config import Config
 from ..io import sha256_tree, write_text_atomic
 from ..label_sources import notes as label_notes
-from ..report import read_records
+from ..published import read_records
 from ..schema import MOVES, Split
 from ..params import SummaryParams
 
@@ -427,7 +427,7 @@ def wall_times(cfg: Config) -> pd.DataFrame:
 
 
 def provenance(cfg: Config) -> dict[str, Any]:
-    from ..report import git_commit
+    from ..published import git_commit
 
     return {"git commit": git_commit() or "unknown", "params file": Path(cfg.source).name if cfg.source else None,
             "params name": cfg.name, "params sha256": params_hash(cfg)[:16], "seed": cfg.seed}
@@ -563,7 +563,7 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
 
 def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
     """Collect the summary, save its figures and write reports/summary.md."""
-    from ..report import save_figure, set_figure_style
+    from ..published import save_figure, set_figure_style
 
     set_figure_style()
     summary = collect(cfg, params)
