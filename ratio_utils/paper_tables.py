@@ -41,7 +41,7 @@ from .label_sources import rerank_source, silver_sources
 from .metrics import per_query_metrics
 from .published import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info, reranked_system_name, system_name, system_slug
-from .retrieval.scoring import run_queries
+from .retrieval.ranking import run_queries
 from .retrieval.systems import STAGE as BASELINE_STAGE
 from .retrieval.systems import TUNED_STAGE
 from .run_records import count_reused

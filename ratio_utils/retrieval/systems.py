@@ -3,10 +3,10 @@
 A `System` is one row (model, prefix kind, setup); `plan_systems` lists the rows notebook 08 runs from the `retrieval:`
 params section, `make_retriever` builds the retriever of a row for a move, `tuned_model` is notebook 09's fine-tuned
 retriever of a move, and `record_tuned_runs` writes its run files, searched like notebook 08's baselines (and kept
-where a run file with the same key is there: scoring.get_or_record_run).
+where a run file with the same key is there: ranking.get_or_record_run).
 
 Reads:  the benchmark; notebook 09's models/<base>__<move>/ and their results.json (tuned_model).
-Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through scoring.get_or_record_run).
+Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through ranking.get_or_record_run).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
 from .runs import RunInfo, system_name
-from .scoring import get_or_record_run
+from .ranking import get_or_record_run
 
 STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
 

@@ -35,7 +35,7 @@ from ..intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, pair
 from ..paper_tables import DAGGER, FULL_COLUMNS, metric_key
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
-from ..retrieval.scoring import benchmark_queries
+from ..retrieval.ranking import benchmark_queries
 from ..schema import MOVES, Move, Split
 from ..params import AnalysisParams
 

@@ -29,7 +29,7 @@ from ..models import model_name
 from ..params import TrainParams
 from ..published import write_table
 from ..retrieval.runs import system_name
-from ..retrieval.scoring import get_or_record_run
+from ..retrieval.ranking import get_or_record_run
 from ..schema import GENERIC_PREFIXES, Move
 from ..stats import INDICATIVE_BELOW
 
