@@ -1,5 +1,5 @@
-"""Evaluate your own retriever on Ratio: `ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`
-from Python, or `python -m ratio_utils.evaluate` (`ratio-evaluate`), a thin wrapper around it.
+"""Evaluate your own retriever on Ratio: `evaluate(model_or_retriever, benchmark, split, move)`, exported as
+`ratio_utils.evaluate`, and its command line `main` (`python -m ratio_utils.evaluate`, `ratio-evaluate`).
 
 Ranks every query of a move and split against the split's shared candidate pool (silver queries
 against the full test pool), the query's own sentence excluded, and reports Recall@k, MRR@k and
@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +139,7 @@ def benchmark_file_checksums(bench, plan: dict[Move, Split]) -> dict[str, str]:
     return {str(p.relative_to(bench.root)): sha256_file(p) for p in sorted(files)}
 
 
-def evaluate_retriever(
+def evaluate(
     model_or_retriever: "str | os.PathLike | Any",
     benchmark: "str | os.PathLike | None" = None,
     split: str = "silver",
@@ -183,10 +182,10 @@ def evaluate_retriever(
         batch_size=batch_size, device=device, cache_dir=Path(cache_dir) if cache_dir else None,
         fp16_storage=fp16_storage, runs_dir=Path(runs_dir) if runs_dir else None, name=name,
     )
-    return _evaluate(args)
+    return _evaluate_parsed(args)
 
 
-def _evaluate(args: argparse.Namespace) -> dict:
+def _evaluate_parsed(args: argparse.Namespace) -> dict:
     from .models import model_fingerprint, resolve_model_path
     from .retrieval import run_and_score
 
@@ -261,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.pop("out")
     model = args.pop("model")
     try:
-        result = evaluate_retriever(model, args.pop("benchmark"), args.pop("split"), args.pop("move"),
+        result = evaluate(model, args.pop("benchmark"), args.pop("split"), args.pop("move"),
                                     params_file=args.pop("params"), **args)
     except (EvaluationError, FileNotFoundError) as exc:
         print(f"ratio-evaluate: error: {exc}", file=sys.stderr)
@@ -272,16 +271,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"result written to {out}")
     return 0
 
-
-class _CallableModule(types.ModuleType):
-    """`ratio_utils.evaluate` is both this module (the CLI: `python -m ratio_utils.evaluate`) and the
-    public function: calling the module calls `evaluate_retriever`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> dict:
-        return evaluate_retriever(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-
-if __name__ == "__main__":
-    sys.exit(main())
