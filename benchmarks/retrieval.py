@@ -115,7 +115,7 @@ def main() -> None:
     import pandas as pd
     from ranx import Qrels, Run, evaluate
 
-    from ratio_utils.benchmark import load_benchmark
+    from ratio_utils.benchmark_release import load_benchmark
     from ratio_utils.config import load_config
     from ratio_utils.metrics import DEFAULT_KS, evaluate_run, order_run
     from ratio_utils.retrieval import GENERIC_PREFIXES, BM25Retriever, DenseRetriever, benchmark_queries

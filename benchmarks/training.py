@@ -28,7 +28,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ratio_utils.benchmark import load_benchmark  # noqa: E402
+from ratio_utils.benchmark_release import load_benchmark  # noqa: E402
 from ratio_utils.config import load_config  # noqa: E402
 from ratio_utils.models import load_sentence_transformer, resolve_model_path  # noqa: E402
 from ratio_utils.schema import MOVES, Split  # noqa: E402

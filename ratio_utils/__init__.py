@@ -3,17 +3,18 @@
 Notebook ``NN_<name>`` calls its stage module :mod:`ratio_utils.stages.<name>`, which calls the library
 modules (see docs/architecture.md); shared concepts live in :mod:`ratio_utils.schema`, file helpers in
 :mod:`ratio_utils.io`, run configuration in :mod:`ratio_utils.config` and table/figure output in
-:mod:`ratio_utils.report`. ``ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`` scores a retriever.
+:mod:`ratio_utils.published`. ``ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`` scores a retriever
+(:func:`ratio_utils.evaluation.evaluate`).
 """
 
 __version__ = "0.1.0"
+__all__ = ["evaluate"]
 
 
 def __getattr__(name: str):
-    # `ratio_utils.evaluate(model_or_retriever, benchmark, split, move)`: the evaluate module is callable.
-    # Imported on first use, so `python -m ratio_utils.evaluate` does not find it imported twice.
+    # `evaluate` is imported on first use: it pulls in pandas, and `import ratio_utils.config` must stay light.
     if name == "evaluate":
-        import importlib
+        from .evaluation import evaluate
 
-        return importlib.import_module(".evaluate", __name__)
+        return evaluate
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

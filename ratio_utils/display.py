@@ -10,7 +10,7 @@ from pathlib import Path
 from IPython.display import Image, Markdown, display
 
 from .config import Config
-from .report import save_figure
+from .published import save_figure
 
 
 def say(text: str) -> None:

@@ -18,7 +18,7 @@ list it; a run must not rank it for that query. BEIR's `EvaluateRetrieval.evalua
 default (`ignore_identical_ids=True`); for trec_eval / ir_measures, drop run lines whose docid equals
 the qid (run files of `ratio_utils.retrieval` never contain them). `export.json` counts such queries.
 
-Reads: the benchmark (ratio_utils.benchmark). Writes: OUT/ (default data/processed/exports/<format>/<move>/).
+Reads: the benchmark (ratio_utils.benchmark_release). Writes: OUT/ (default data/processed/exports/<format>/<move>/).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .benchmark import Benchmark, load_benchmark
+from .benchmark_release import Benchmark, load_benchmark
 from .io import atomic_path, write_json_atomic
 from .schema import MOVES, Move, Split
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .benchmark import Benchmark
+from .benchmark_release import Benchmark
 from .io import InputError, iter_jsonl, write_json_atomic, write_text_atomic
 from .retrieval.runs import read_run, run_path
 from .schema import MOVES, Move, Split

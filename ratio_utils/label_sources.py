@@ -9,7 +9,7 @@ who answered, from one record per label source written where the labels are prod
   outside the benchmark checksum (`Benchmark.checksum`), since it describes the labels, not the data;
 - a reranked run: the `retriever` entry of its sidecar (`retrieval.runs.RunInfo`), written by notebook 10.
 
-Readers: `report.write_table` / `report.save_figure` (`labels=`), `paper_tables`, the analyses, the
+Readers: `published.write_table` / `published.save_figure` (`labels=`), `paper_tables`, the analyses, the
 unified and fine-tuning tables, the summary.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .benchmark import PROVENANCE_DIR
+from .benchmark_release import PROVENANCE_DIR
 from .io import write_json_atomic
 
 SILVER_RECORD = Path(PROVENANCE_DIR) / "silver.json"  # under the benchmark root

@@ -32,16 +32,16 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .benchmark import Benchmark, load_benchmark
+from .benchmark_release import Benchmark, load_benchmark
 from .config import Config
 from .intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
 from .io import InputError
 from .label_sources import notes as label_notes
 from .label_sources import rerank_source, silver_sources
 from .metrics import per_query_metrics
-from .report import records_frame
+from .published import records_frame
 from .retrieval.runs import RERANK_SUFFIX, RunInfo, read_run, read_run_info, reranked_system_name, system_name, system_slug
-from .retrieval.scoring import run_queries
+from .retrieval.ranking import run_queries
 from .retrieval.systems import STAGE as BASELINE_STAGE
 from .retrieval.systems import TUNED_STAGE
 from .run_records import count_reused
@@ -532,7 +532,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
                     n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
     """Tables 1, 7, 8 and the rerank comparison from the run files (cfg.paths.retrieval_runs) of the systems
     expected (default: `expected_rows(cfg, through)`, the params' rows of the notebooks up to `through`)."""
-    from .report import write_table
+    from .published import write_table
 
     bench = bench or load_benchmark(cfg.paths.benchmark)
     expected = expected if expected is not None else expected_rows(cfg, through)

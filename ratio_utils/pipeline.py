@@ -35,7 +35,7 @@ from pathlib import Path
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
 from .params import PipelineParams  # noqa: F401  (the `pipeline` section, re-exported)
-from .report import machine_path_replacements
+from .published import machine_path_replacements
 from .run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"

@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from .benchmark import Benchmark, load_benchmark
+from .benchmark_release import Benchmark, load_benchmark
 from .config import Config
 from .distributed import barrier, is_main_process, world_size
 from .io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
@@ -302,7 +302,7 @@ def _with_interval(mean: float | None, values: list[float] | None) -> str:
 
 
 def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
-    from .report import write_table
+    from .published import write_table
 
     params = params or load_train_params(cfg)
     table = collect_colbert_rows(cfg, params)

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .benchmark import Benchmark, load_benchmark
+from .benchmark_release import Benchmark, load_benchmark
 from .config import Config
 from .io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
 from .retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, instructed_query_prefix

@@ -20,7 +20,7 @@ import pytest
 
 from loopback import loopback_http
 
-from ratio_utils.benchmark import write_pairs, write_pool
+from ratio_utils.benchmark_release import write_pairs, write_pool
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.schema import Move, Split, sentence_id
 

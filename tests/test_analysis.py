@@ -10,26 +10,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import analysis, stats
+from ratio_utils import retrieval_analyses, stats
 from ratio_utils.paper_tables import DAGGER
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.retrieval.base import Retriever
 
 
 def test_word_sets_are_the_bm25_preprocessing():
-    words = analysis.WordSets()
+    words = retrieval_analyses.WordSets()
     # lower case, stopwords ('the', 'are', 'on') removed, Snowball stems
     assert words("The parsers are overfitting on the small treebanks") == {"parser", "overfit", "small", "treebank"}
 
 
 def test_jaccard_hand_computed():
-    words = analysis.WordSets()
+    words = retrieval_analyses.WordSets()
     query = words("Parsers overfit small treebanks")  # {parser, overfit, small, treebank}
-    assert analysis.jaccard(query, words("the parser overfits")) == pytest.approx(2 / 4)
-    assert analysis.jaccard(query, words("small parsers and large treebanks")) == pytest.approx(3 / 5)
-    assert analysis.jaccard(query, words("nothing shared here")) == 0.0
-    assert analysis.jaccard(query, query) == 1.0
-    assert analysis.jaccard(frozenset(), frozenset()) == 0.0  # two stopword-only texts share nothing
+    assert retrieval_analyses.jaccard(query, words("the parser overfits")) == pytest.approx(2 / 4)
+    assert retrieval_analyses.jaccard(query, words("small parsers and large treebanks")) == pytest.approx(3 / 5)
+    assert retrieval_analyses.jaccard(query, words("nothing shared here")) == 0.0
+    assert retrieval_analyses.jaccard(query, query) == 1.0
+    assert retrieval_analyses.jaccard(frozenset(), frozenset()) == 0.0  # two stopword-only texts share nothing
 
 
 def test_overlap_at_k_averages_the_top_k_in_metric_order():
@@ -37,13 +37,13 @@ def test_overlap_at_k_averages_the_top_k_in_metric_order():
     docs = {"a": "the parser overfits", "b": "small parsers and large treebanks", "c": "nothing shared here", "q": "x"}
     # ranks in the file are ignored: order by score desc (b, a, c); tie-free
     run = pd.DataFrame({"qid": ["q"] * 3, "docid": ["a", "b", "c"], "rank": [1, 2, 3], "score": [0.5, 0.9, 0.1]})
-    frame = analysis.overlap_at_k(run, queries, docs, ks=(1, 2, 3, 10))
+    frame = retrieval_analyses.overlap_at_k(run, queries, docs, ks=(1, 2, 3, 10))
     assert frame.loc["q", 1] == pytest.approx(3 / 5)
     assert frame.loc["q", 2] == pytest.approx((3 / 5 + 2 / 4) / 2)
     assert frame.loc["q", 3] == pytest.approx((3 / 5 + 2 / 4 + 0) / 3)
     assert frame.loc["q", 10] == pytest.approx(frame.loc["q", 3])  # fewer than k candidates: the mean of those there
     qrels = pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "c"]})
-    assert analysis.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
+    assert retrieval_analyses.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
 
 
 @pytest.fixture
@@ -53,26 +53,26 @@ def bench(cfg, tiny_benchmark):
 
 
 def test_oracle_pool_holds_only_the_golds_of_the_move(bench):
-    pool = analysis.oracle_pool(bench, "specify", "test")
+    pool = retrieval_analyses.oracle_pool(bench, "specify", "test")
     pairs = bench.queries("specify", "test")
     assert set(pool["docid"]) == set(pairs["gold_id"]) and len(pool) == pairs["gold_id"].nunique()
     assert set(pool["docid"]).isdisjoint(set(bench.queries("address", "test")["gold_id"]))
     # pool (b): the golds of the silver pairs only
     write_pairs(pairs.head(1), bench.root, "specify", "silver")
-    silver_pool = analysis.oracle_pool(bench, "specify", "silver")
+    silver_pool = retrieval_analyses.oracle_pool(bench, "specify", "silver")
     assert list(silver_pool["docid"]) == [pairs["gold_id"].iloc[0]]
 
 
 def test_transfer_matrix_bookkeeping():
     scores = {("address", "address"): 0.30, ("address", "specify"): 0.22, ("specify", "specify"): 0.40, ("specify", "address"): 0.10}
     untuned = {"address": 0.20, "specify": 0.20, "broaden": 0.0}
-    matrix = analysis.transfer_matrix(scores, untuned)
+    matrix = retrieval_analyses.transfer_matrix(scores, untuned)
     assert list(matrix.index) == ["address", "specify"] and list(matrix.columns) == ["address", "broaden", "specify"]
     assert matrix.loc["address", "address"] == pytest.approx(0.5)
     assert matrix.loc["address", "specify"] == pytest.approx(0.1)
     assert matrix.loc["specify", "address"] == pytest.approx(-0.5)
     assert np.isnan(matrix.loc["specify", "broaden"])  # no score (and untuned 0: no relative change)
-    assert np.isnan(analysis.relative_change(0.3, 0.0))
+    assert np.isnan(retrieval_analyses.relative_change(0.3, 0.0))
 
 
 # Two sentences that share no word with any tiny query (checked in the test): fillers ranked above the gold.
@@ -107,7 +107,7 @@ class _GoldAtRank(Retriever):
 def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatch):
     """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
-    from ratio_utils.benchmark import write_pool
+    from ratio_utils.benchmark_release import write_pool
     from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 
@@ -116,9 +116,9 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
                                            "source": "common_irrelevant", "corpusid": "D00-0000"}])], ignore_index=True)
     write_pool(pool, bench.root, "test")
     bench = load_benchmark(bench.root)
-    words = analysis.WordSets()
+    words = retrieval_analyses.WordSets()
     pairs = {m: bench.queries(m, "test") for m in ("address", "broaden", "specify")}
-    assert all(analysis.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
+    assert all(retrieval_analyses.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
     gold_of = {q: g for p in pairs.values() for q, g in zip(p["query_id"], p["gold_id"])}
     move_of = {q: m for m, p in pairs.items() for q in p["query_id"]}
 

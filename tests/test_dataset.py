@@ -21,7 +21,7 @@ import pytest
 from scipy.stats import binomtest
 
 from ratio_utils import dataset, mining
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, sentence_id

@@ -8,8 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark import load_benchmark
-from ratio_utils.evaluate import main
+from ratio_utils.benchmark_release import load_benchmark
+from ratio_utils.evaluation import main
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries
 
@@ -97,6 +97,39 @@ def test_python_api_matches_the_cli(tiny_benchmark, tmp_path):
     assert by_object["scores"] == {"specify": by_name["scores"]["specify"]}
     assert by_object["system"] == "mine" and by_object["model_fingerprint"] is None
 
+
+
+def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
+    """`ratio_utils.evaluate` is the function of ratio_utils.evaluation, before and after its module is imported; the
+    file evaluate.py, which only runs the command line, refuses to be imported in its place."""
+    import inspect
+
+    import ratio_utils
+    import ratio_utils.evaluation
+    from ratio_utils import evaluate
+
+    assert inspect.isfunction(ratio_utils.evaluate) and ratio_utils.evaluate is ratio_utils.evaluation.evaluate
+    assert evaluate is ratio_utils.evaluation.evaluate
+    with pytest.raises(ImportError, match=r"only runs the command line.*ratio_utils\.evaluation"):
+        import ratio_utils.evaluate  # noqa: F401
+    assert inspect.isfunction(ratio_utils.evaluate)
+
+
+def test_python_dash_m_ratio_utils_evaluate_runs_the_command_line(tiny_benchmark, tmp_path):
+    """The documented `python -m ratio_utils.evaluate` gives what `main` gives."""
+    import subprocess
+    import sys
+
+    from ratio_utils.config import REPO_ROOT
+
+    by_module, by_main = tmp_path / "m.json", tmp_path / "main.json"
+    argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10"]
+    done = subprocess.run([sys.executable, "-m", "ratio_utils.evaluate", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "MRR@10 is the primary metric" in done.stdout
+    assert main([*argv, "--out", str(by_main)]) == 0
+    assert json.loads(by_module.read_text())["scores"] == json.loads(by_main.read_text())["scores"]
 
 def _model_with_prompts(tmp_path, prompts):
     """A saved sentence-transformers folder (the packaged MiniLM) whose config stores `prompts`, as notebook 09 saves."""

@@ -9,7 +9,7 @@ import pytest
 from fake_encoder import FakeEncoder
 
 from ratio_utils import export
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.retrieval import benchmark_queries, read_run, run_and_score, run_path
 from ratio_utils.schema import Move, Split, sentence_id
@@ -18,7 +18,7 @@ from ratio_utils.schema import Move, Split, sentence_id
 @pytest.fixture
 def bench_with_self_candidate(tiny_benchmark):
     """The tiny benchmark whose test pool also holds one query's own sentence (as a real shared pool does)."""
-    from ratio_utils.benchmark import write_pool
+    from ratio_utils.benchmark_release import write_pool
 
     bench = load_benchmark(tiny_benchmark)
     pool = bench.pool(Split.TEST)

@@ -12,7 +12,7 @@ from scipy import stats as scipy_stats
 
 from human_eval_helpers import BASELINE, TUNED, label_row, make_packets
 from ratio_utils import human_eval
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.io import InputError
 from ratio_utils.schema import Move, Split
 

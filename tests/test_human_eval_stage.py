@@ -11,7 +11,7 @@ import pytest
 
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
 from ratio_utils import annotate, human_eval, stats
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import load_config
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats

@@ -18,7 +18,7 @@ import pytest
 from scipy.stats import fisher_exact
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, precision_score, recall_score
 
-from ratio_utils.benchmark import load_benchmark, pairs_path, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, pairs_path, write_pairs
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.io import InputError, sha256_file, sha256_tree
 from ratio_utils.judge import (

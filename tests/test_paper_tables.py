@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from ratio_utils import paper_tables, stats
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.metrics import evaluate_run
 from ratio_utils.intervals import IntervalCache, paired_cell
 from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables

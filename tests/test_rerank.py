@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.rerank import (
     REPAIR_RULES,

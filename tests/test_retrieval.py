@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.io import InputError
 from ratio_utils.retrieval import (
     GENERIC_PREFIXES,
@@ -248,7 +248,7 @@ def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
 def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark, capfd):
     """Over 1,000 queries bm25s draws its own bar; under the stage's bar it would nest and leave cursor-up
     escapes (\\x1b[A) in the notebook's output. The stage's bar is the only one."""
-    from ratio_utils.benchmark import pairs_path, write_pairs, write_pool
+    from ratio_utils.benchmark_release import pairs_path, write_pairs, write_pool
     from ratio_utils.schema import Split, sentence_id
     from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
 

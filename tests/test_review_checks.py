@@ -13,9 +13,9 @@ import pytest
 from test_dataset import YEARS, distractor, frames, pair
 
 from ratio_utils import dataset, lexicon, mining
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.dataset import DatasetParams, LeakageError, build_benchmark
-from ratio_utils.evaluate import main as evaluate_main
+from ratio_utils.evaluation import main as evaluate_main
 from ratio_utils.schema import Move
 
 # --- the build runs its leakage checks -------------------------------------------------------------------------------

@@ -13,19 +13,11 @@ from pathlib import Path
 import pytest
 from s2_stub import API_KEY, SIGNATURE, FakeS3AndApi
 
-from ratio_utils.corpus import IngestLog, read_papers
+from ratio_utils.corpus import IngestLog, S2orcParams, read_papers, s2_api
+from ratio_utils.corpus.s2_api import S2DatasetsClient, download_release, shard_name
+from ratio_utils.corpus.s2orc import S2orcReader, annotation_spans, s2orc_paragraphs
 from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
 from ratio_utils.io import InputError
-from ratio_utils.corpus import s2_api
-from ratio_utils.s2orc import (
-    S2DatasetsClient,
-    S2orcParams,
-    S2orcReader,
-    annotation_spans,
-    download_release,
-    s2orc_paragraphs,
-    shard_name,
-)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus" / "s2orc"
 
@@ -198,7 +190,7 @@ def test_s2orc_reader_output_goes_through_the_builder(tmp_path):
 
 
 def test_missing_shards_give_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m ratio_utils.s2orc"):
+    with pytest.raises(FileNotFoundError, match="python -m ratio_utils.corpus.s2_api"):
         S2orcReader(tmp_path)
 
 
@@ -209,7 +201,7 @@ def test_notebook_00_under_the_paper_params_names_the_download_command(tmp_path,
     with pytest.raises(FileNotFoundError) as info:
         CorpusStage("params/paper.yaml").build()
     message = str(info.value)
-    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.s2orc --params params/paper.yaml")
+    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpus.s2_api --params params/paper.yaml")
 
 
 # --- the real service: rate limits, expiring URLs, multipart ETags ---------------------------------------------------

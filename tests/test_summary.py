@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from ratio_utils import dataset
-from ratio_utils.benchmark import load_benchmark
+from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import load_config
 from ratio_utils.paper_tables import Expected, assemble_tables
 from ratio_utils.pipeline import RUN_DIR_ENV
-from ratio_utils.report import RECORD_COLUMNS, read_records, records_frame, write_table
+from ratio_utils.published import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.stages import summary
 from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
 

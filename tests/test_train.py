@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from ratio_utils import train
-from ratio_utils.benchmark import load_benchmark, write_pairs
+from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.config import load_config
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
 from ratio_utils.schema import Move, Split, sentence_id

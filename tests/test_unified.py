@@ -110,7 +110,7 @@ def test_sampler_class_yields_the_library_batches(tmp_path):
 def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instruction(tiny_benchmark):
     from fake_encoder import FakeEncoder
 
-    from ratio_utils.benchmark import load_benchmark
+    from ratio_utils.benchmark_release import load_benchmark
     from ratio_utils.metrics import relevant_ranks
     from ratio_utils.retrieval import benchmark_queries
 

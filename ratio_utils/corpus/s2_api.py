@@ -6,7 +6,7 @@ sending the API key from `S2_API_KEY` in the `x-api-key` header (never logged, n
 at most about one API request per second; `download_release` fetches the shards of `s2orc` and
 `papers` with resume and checksum (ratio_utils.download) and records them in a manifest.
 
-Run: `S2_API_KEY=... python -m ratio_utils.s2orc --params params/paper.yaml` (docs/corpus_formats.md).
+Run: `S2_API_KEY=... python -m ratio_utils.corpus.s2_api --params params/paper.yaml` (docs/corpus_formats.md).
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ class S2orcReader:
             if not (self.shard_dir / sub).is_dir():
                 raise FileNotFoundError(
                     f"S2ORC shards not found in {self.shard_dir / sub}; download them first: "
-                    f"S2_API_KEY=... python -m ratio_utils.s2orc --params {params_file or '<params file>'}"
+                    f"S2_API_KEY=... python -m ratio_utils.corpus.s2_api --params {params_file or '<params file>'}"
                 )
 
     @classmethod

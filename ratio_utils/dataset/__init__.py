@@ -13,7 +13,7 @@ beside it, and Table 5 (through the stage). One job per module:
 * `dataset/stage` — notebook 06 end to end.
 """
 
-from ..benchmark import load_benchmark
+from ..benchmark_release import load_benchmark
 from ..params import SPLITS, DatasetParams, SplitWindow
 from .bounded import build_bounded
 from .in_memory import BuiltBenchmark, build_benchmark

@@ -36,7 +36,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from ..benchmark import candidates_path, pairs_path
+from ..benchmark_release import candidates_path, pairs_path
 from ..io import require_columns, write_parquet_chunks_atomic
 from ..mining import DISTRACTOR_TABLE_COLUMNS, PAIR_TABLE_COLUMNS
 from ..params import SPLITS, DatasetParams

@@ -1,6 +1,6 @@
 """The silver filter (paper §4.3, Appendix E): LLM judge prompts, their calibration, the silver set.
 
-Serves notebook 07. Reads the test pairs of the benchmark (`ratio_utils.benchmark`), the judge
+Serves notebook 07. Reads the test pairs of the benchmark (`ratio_utils.benchmark_release`), the judge
 prompts (`prompts/judge/<move>/<variant>.md`, versioned by a front-matter header and hashed) and
 human label files; asks the judge through `ratio_utils.llm` (Batch API by default, every answer
 cached and replayable). Writes:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..benchmark import load_benchmark, pairs_path, write_pairs
+from ..benchmark_release import load_benchmark, pairs_path, write_pairs
 from ..config import REPO_ROOT, Config
 from ..io import write_parquet_atomic
 from ..label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
 from ..llm import LLMClient
-from ..report import write_table
+from ..published import write_table
 from ..schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
 from .agreement_stats import human_panel_agreement, rater_panel_agreement, single_annotator_agreement
 from .anaphora import anaphora_analysis

@@ -3,7 +3,7 @@
 * `BM25Retriever`   — bm25s with stopwords, Snowball stemming and n-gram tokens (bm25.py);
 * `DenseRetriever`  — sentence-transformers + exact faiss inner-product search, embedding cache (dense.py);
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
-* `run_and_score`   — search one (move, split), write the run files, return the metrics (scoring.py);
+* `run_and_score`   — search one (move, split), write the run files, return the metrics (ranking.py);
 * run file I/O (runs.py);
 * run files carry a sidecar (runs.RunInfo); Tables 1, 7, 8 are assembled by ratio_utils.paper_tables.
 """
@@ -21,7 +21,7 @@ from .dense import (
     recommended_prefixes,
 )
 from .runs import read_run, run_path, system_slug, write_run
-from .scoring import benchmark_queries, run_and_score
+from .ranking import benchmark_queries, run_and_score
 
 
 def __getattr__(name):

@@ -3,10 +3,10 @@
 A `System` is one row (model, prefix kind, setup); `plan_systems` lists the rows notebook 08 runs from the `retrieval:`
 params section, `make_retriever` builds the retriever of a row for a move, `tuned_model` is notebook 09's fine-tuned
 retriever of a move, and `record_tuned_runs` writes its run files, searched like notebook 08's baselines (and kept
-where a run file with the same key is there: scoring.get_or_record_run).
+where a run file with the same key is there: ranking.get_or_record_run).
 
 Reads:  the benchmark; notebook 09's models/<base>__<move>/ and their results.json (tuned_model).
-Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through scoring.get_or_record_run).
+Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json} (record_tuned_runs, through ranking.get_or_record_run).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..config import Config
 from ..io import read_json_if_exists
 from ..models import model_fingerprint, model_name
@@ -27,7 +27,7 @@ from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
 from .runs import RunInfo, system_name
-from .scoring import get_or_record_run
+from .ranking import get_or_record_run
 
 STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
 
@@ -160,7 +160,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     texts, so the embeddings come from the cache (models.model_fingerprint ignores results.json) and
     only the search runs again.
     """
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
     from ..train import load_train_params
 
     params = params or load_retrieval_params(cfg)

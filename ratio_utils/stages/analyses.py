@@ -24,18 +24,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import analysis, stats
-from ..benchmark import Benchmark
+from .. import retrieval_analyses as analysis, stats
+from ..benchmark_release import Benchmark
 from ..config import REPO_ROOT, Config
 from ..metrics import per_query_metrics
-from ..report import records_frame
+from ..published import records_frame
 from ..models import model_name
 from ..label_sources import silver_sources
 from ..intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, paired_cell
 from ..paper_tables import DAGGER, FULL_COLUMNS, metric_key
 from ..retrieval import DenseRetriever
 from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
-from ..retrieval.scoring import benchmark_queries
+from ..retrieval.ranking import benchmark_queries
 from ..schema import MOVES, Move, Split
 from ..params import AnalysisParams
 
@@ -173,7 +173,7 @@ class OverlapResult:
 def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                     retrievers: Retrievers | None = None, *, write: bool = True) -> OverlapResult:
     """Mean query–candidate Jaccard at each k, untuned vs tuned, on the unfiltered test and the silver set."""
-    from ..report import write_table
+    from ..published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -270,7 +270,7 @@ def _overlap_count(comparisons: pd.DataFrame, params: AnalysisParams) -> pd.Data
 def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):
     import matplotlib.pyplot as plt
 
-    from ..report import save_figure, set_figure_style
+    from ..published import save_figure, set_figure_style
 
     set_figure_style()
     moves = [m.value for m in MOVES]
@@ -315,7 +315,7 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
 def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                      retrievers: Retrievers | None = None, *, write: bool = True) -> pd.DataFrame:
     """Table 10: the analysis queries against (a) the golds of all test pairs of the move, (b) of its silver pairs."""
-    from ..report import write_table
+    from ..published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -400,7 +400,7 @@ class TransferResult:
 def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                         retrievers: Retrievers | None = None, *, write: bool = True) -> TransferResult:
     """MRR@10 of each tuned retriever on every move's queries, against the untuned model on the same queries."""
-    from ..report import write_table
+    from ..published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -459,7 +459,7 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, 
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from ..report import save_figure, set_figure_style
+    from ..published import save_figure, set_figure_style
 
     set_figure_style()
     annotations = matrix.copy().astype(object)

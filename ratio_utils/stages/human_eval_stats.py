@@ -21,15 +21,15 @@ from pathlib import Path
 import pandas as pd
 
 from .. import human_eval, stats
-from ..benchmark import Benchmark, load_benchmark
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
 from ..human_eval import SETUPS, HumanEvalParams
 from ..io import read_json_if_exists
 from ..models import model_name
 from ..params import TrainParams
-from ..report import write_table
+from ..published import write_table
 from ..retrieval.runs import system_name
-from ..retrieval.scoring import get_or_record_run
+from ..retrieval.ranking import get_or_record_run
 from ..schema import GENERIC_PREFIXES, Move
 from ..stats import INDICATIVE_BELOW
 

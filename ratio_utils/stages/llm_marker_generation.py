@@ -15,7 +15,7 @@ from .. import marker_llm
 from ..config import load_config
 from ..io import write_parquet_atomic
 from ..llm import ReplayMiss
-from ..report import write_table
+from ..published import write_table
 
 # How the released file's counts relate to the paper's (Appendix A): read off the file, stated once here.
 RELEASED_LABEL_NOTES = [

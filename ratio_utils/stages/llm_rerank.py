@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark import Benchmark, load_benchmark
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import REPO_ROOT, Config
 from ..io import write_json_atomic
 from ..label_sources import REPLAYED_FROM, rerank_source, silver_sources
 from ..llm import ChatRequest, ChatResult, LLMClient
-from ..report import write_table
+from ..published import write_table
 from ..rerank import (
     REPAIR_RULES,
     QueryCounts,

@@ -15,7 +15,7 @@ from .. import curation
 from .. import lexicon as lx
 from ..config import REPO_ROOT, load_config
 from ..io import atomic_path
-from ..report import set_figure_style, write_table
+from ..published import set_figure_style, write_table
 from ..display import say, show_figure, written_files
 
 

@@ -12,7 +12,7 @@ from .. import curation
 from .. import lexicon as lx
 from ..config import load_config
 from ..io import write_parquet_atomic
-from ..report import write_table
+from ..published import write_table
 
 
 class MarkerExtensionsStage:

@@ -12,7 +12,7 @@ import pandas as pd
 from .. import lexicon as lx
 from .. import mining
 from ..config import load_config
-from ..report import write_table
+from ..published import write_table
 
 TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data total is 809 "
                     "on 366.6M S2ORC pairs.")

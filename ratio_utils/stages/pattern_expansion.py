@@ -16,7 +16,7 @@ from .. import lexicon as lx
 from .. import marker_llm, patterns
 from ..config import REPO_ROOT, load_config
 from ..llm import ReplayMiss
-from ..report import write_table
+from ..published import write_table
 from ..schema import MarkerSource
 from ..display import say
 

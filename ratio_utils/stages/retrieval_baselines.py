@@ -14,12 +14,12 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..config import Config
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..params import RetrievalParams
 from ..retrieval.runs import system_name
-from ..retrieval.scoring import record_run
+from ..retrieval.ranking import record_run
 from ..retrieval.systems import load_retrieval_params, make_retriever, plan_systems, runnable
 from ..schema import Split
 

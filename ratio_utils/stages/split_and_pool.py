@@ -13,7 +13,7 @@ from IPython.display import Image, Markdown
 from .. import dataset
 from ..config import load_config
 from ..models import contamination_note, encoders_used
-from ..report import set_figure_style, write_table
+from ..published import set_figure_style, write_table
 from ..schema import MOVES
 from ..display import show_figure
 

@@ -33,7 +33,7 @@ from .. import claims, stats
 from ..config import Config
 from ..io import sha256_tree, write_text_atomic
 from ..label_sources import notes as label_notes
-from ..report import read_records
+from ..published import read_records
 from ..schema import MOVES, Split
 from ..params import SummaryParams
 
@@ -159,7 +159,7 @@ def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
 
 def queries_per_split(cfg: Config) -> pd.DataFrame:
     """Pairs and distinct queries of every move and split on disk (a query with two golds is one query, two pairs)."""
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
 
     if not Path(cfg.paths.benchmark).exists():
         return pd.DataFrame(columns=["move", "split", "pairs", "queries"])
@@ -293,7 +293,7 @@ def contamination_caveat(cfg: Config) -> str | None:
 
 def years_of_test_pairs(cfg: Config) -> tuple[int, int] | None:
     """First and last publication year of the test pairs (None without a benchmark or a test split)."""
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
 
     if not Path(cfg.paths.benchmark).exists():
         return None
@@ -319,7 +319,7 @@ PAPER_SETTING = {
 def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.DataFrame:
     """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources);
     `queries`: `queries_per_split`, for the test pairs behind the judged sample."""
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
 
     ours: dict[str, str] = {}
     if Path(cfg.paths.papers).exists():
@@ -358,7 +358,7 @@ def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.D
 
 def run_label_sources(cfg: Config) -> list:
     """The silver set's judge and every reranker whose runs this run's tables use."""
-    from ..benchmark import load_benchmark
+    from ..benchmark_release import load_benchmark
     from ..label_sources import rerank_source, silver_sources
     from ..paper_tables import run_files
     from ..retrieval.runs import read_run_info
@@ -427,7 +427,7 @@ def wall_times(cfg: Config) -> pd.DataFrame:
 
 
 def provenance(cfg: Config) -> dict[str, Any]:
-    from ..report import git_commit
+    from ..published import git_commit
 
     return {"git commit": git_commit() or "unknown", "params file": Path(cfg.source).name if cfg.source else None,
             "params name": cfg.name, "params sha256": params_hash(cfg)[:16], "seed": cfg.seed}
@@ -563,7 +563,7 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
 
 def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
     """Collect the summary, save its figures and write reports/summary.md."""
-    from ..report import save_figure, set_figure_style
+    from ..published import save_figure, set_figure_style
 
     set_figure_style()
     summary = collect(cfg, params)

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .. import stats, unified
-from ..benchmark import load_benchmark
+from ..benchmark_release import load_benchmark
 from ..config import Config, load_config
 from ..display import show_figure
 from ..io import read_json_if_exists
 from ..label_sources import silver_sources
 from ..metrics import per_query_metrics
 from ..intervals import IntervalCache, cell, paired_cell
-from ..report import format_floats, set_figure_style, write_table
+from ..published import format_floats, set_figure_style, write_table
 from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
 from ..run_records import record_reused
 from ..schema import Move, Split

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..benchmark import Benchmark, candidates_path, pairs_path
+from ..benchmark_release import Benchmark, candidates_path, pairs_path
 from ..io import sha256_file
 from ..schema import Move, Split
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..benchmark import Benchmark, load_benchmark
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
 from ..distributed import barrier, init_process_group, is_main_process, world_size
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic

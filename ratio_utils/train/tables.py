@@ -18,11 +18,11 @@ from typing import Any
 import pandas as pd
 
 from .. import stats
-from ..benchmark import load_benchmark
+from ..benchmark_release import load_benchmark
 from ..config import REPO_ROOT, Config
 from ..io import read_json_if_exists
 from ..label_sources import silver_sources
-from ..report import records_frame, write_table
+from ..published import records_frame, write_table
 from ..schema import MOVES, Move
 from .params import FINAL_RESULTS_FILE, PRIMARY, RESULT_FILE, RUNS_DIRNAME, TrainParams, load_hyperparams, load_train_params
 from .run import RunResult

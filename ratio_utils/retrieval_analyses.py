@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .benchmark import Benchmark
+from .benchmark_release import Benchmark
 from .metrics import order_run
 from .retrieval.bm25 import BM25Tokenizer
 from .schema import Move, Split

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark import Benchmark
+from ..benchmark_release import Benchmark
 from ..io import write_json_atomic
 from ..metrics import DEFAULT_KS, evaluate_run
 from ..schema import Move, Split
