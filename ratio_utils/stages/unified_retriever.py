@@ -14,11 +14,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
+from IPython.display import Markdown
 
 from .. import stats, unified
 from ..benchmark import load_benchmark
-from IPython.display import Markdown
-
 from ..config import Config
 from ..display import Stage, show_figure
 from ..io import read_json_if_exists
