@@ -1,7 +1,8 @@
 """The shape docs/architecture.md promises, checked: thin notebooks (one statement per code cell),
 parameters cells that take `params_file` and `overrides`, params validated at load through one
-registry, one output root per params file, no machine path in any committed output, and imports that
-point one way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle)."""
+registry, one output root per params file, no machine path in any committed output, imports that point one
+way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle), and one stage
+shape (one `display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
 
 from __future__ import annotations
 
