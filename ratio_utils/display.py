@@ -1,6 +1,7 @@
-"""What a stage module shows in its notebook (notebooks 01, 04, 06): a short text, a saved figure (shown once, from
-its file), written files (paths relative to the output root, never this machine's). A library module, so that stage
-modules share it without importing one another."""
+"""The one shape of a stage (`Stage`: built from a notebook's parameters, one method per displayed result) and what a
+stage shows in its notebook: a short text, a saved figure (shown once, from its file), written files (paths relative
+to the output root, never this machine's). A library module, so that stage modules share it without importing one
+another. Writes only what `show_figure` saves (figures/<name>.*)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,27 @@ from pathlib import Path
 
 from IPython.display import Image, Markdown, display
 
-from .config import Config
+from .config import Config, load_config
 from .published import save_figure
+
+
+class Stage:
+    """What one notebook runs: `stage = XStage.from_params(params_file, overrides)` after the parameters cell and the
+    import, then one method call (or attribute) of `stage` per displayed result. A subclass reads its params sections in `__init__`
+    from the config it is given, so tests build it with `from_config` and a notebook with `from_params`."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    @classmethod
+    def from_config(cls, cfg: Config, **notebook_params):
+        """The stage on a loaded config; notebook parameters other than the params file (09's `move`) by name."""
+        return cls(cfg, **notebook_params)
+
+    @classmethod
+    def from_params(cls, params_file: str | Path, overrides: dict | str | None = None, **notebook_params):
+        """The stage as a notebook's parameters cell names it (papermill passes `overrides` as JSON text)."""
+        return cls.from_config(load_config(params_file, overrides), **notebook_params)
 
 
 def say(text: str) -> None:

@@ -46,6 +46,72 @@ def test_overlap_at_k_averages_the_top_k_in_metric_order():
     assert retrieval_analyses.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
 
 
+def _move_overlap():
+    """Three queries: the tuned retriever's top candidates share fewer words with the query than the untuned one's
+    (one query has no third candidate under the untuned retriever)."""
+    qids = pd.Index(["q1", "q2", "q3"], name="qid")
+    baseline = pd.DataFrame({1: [0.5, 0.4, 0.3], 3: [0.4, 0.2, np.nan]}, index=qids)
+    tuned = pd.DataFrame({1: [0.2, 0.1, 0.3], 3: [0.1, 0.1, 0.2]}, index=qids)
+    return analysis.MoveOverlap({"baseline": baseline, "tuned": tuned}, pd.Series([0.25, 0.5, 0.0], index=qids))
+
+
+def test_move_overlap_cells_are_means_over_the_queries_with_a_candidate():
+    from ratio_utils.intervals import IntervalCache
+
+    rows = pd.DataFrame(_move_overlap().cells((1, 3), IntervalCache(None, seed=0, n_resamples=200)))
+    rows = rows.set_index(["system", "k"])
+    assert len(rows) == 6  # baseline and tuned at k = 1, 3; the query-gold reference beside every k
+    assert rows.loc[("baseline", 1), "value"] == pytest.approx(0.4) and rows.loc[("baseline", 1), "n"] == 3
+    assert rows.loc[("baseline", 3), "value"] == pytest.approx(0.3) and rows.loc[("baseline", 3), "n"] == 2
+    assert rows.loc[("tuned", 3), "value"] == pytest.approx(0.4 / 3)
+    assert rows.loc[("gold", 1), "value"] == rows.loc[("gold", 3), "value"] == pytest.approx(0.25)
+    assert (rows["low"] <= rows["value"]).all() and (rows["value"] <= rows["high"]).all()
+
+
+def test_move_overlap_comparison_is_tuned_minus_baseline_over_the_same_queries():
+    from ratio_utils.intervals import IntervalCache
+
+    cache = IntervalCache(None, seed=0, n_resamples=200)
+    at3 = _move_overlap().comparison(3, cache)
+    # q3 has no baseline candidate at k=3: the difference is over q1 and q2 only, the means over what each has
+    assert at3.difference.value == pytest.approx(((0.1 - 0.4) + (0.1 - 0.2)) / 2) and at3.difference.n == 2
+    assert at3.baseline.value == pytest.approx(0.3) and at3.tuned.value == pytest.approx(0.4 / 3)
+    assert at3.tuned_overlaps_less
+    low, high = stats.paired_bootstrap_ci(np.array([0.1, 0.1]), np.array([0.4, 0.2]), n_resamples=200, seed=0)
+    assert (at3.difference.low, at3.difference.high) == pytest.approx((low, high))
+    assert at3.p == pytest.approx(stats.paired_permutation_test(np.array([0.1, 0.1]), np.array([0.4, 0.2]),
+                                                                n_permutations=200, seed=0))
+    at1 = _move_overlap().comparison(1, cache)
+    assert at1.difference.value == pytest.approx(-0.2) and at1.gold.value == pytest.approx(0.25)
+
+
+def test_overlap_count_counts_the_comparisons_where_the_tuned_retriever_overlaps_less():
+    comparisons = pd.DataFrame({"Query set": ["silver", "silver", "unfiltered test", "unfiltered test", "unfiltered test"],
+                                "Move": ["Address", "Address", "Address", "Specify", "Specify"],
+                                "Tuned overlaps less": ["yes", "no", "yes", "yes", "yes"]})
+    count = analysis.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
+    assert count.loc[("silver", "Address"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [1, 2]
+    assert count.loc[("unfiltered test", "Specify"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [2, 2]
+    assert count.loc[("all", "all"), ["Tuned overlaps less", "Comparisons made", "Comparisons in the paper's design"]].tolist() == [4, 5, 12]
+    empty = analysis.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
+    assert empty.iloc[0].to_dict() == {"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
+                                       "Comparisons in the paper's design": 24}  # the paper's 24 of 24
+
+
+def test_overlap_table_has_one_row_per_query_set_move_and_retriever():
+    per_k = pd.DataFrame([
+        {"query_set": "test", "move": "address", "system": "tuned", "k": 10, "value": 0.05, "low": 0.04, "high": 0.06, "n": 41},
+        {"query_set": "test", "move": "address", "system": "tuned", "k": 1, "value": 0.1, "low": 0.08, "high": 0.12, "n": 41},
+        {"query_set": "silver", "move": "broaden", "system": "gold", "k": 1, "value": 0.2, "low": 0.1, "high": 0.3, "n": 6},
+    ])
+    table = analysis.overlap_table(per_k)
+    assert table.drop(columns="J@10").to_dict("records") == [
+        {"Query set": "silver", "Move": "Broaden", "Retriever": "gold", "Queries": 6, "J@1": "0.200 [0.100, 0.300]" + DAGGER},
+        {"Query set": "unfiltered test", "Move": "Address", "Retriever": "tuned", "Queries": 41, "J@1": "0.100 [0.080, 0.120]"},
+    ]
+    assert table["J@10"].isna().tolist() == [True, False] and table.loc[1, "J@10"] == "0.050 [0.040, 0.060]"
+
+
 @pytest.fixture
 def bench(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)

@@ -1,7 +1,8 @@
 """The shape docs/architecture.md promises, checked: thin notebooks (one statement per code cell),
 parameters cells that take `params_file` and `overrides`, params validated at load through one
-registry, one output root per params file, no machine path in any committed output, and imports that
-point one way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle)."""
+registry, one output root per params file, no machine path in any committed output, imports that point one
+way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle), and one stage
+shape (one `display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
 
 from __future__ import annotations
 
@@ -399,3 +400,120 @@ def test_the_name_check_finds_each_kind_of_collision():
         ("pkg.s2orc", "module pkg.corpus.s2orc"),
         ("pkg.train", "folder train/"),
     }
+
+
+# -- one stage shape ---------------------------------------------------------------------------------------------------
+
+STAGES_DIR = REPO_ROOT / "ratio_utils" / "stages"
+
+
+def _stage_shape_faults(module: str, source: str) -> tuple[str | None, list[str]]:
+    """The stage class of a stage module and what breaks the shape: exactly one public class deriving from
+    `ratio_utils.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
+    ...)`); no public module-level function named like a notebook step is asked for here, only the class."""
+    tree = ast.parse(source)
+    faults = []
+    imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "display" and node.level == 2
+                        and any(alias.name == "Stage" for alias in node.names) for node in tree.body)
+    if not imports_stage:
+        faults.append(f"{module}: does not import Stage from ratio_utils.display")
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+               and any(isinstance(base, ast.Name) and base.id == "Stage" for base in node.bases)]
+    if len(classes) != 1:
+        faults.append(f"{module}: {len(classes)} public Stage subclasses ({[c.name for c in classes]}); a stage module has one")
+        return None, faults
+    stage = classes[0]
+    methods = {node.name: node for node in stage.body if isinstance(node, ast.FunctionDef)}
+    for inherited in ("from_params", "from_config"):
+        if inherited in methods:
+            faults.append(f"{module}.{stage.name} redefines {inherited}: build state in __init__(self, cfg) instead")
+    init = methods.get("__init__")
+    arguments = [a.arg for a in init.args.args] if init else []
+    if arguments[:2] != ["self", "cfg"]:
+        faults.append(f"{module}.{stage.name}.__init__ takes {arguments}, not (self, cfg, ...)")
+    return stage.name, faults
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """The name an expression like `stage.summary.claims` or `stage.table("x")` starts from."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _notebook_shape_faults(notebook: str, cells: list[str], parameters: list[str], module: str, stage: str) -> list[str]:
+    """A notebook imports its stage class, builds it with `XStage.from_params(params_file, overrides, <other
+    parameters by name>)`, and every other code cell is one call or attribute of `stage` with literal arguments."""
+    expected_import = f"from ratio_utils.stages.{module} import {stage}"
+    others = [p for p in parameters if p not in ("params_file", "overrides")]
+    expected_build = f"stage = {stage}.from_params(params_file, overrides{''.join(f', {p}={p}' for p in others)})"
+    faults = []
+    if cells[:1] != [expected_import]:
+        faults.append(f"{notebook}: the first code cell is {cells[:1]}, not {expected_import!r}")
+    if cells[1:2] != [expected_build]:
+        faults.append(f"{notebook}: the second code cell is {cells[1:2]}, not {expected_build!r}")
+    for source in cells[2:]:
+        body = ast.parse(source).body
+        expression = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
+        calls = [n for n in ast.walk(expression) if isinstance(n, ast.Call)] if expression is not None else []
+        arguments = [a for call in calls for a in [*call.args, *(k.value for k in call.keywords)]]
+        if expression is None or _root_name(expression) != "stage" or not all(isinstance(a, ast.Constant) for a in arguments):
+            faults.append(f"{notebook}: {source!r} is not one call or attribute of `stage` with literal arguments")
+    return faults
+
+
+def _parameters(path) -> list[str]:
+    cell = next(c for c in _code_cells(path) if _is_parameters(c))
+    return [node.targets[0].id for node in ast.parse(cell.source).body]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_builds_its_one_stage_class_from_params_and_only_calls_it(path):
+    module = path.stem.split("_", 1)[1]
+    stage, faults = _stage_shape_faults(module, (STAGES_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    assert not faults, "\n".join(faults)
+    cells = [c.source for c in _code_cells(path) if not _is_parameters(c)]
+    faults = _notebook_shape_faults(path.name, cells, _parameters(path), module, stage)
+    assert not faults, "\n".join(faults)
+
+
+def test_every_stage_module_serves_a_notebook():
+    modules = {p.stem for p in STAGES_DIR.glob("*.py") if p.stem != "__init__"}
+    assert modules == {p.stem.split("_", 1)[1] for p in NOTEBOOKS}
+
+
+def test_stage_classes_are_built_the_same_way_from_params_and_from_a_config(cfg):
+    """`from_params` loads the params file with the overrides and hands the config (and 09's `move`) to __init__."""
+    from ratio_utils.display import Stage
+
+    class Probe(Stage):
+        def __init__(self, cfg, move="all"):
+            super().__init__(cfg)
+            self.move = move
+
+    built = Probe.from_params("params/smoke.yaml", '{"mining": {"extension_max_words": 2}}', move="address")
+    assert built.cfg.name == "smoke" and built.move == "address"
+    assert built.cfg.section("mining", PARAMS_SECTIONS["mining"]).extension_max_words == 2
+    assert Probe.from_config(cfg).cfg is cfg and Probe.from_config(cfg).move == "all"
+
+
+def test_the_stage_shape_check_finds_each_fault():
+    """The two checks above on a module and a notebook with each fault: they must name every one."""
+    two_classes = ("from ..display import Stage\n"
+                   "class AStage(Stage):\n    def __init__(self, params_file, overrides):\n        pass\n"
+                   "    @classmethod\n    def from_config(cls, cfg):\n        pass\n"
+                   "class BStage(Stage):\n    pass\n")
+    assert _stage_shape_faults("x", two_classes)[1] == ["x: 2 public Stage subclasses (['AStage', 'BStage']); a stage module has one"]
+    one_class = two_classes.split("class BStage")[0]
+    name, faults = _stage_shape_faults("x", one_class)
+    assert name == "AStage" and faults == [
+        "x.AStage redefines from_config: build state in __init__(self, cfg) instead",
+        "x.AStage.__init__ takes ['self', 'params_file', 'overrides'], not (self, cfg, ...)"]
+    assert _stage_shape_faults("x", "def run(cfg):\n    pass\n")[1] == [
+        "x: does not import Stage from ratio_utils.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
+    good = ["from ratio_utils.stages.x import XStage", "stage = XStage.from_params(params_file, overrides, move=move)",
+            "stage.params", 'stage.table("t")', "stage.summary.claims"]
+    assert _notebook_shape_faults("n", good, ["params_file", "overrides", "move"], "x", "XStage") == []
+    bad = ["from ratio_utils.stages import x", "stage = XStage(params_file, overrides)", "cfg = stage.cfg",
+           "x.run(stage.cfg)", "stage.table(cfg)"]
+    assert len(_notebook_shape_faults("n", bad, ["params_file", "overrides"], "x", "XStage")) == 5

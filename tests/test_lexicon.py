@@ -159,7 +159,7 @@ def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_aft
 
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     overrides = {"lexicon": {"released_csv": str(FIXTURES / "good.csv")}}
-    curation_stage = MarkerCurationStage("params/default.yaml", overrides)
+    curation_stage = MarkerCurationStage.from_params("params/default.yaml", overrides)
     curation_stage.write_artefact()
     paths = curation_stage.cfg.paths
     curated = set(curation_stage.lexicon.frame["marker"])
@@ -168,7 +168,7 @@ def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_aft
     grammatical = pd.DataFrame({"marker": [pattern_marker], "move": ["address"], "template": ["remedy-test"]})
 
     for _ in range(2):  # 04 run twice: the second run must build on the curated lexicon again
-        expansion = PatternExpansionStage("params/default.yaml", overrides)
+        expansion = PatternExpansionStage.from_params("params/default.yaml", overrides)
         expansion.filtered = grammatical  # as if the grammaticality filter had kept this expansion
         expansion.table4_lexicon()
         final = lx.read_artefact(paths.final_lexicon)
@@ -177,9 +177,9 @@ def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_aft
         assert paths.curated_lexicon.read_bytes() == curated_bytes
 
     # 02 and 03 rerun after 04: the curated lexicon, without 04's pattern marker
-    extensions = MarkerExtensionsStage("params/default.yaml", overrides)
+    extensions = MarkerExtensionsStage.from_params("params/default.yaml", overrides)
     assert set(extensions.connectives["marker"]) == set(curation_stage.lexicon.extendable_connectives()["marker"])
-    generation = LLMMarkerGenerationStage("params/default.yaml", overrides)
+    generation = LLMMarkerGenerationStage.from_params("params/default.yaml", overrides)
     assert set(generation.lexicon.frame["marker"]) == curated
     assert "added" not in generation.lexicon.report
 

@@ -281,11 +281,14 @@ def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables
 
 
 def _displayed_tables(notebook) -> list[str]:
-    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`)."""
+    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`, `stage.show_table("<name>")`)."""
+    import re
+
     import nbformat
 
     cells = nbformat.read(notebook, as_version=4).cells
-    return [name for c in cells if c.cell_type == "code" for name in paper_tables.TABLE_SPECS if f'.show("{name}")' in c.source]
+    return [name for c in cells if c.cell_type == "code" for name in paper_tables.TABLE_SPECS
+            if re.search(rf'\.show(_table)?\("{name}"\)', c.source)]
 
 
 def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg, bench):

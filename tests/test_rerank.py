@@ -27,7 +27,7 @@ from ratio_utils.rerank import (
 )
 from ratio_utils.retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, write_system_run
 from ratio_utils.schema import MOVES, Move
-from ratio_utils.stages.llm_rerank import LLMRerank
+from ratio_utils.stages.llm_rerank import LLMRerankStage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub_server import StubOpenAI  # noqa: E402
@@ -140,9 +140,9 @@ def _responder(body: dict) -> str:
     return ANSWERS.get(_query_of(body), json.dumps({"ranking": [5, 4]}))
 
 
-def _live(cfg, stub) -> LLMRerank:
+def _live(cfg, stub) -> LLMRerankStage:
     cfg.sections["llm"] = {"model": "rerank-model", "base_url": stub.base_url, "mode": "sync", "retry_initial_s": 0.01}
-    return LLMRerank.from_config(cfg)
+    return LLMRerankStage.from_config(cfg)
 
 
 def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup, monkeypatch):
@@ -201,7 +201,7 @@ def test_offline_with_nothing_to_replay_writes_request_files_and_no_run_file(set
     stale = run_path(cfg.paths.retrieval_runs, RERANKED, Move.SPECIFY, "test")
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"stale")
-    stage = LLMRerank.from_config(cfg)
+    stage = LLMRerankStage.from_config(cfg)
     summary = stage.run().set_index("move")
     assert not stale.exists()
     assert not any((cfg.paths.retrieval_runs / "BM25-test_+_rerank").rglob("*.parquet"))
@@ -235,13 +235,13 @@ def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monke
     monkeypatch.delenv("OPENAI_API_KEY")
     cfg.sections["llm"] = {"model": "configured-model", "mode": "batch"}
     cfg.sections["rerank"]["model"] = None  # llm.model, not the model whose answers were recorded
-    summary = LLMRerank.from_config(cfg).run().set_index("move")
+    summary = LLMRerankStage.from_config(cfg).run().set_index("move")
     # the request bodies name configured-model now: nothing recorded matches, no run file is written
     assert summary["replay_misses"].sum() == 7 and summary["answered"].sum() == 0
     assert not run_path(cfg.paths.retrieval_runs, RERANKED, Move.ADDRESS, "test").exists()
 
     cfg.sections["llm"] = {"model": "rerank-model", "mode": "batch"}
-    stage = LLMRerank.from_config(cfg)
+    stage = LLMRerankStage.from_config(cfg)
     summary = stage.run().set_index("move")
     # the invalid JSON answer of one Address query was never cached: it misses too
     assert summary["replay_misses"].to_dict() == {"address": 1, "broaden": 0, "specify": 3}
@@ -264,7 +264,7 @@ def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with StubOpenAI(KEY, responder=_responder) as stub:
         cfg.sections["llm"] = {"model": "rerank-model", "base_url": stub.base_url, "mode": "dry_run"}
-        summary = LLMRerank.from_config(cfg).run()
+        summary = LLMRerankStage.from_config(cfg).run()
         assert stub.total_requests == 0
     assert summary["missing"].sum() == 7 and summary["replay_misses"].sum() == 0
     assert summary["sent"].sum() == 0 and summary["request_files"].sum() == 7
@@ -303,7 +303,7 @@ def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(s
 
     def planned_sample(seed: int) -> dict[str, list[str]]:
         cfg.seed = seed
-        stage = LLMRerank.from_config(cfg)
+        stage = LLMRerankStage.from_config(cfg)
         stage.plan()
         return {job.move.value: sorted(job.orders) for job in stage.jobs}
 

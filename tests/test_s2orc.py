@@ -199,7 +199,7 @@ def test_notebook_00_under_the_paper_params_names_the_download_command(tmp_path,
 
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     with pytest.raises(FileNotFoundError) as info:
-        CorpusStage("params/paper.yaml").build()
+        CorpusStage.from_params("params/paper.yaml").build()
     message = str(info.value)
     assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpus.s2_api --params params/paper.yaml")
 

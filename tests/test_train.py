@@ -210,7 +210,7 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
     monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09.ipynb")
-    FinetuneStage("params/default.yaml", {"train": cfg.sections["train"]}, "address").colbert()
+    FinetuneStage.from_params("params/default.yaml", {"train": cfg.sections["train"]}, move="address").colbert()
     recorded = run_records.reused_by_notebook(tmp_path / "run")["09.ipynb"]
     assert recorded == f"address: the tuned ColBERT and its test scores ({cfg.paths.relative(model_dir)})"
 

@@ -25,8 +25,10 @@ from pathlib import Path
 import pandas as pd
 
 from .. import retrieval_analyses as analysis, stats
-from ..benchmark_release import Benchmark
+from ..retrieval_analyses import query_set_name, query_split
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import REPO_ROOT, Config
+from ..display import Stage
 from ..metrics import per_query_metrics
 from ..published import records_frame
 from ..models import model_name
@@ -45,6 +47,52 @@ FULL_POOL = "full"
 
 def load_analysis_params(cfg: Config) -> AnalysisParams:
     return cfg.section("analysis", AnalysisParams)
+
+
+class AnalysesStage(Stage):
+    """What notebook 11 shows: the retrievers compared, then each analysis's tables and figures (each analysis
+    computed and written once, on first use)."""
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = load_analysis_params(cfg)
+        self.bench = load_benchmark(cfg.paths.benchmark)
+        self.retrievers = find_retrievers(cfg, self.params)
+        self._overlap: OverlapResult | None = None
+        self._transfer: TransferResult | None = None
+
+    def retrievers_table(self) -> pd.DataFrame:
+        return retrievers_frame(self.retrievers)
+
+    @property
+    def overlap(self) -> OverlapResult:
+        if self._overlap is None:
+            self._overlap = lexical_overlap(self.cfg, self.bench, self.params, self.retrievers)
+        return self._overlap
+
+    def overlap_count(self) -> pd.DataFrame:
+        return self.overlap.count
+
+    def overlap_comparisons(self) -> pd.DataFrame:
+        return self.overlap.comparisons
+
+    def overlap_figure(self):
+        return self.overlap.figure
+
+    def oracle_filtering(self) -> pd.DataFrame:
+        return oracle_filtering(self.cfg, self.bench, self.params, self.retrievers)
+
+    @property
+    def transfer(self) -> TransferResult:
+        if self._transfer is None:
+            self._transfer = cross_move_transfer(self.cfg, self.bench, self.params, self.retrievers)
+        return self._transfer
+
+    def transfer_table(self) -> pd.DataFrame:
+        return self.transfer.table
+
+    def transfer_figure(self):
+        return self.transfer.figure
 
 
 # -- retrievers and their runs ------------------------------------------------------------------------
@@ -81,16 +129,6 @@ def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
         else:
             missing[move.value] = why
     return Retrievers(params.base_model, tuned, missing)
-
-
-def query_split(bench: Benchmark, move: Move | str) -> str:
-    """The query set of the analyses: silver where the benchmark has it, else the unfiltered test set."""
-    return bench.query_split(move).value
-
-
-def query_set_name(split: str) -> str:
-    """The label of a query set; where silver is absent and the unfiltered set stands in, the notes say so."""
-    return "silver" if split == Split.SILVER.value else "unfiltered test"
 
 
 class RunSource:
@@ -179,57 +217,43 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
-    words = analysis.WordSets()
+    measure = analysis.OverlapMeasure(bench)
     rows, comparisons, notes, records = [], [], [], []
-    doc_text = dict(zip(*bench.pool(Split.TEST)[["docid", "text"]].to_dict("list").values()))
     for split in (Split.TEST.value, Split.SILVER.value):
         for move in (m.value for m in MOVES):
             if not (bench.has(move, split) and len(bench.queries(move, split))):
                 if split == Split.SILVER.value:
                     notes.append(f"{move}: no silver split, so its silver comparisons cannot be made (the judge of notebook 07 has not run).")
                 continue
-            queries = source.queries(move, split)
-            query_text = dict(zip(queries["qid"], queries["text"]))
-            pairs = bench.queries(move, split)
-            texts = {**doc_text, **dict(zip(pairs["gold_id"], pairs["goldSentence"]))}
-            gold = analysis.gold_overlap(source.qrels(move, split), query_text, texts, words)
-            per_system = {}
-            for system, tuned_on in (("baseline", None), ("tuned", move)):
-                if tuned_on and move not in retrievers.tuned:
-                    continue
-                per_system[system] = analysis.overlap_at_k(source.run(tuned_on, move, split), query_text, texts, params.overlap_ks, words)
-            for system, frame in per_system.items():
-                for k in frame.columns:
-                    c = cell(frame[k].dropna(), cache)
-                    rows.append({"query_set": split, "move": move, "system": system, "k": int(k), "value": c.value,
-                                 "low": c.low, "high": c.high, "n": c.n})
-            c = cell(gold, cache)
-            rows += [{"query_set": split, "move": move, "system": "gold", "k": int(k), "value": c.value, "low": c.low,
-                      "high": c.high, "n": c.n} for k in params.overlap_ks]
-            if {"baseline", "tuned"} <= set(per_system):
-                for k in params.comparison_ks:
-                    tuned, base = per_system["tuned"][k], per_system["baseline"][k]
-                    diff, p = paired_cell(cache, tuned, base)
-                    records.append(cell_record(diff, p, scale=1, move=move, query_set=split, metric=f"Jaccard@{k}",
-                                           subject="tuned", reference="baseline"))
-                    comparisons.append({
-                        "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
-                        "Baseline": cell(base.dropna(), cache).text(1, 3), "Tuned": cell(tuned.dropna(), cache).text(1, 3),
-                        "Gold": cell(gold, cache).text(1, 3), "Tuned - baseline": diff.text(1, 3), "p": p,
-                        "Tuned overlaps less": "yes" if tuned.mean() < base.mean() else "no"})
+            runs = {system: source.run(tuned_on, move, split) for system, tuned_on in (("baseline", None), ("tuned", move))
+                    if tuned_on is None or move in retrievers.tuned}
+            overlap = measure.of_move(move, split, source.queries(move, split), source.qrels(move, split), runs,
+                                      params.overlap_ks)
+            rows += [{"query_set": split, "move": move, **row} for row in overlap.cells(params.overlap_ks, cache)]
+            if "tuned" not in overlap.per_system:
+                continue
+            for k in params.comparison_ks:
+                compared = overlap.comparison(k, cache)
+                records.append(cell_record(compared.difference, compared.p, scale=1, move=move, query_set=split,
+                                           metric=f"Jaccard@{k}", subject="tuned", reference="baseline"))
+                comparisons.append({
+                    "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
+                    "Baseline": compared.baseline.text(1, 3), "Tuned": compared.tuned.text(1, 3),
+                    "Gold": compared.gold.text(1, 3), "Tuned - baseline": compared.difference.text(1, 3), "p": compared.p,
+                    "Tuned overlaps less": "yes" if compared.tuned_overlaps_less else "no"})
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
     per_k = pd.DataFrame(rows)
     comparison_frame = pd.DataFrame(comparisons)
     comparisons_shown = stats.with_p_text(comparison_frame, params.n_resamples)
-    count = _overlap_count(comparison_frame, params)
+    count = analysis.overlap_count(comparison_frame, params.comparison_ks)
     if write and not per_k.empty:
         common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
                   "ratio_utils.retrieval.bm25.BM25Tokenizer); top-k candidates against the full test pool; "
                   f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
                   _interval_note(), *_reduced_note(params), *notes]
         inputs = [cfg.paths.benchmark]
-        write_table(_overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
+        write_table(analysis.overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
                     caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
                             "between a query and its gold sentence, per query set and move.")
         labels = silver_sources(bench)
@@ -242,29 +266,6 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
         figure = _overlap_figure(cfg, bench, per_k, notes)
     cache.save()  # the next run looks the intervals up instead of resampling again
     return OverlapResult(per_k, comparisons_shown, count, notes, figure if write and not per_k.empty else None)
-
-
-def _overlap_table(per_k: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for (split, move, system), group in per_k.groupby(["query_set", "move", "system"], sort=True):
-        row = {"Query set": query_set_name(split), "Move": move.capitalize(), "Retriever": system, "Queries": int(group["n"].max())}
-        for r in group.sort_values("k").itertuples():
-            row[f"J@{r.k}"] = Cell(r.value, r.low, r.high, int(r.n)).text(1, 3)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _overlap_count(comparisons: pd.DataFrame, params: AnalysisParams) -> pd.DataFrame:
-    possible = len(params.comparison_ks) * len(MOVES) * 2
-    if comparisons.empty:
-        return pd.DataFrame([{"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
-                              "Comparisons in the paper's design": possible}])
-    grouped = comparisons.groupby(["Query set", "Move"], sort=True)["Tuned overlaps less"]
-    rows = [{"Query set": s, "Move": m, "Tuned overlaps less": int((g == "yes").sum()), "Comparisons made": int(len(g))}
-            for (s, m), g in grouped]
-    rows.append({"Query set": "all", "Move": "all", "Tuned overlaps less": sum(r["Tuned overlaps less"] for r in rows),
-                 "Comparisons made": int(len(comparisons)), "Comparisons in the paper's design": possible})
-    return pd.DataFrame(rows)
 
 
 def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Image, Markdown
 
-from ..config import load_config
+from ..config import Config
+from ..display import Stage
 from ..corpus import CorpusBuild, CorpusParams, build_corpus, cleaning_table, write_corpus_outputs
 
 
-class CorpusStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class CorpusStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = self.cfg.section("corpus", CorpusParams)
         self._build: CorpusBuild | None = None
         self._written: dict | None = None

@@ -12,17 +12,18 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import train, train_colbert
-from ..config import load_config
+from ..config import Config
+from ..display import Stage
 from ..retrieval.systems import record_tuned_runs
 from ..run_records import record_reused
 from ..train.tables import write_table6, write_tuned_vs_baseline
 
 
-class FinetuneStage:
+class FinetuneStage(Stage):
     """What notebook 09 shows, one call per cell: the plan, the training, its tables."""
 
-    def __init__(self, params_file: str, overrides: dict | None = None, move: str = "all"):
-        self.cfg = load_config(params_file, overrides)
+    def __init__(self, cfg: Config, move: str = "all"):
+        super().__init__(cfg)
         self.params = train.load_train_params(self.cfg)
         self.move = move
 

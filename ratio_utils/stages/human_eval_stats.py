@@ -23,6 +23,7 @@ import pandas as pd
 from .. import human_eval, stats
 from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
+from ..display import Stage
 from ..human_eval import SETUPS, HumanEvalParams
 from ..io import read_json_if_exists
 from ..models import model_name
@@ -34,6 +35,37 @@ from ..schema import GENERIC_PREFIXES, Move
 from ..stats import INDICATIVE_BELOW
 
 STAGE = "12_human_eval_stats"
+
+
+class HumanEvalStatsStage(Stage):
+    """What notebook 12 shows: the params, the packets and who labels what, then the tables once labels exist."""
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = load_params(cfg)
+        self._results: HumanEvalResults | None = None
+
+    def write_packets(self) -> pd.DataFrame:
+        return write_packets(self.cfg)
+
+    def packet_notes(self) -> list[str]:
+        return packet_notes(self.cfg)
+
+    def assignment_table(self) -> pd.DataFrame:
+        return assignment_table(self.cfg)
+
+    @property
+    def results(self) -> HumanEvalResults:
+        """The tables from the label files (written once, on first use), or only a status without labels."""
+        if self._results is None:
+            self._results = results(self.cfg)
+        return self._results
+
+    def status(self) -> pd.DataFrame:
+        return self.results.status
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        return self.results.table(name)
 
 
 def load_params(cfg: Config) -> HumanEvalParams:

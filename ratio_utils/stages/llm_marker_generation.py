@@ -12,7 +12,8 @@ from IPython.display import Markdown
 
 from .. import lexicon as lx
 from .. import marker_llm
-from ..config import load_config
+from ..config import Config
+from ..display import Stage
 from ..io import write_parquet_atomic
 from ..llm import ReplayMiss
 from ..published import write_table
@@ -27,9 +28,9 @@ RELEASED_LABEL_NOTES = [
 ]
 
 
-class LLMMarkerGenerationStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class LLMMarkerGenerationStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = lx.lexicon_params(self.cfg)
         self.lexicon = lx.read_artefact(self.cfg.paths.curated_lexicon)
         self.released_csv = lx.released_lexicon_path(self.cfg, self.params)

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import paper_tables
 from ..benchmark_release import Benchmark, load_benchmark
 from ..config import REPO_ROOT, Config
+from ..display import Stage
 from ..io import write_json_atomic
 from ..label_sources import REPLAYED_FROM, rerank_source, silver_sources
 from ..llm import ChatRequest, ChatResult, LLMClient
@@ -71,28 +73,25 @@ COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one r
                "request_files: written as Batch API request files without an answer (no key, nothing recorded).")
 
 
-class LLMRerank:
+class LLMRerankStage(Stage):
     """Notebook 10 step by step; each method returns what the notebook displays."""
 
-    def __init__(self, cfg: Config, params: RerankParams, client: LLMClient):
-        self.cfg = cfg
-        self.params = params
-        self.client = client
-        self.model = params.model or client.settings.model
-        self.prompts_dir = Path(params.prompts_dir) if Path(params.prompts_dir).is_absolute() else REPO_ROOT / params.prompts_dir
-        self.prompts = {m: load_rerank_prompt(self.prompts_dir, m, params.prompt, params.k)
-                        for m in (Move.parse(x) for x in params.moves)}
-        self.live = client.has_key and client.settings.mode in ("sync", "batch")
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = cfg.section("rerank", RerankParams)
+        self.client = LLMClient.from_config(cfg)
+        self.model = self.params.model or self.client.settings.model
+        self.prompts_dir = Path(self.params.prompts_dir) if Path(self.params.prompts_dir).is_absolute() else REPO_ROOT / self.params.prompts_dir
+        self.prompts = {m: load_rerank_prompt(self.prompts_dir, m, self.params.prompt, self.params.k)
+                        for m in (Move.parse(x) for x in self.params.moves)}
+        self.live = self.client.has_key and self.client.settings.mode in ("sync", "batch")
         self.notes: list[str] = []
         self.jobs: list[Job] = []
         self.mode = ""  # live | replay | dry_run, once run
         self.answered_by: list[str] = []
         self.request_files: str | None = None
         self._bench: Benchmark | None = None
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> "LLMRerank":
-        return cls(cfg, cfg.section("rerank", RerankParams), LLMClient.from_config(cfg))
+        self._tables: paper_tables.PaperTables | None = None
 
     @property
     def bench(self) -> Benchmark:
@@ -295,6 +294,13 @@ class LLMRerank:
 
     def repair_rules(self) -> pd.DataFrame:
         return pd.DataFrame({"rule": list(REPAIR_RULES), "what is done": list(REPAIR_RULES.values())})
+
+    def show_table(self, name: str):
+        """One of Tables 1, 7, 8 or the rerank comparison, assembled once every row of 08, 09 and this notebook can be
+        filled (paper_tables.assemble_tables writes them all)."""
+        if self._tables is None:
+            self._tables = paper_tables.assemble_tables(self.cfg, self.bench)
+        return self._tables.show(name)
 
     def _write_report(self) -> None:
         report = self.client.last_report

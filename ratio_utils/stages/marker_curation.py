@@ -13,15 +13,15 @@ from IPython.display import Image, Markdown
 
 from .. import curation
 from .. import lexicon as lx
-from ..config import REPO_ROOT, load_config
+from ..config import REPO_ROOT, Config
 from ..io import atomic_path
 from ..published import set_figure_style, write_table
-from ..display import say, show_figure, written_files
+from ..display import Stage, say, show_figure, written_files
 
 
-class MarkerCurationStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class MarkerCurationStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = lx.lexicon_params(self.cfg)
         set_figure_style()
         self.released_csv = lx.released_lexicon_path(self.cfg, self.params)

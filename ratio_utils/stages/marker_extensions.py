@@ -10,14 +10,15 @@ import pandas as pd
 
 from .. import curation
 from .. import lexicon as lx
-from ..config import load_config
+from ..config import Config
+from ..display import Stage
 from ..io import write_parquet_atomic
 from ..published import write_table
 
 
-class MarkerExtensionsStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class MarkerExtensionsStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = lx.lexicon_params(self.cfg)
         self.connectives = lx.read_artefact(self.cfg.paths.curated_lexicon).extendable_connectives()
         self._extensions: pd.DataFrame | None = None

@@ -11,16 +11,17 @@ import pandas as pd
 
 from .. import lexicon as lx
 from .. import mining
-from ..config import load_config
+from ..config import Config
+from ..display import Stage
 from ..published import write_table
 
 TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data total is 809 "
                     "on 366.6M S2ORC pairs.")
 
 
-class PairMiningStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class PairMiningStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = self.cfg.section("mining", mining.MiningParams)
         self.result: mining.MiningResult | None = None
         self.lexicon_check = None

@@ -14,11 +14,11 @@ from IPython.display import Markdown
 
 from .. import lexicon as lx
 from .. import marker_llm, patterns
-from ..config import REPO_ROOT, load_config
+from ..config import REPO_ROOT, Config
 from ..llm import ReplayMiss
 from ..published import write_table
 from ..schema import MarkerSource
-from ..display import say
+from ..display import Stage, say
 
 TABLE4_PAPER_NOTE = (
     "The file files the paper's 257 Address pattern markers under LLM generation; paper per-source totals: "
@@ -26,9 +26,9 @@ TABLE4_PAPER_NOTE = (
 )
 
 
-class PatternExpansionStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class PatternExpansionStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = lx.lexicon_params(self.cfg)
         self.templates_file = REPO_ROOT / self.params.templates_file
         self.templates = patterns.load_templates(self.templates_file, self.params.max_slot_terms).select(self.params.template_ids)

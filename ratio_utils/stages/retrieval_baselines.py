@@ -14,14 +14,45 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..benchmark_release import Benchmark
+from .. import paper_tables
+from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
+from ..display import Stage
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..params import RetrievalParams
 from ..retrieval.runs import system_name
 from ..retrieval.ranking import record_run
-from ..retrieval.systems import load_retrieval_params, make_retriever, plan_systems, runnable
+from ..retrieval.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, runnable
 from ..schema import Split
+
+
+class RetrievalBaselinesStage(Stage):
+    """What notebook 08 shows: the systems, their runs, and Tables 1, 7, 8 with the rows up to this notebook."""
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = load_retrieval_params(cfg)
+        self.bench = load_benchmark(cfg.paths.benchmark)
+        self._tables: paper_tables.PaperTables | None = None
+
+    def systems(self) -> pd.DataFrame:
+        return systems_frame(self.params)
+
+    def run(self) -> pd.DataFrame:
+        return run_baselines(self.cfg, self.bench, self.params)
+
+    @property
+    def tables(self) -> paper_tables.PaperTables:
+        """Tables 1, 7, 8 assembled (and written) from the run files of this notebook's systems."""
+        if self._tables is None:
+            self._tables = paper_tables.assemble_tables(self.cfg, self.bench, through=STAGE)
+        return self._tables
+
+    def primary_metric_summary(self) -> pd.DataFrame:
+        return paper_tables.primary_metric_summary(self.tables)
+
+    def tables_pointer(self):
+        return self.tables.pointer(self.cfg, "with the baseline rows of this notebook")
 
 
 def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> pd.DataFrame:
@@ -40,10 +71,8 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
             systems = [s for s in systems if s.source != model]
             skipped.append({"system": model_name(model), "status": f"not run ({exc})"})
     checksum = bench.checksum()
-    from ..paper_tables import retire_foreign_runs
-
     retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
-               for path in retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
+               for path in paper_tables.retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
     jobs = [(system, move, split) for system in systems for move, split in runnable(bench, splits)]
     retrievers: dict[tuple, object] = {}
     done = []

@@ -11,16 +11,16 @@ import pandas as pd
 from IPython.display import Image, Markdown
 
 from .. import dataset
-from ..config import load_config
+from ..config import Config
 from ..models import contamination_note, encoders_used
 from ..published import set_figure_style, write_table
 from ..schema import MOVES
-from ..display import show_figure
+from ..display import Stage, show_figure
 
 
-class SplitAndPoolStage:
-    def __init__(self, params_file: str, overrides: dict | None = None):
-        self.cfg = load_config(params_file, overrides)
+class SplitAndPoolStage(Stage):
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
         self.params = self.cfg.section("dataset", dataset.DatasetParams)
         self.built: dataset.BuiltBenchmark | None = None
 

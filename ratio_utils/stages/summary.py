@@ -31,6 +31,7 @@ import pandas as pd
 
 from .. import claims, stats
 from ..config import Config
+from ..display import Stage
 from ..io import sha256_tree, write_text_atomic
 from ..label_sources import notes as label_notes
 from ..published import read_records
@@ -588,3 +589,31 @@ def papers_per_year(cfg: Config):
         return None
     papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "year"])
     return papers_per_year_figure(papers, cfg.section("dataset", DatasetParams))
+
+
+class SummaryStage(Stage):
+    """What notebook 14 shows: the summary written first (reports/summary.md), then its parts, one per cell."""
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = load_summary_params(cfg)
+        self._summary: Summary | None = None
+
+    @property
+    def summary(self) -> Summary:
+        """The collected summary; reports/summary.md and its figures are written on first use."""
+        if self._summary is None:
+            self._summary = write_summary(self.cfg, self.params)
+        return self._summary
+
+    def provenance(self) -> dict[str, Any]:
+        return self.summary.provenance
+
+    def labels(self):
+        return labels_markdown(self.summary)
+
+    def claims_rule(self):
+        return claims_markdown(self.summary)
+
+    def papers_per_year(self):
+        return papers_per_year(self.cfg)

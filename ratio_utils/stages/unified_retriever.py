@@ -14,11 +14,12 @@ import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
+from IPython.display import Markdown
 
 from .. import stats, unified
 from ..benchmark_release import load_benchmark
-from ..config import Config, load_config
-from ..display import show_figure
+from ..config import Config
+from ..display import Stage, show_figure
 from ..io import read_json_if_exists
 from ..label_sources import silver_sources
 from ..metrics import per_query_metrics
@@ -31,9 +32,55 @@ from ..stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
 
 
-def setup(params_file: str, overrides: dict | None = None) -> tuple[Config, unified.UnifiedParams]:
-    cfg = load_config(params_file, overrides)
-    return cfg, unified.load_unified_params(cfg)
+class UnifiedRetrieverStage(Stage):
+    """What notebook 13 shows: the balance, the training, the comparison with the per-move models, move sensitivity."""
+
+    def __init__(self, cfg: Config):
+        super().__init__(cfg)
+        self.params = unified.load_unified_params(cfg)
+        self._result: unified.UnifiedResult | None = None
+        self._comparison: Comparison | None = None
+        self._sensitivity: pd.DataFrame | None = None
+
+    def balance(self) -> pd.DataFrame:
+        return balance(self.cfg, self.params)
+
+    @property
+    def result(self) -> unified.UnifiedResult:
+        """The unified model, trained (or reused) on first use."""
+        if self._result is None:
+            self._result = train(self.cfg, self.params)
+        return self._result
+
+    def train(self) -> pd.DataFrame:
+        return unified.summary(self.result)
+
+    @property
+    def comparison_table(self) -> Comparison:
+        """The unified-vs-per-move comparison, computed and written on first use."""
+        if self._comparison is None:
+            self._comparison = comparison(self.cfg, self.params, self.result)
+        return self._comparison
+
+    @property
+    def sensitivity_summary(self) -> pd.DataFrame:
+        """The move-sensitivity table (written on first use), from the per-pair ranks under each move computed when
+        the model was published."""
+        if self._sensitivity is None:
+            self._sensitivity = sensitivity_table(self.cfg, self.params, self.result.sensitivity)
+        return self._sensitivity
+
+    def comparison(self) -> Comparison:
+        return formatted(self.comparison_table)
+
+    def sensitivity(self) -> pd.DataFrame:
+        return formatted(self.sensitivity_summary)
+
+    def sensitivity_figure(self):
+        return sensitivity_figure(self.cfg, self.params, self.result.sensitivity)
+
+    def narrative(self) -> Markdown:
+        return Markdown(narrative(self.comparison_table, self.sensitivity_summary))
 
 
 def balance(cfg: Config, params: unified.UnifiedParams) -> pd.DataFrame:
