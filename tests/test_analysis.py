@@ -52,7 +52,7 @@ def _move_overlap():
     qids = pd.Index(["q1", "q2", "q3"], name="qid")
     baseline = pd.DataFrame({1: [0.5, 0.4, 0.3], 3: [0.4, 0.2, np.nan]}, index=qids)
     tuned = pd.DataFrame({1: [0.2, 0.1, 0.3], 3: [0.1, 0.1, 0.2]}, index=qids)
-    return analysis.MoveOverlap({"baseline": baseline, "tuned": tuned}, pd.Series([0.25, 0.5, 0.0], index=qids))
+    return retrieval_analyses.MoveOverlap({"baseline": baseline, "tuned": tuned}, pd.Series([0.25, 0.5, 0.0], index=qids))
 
 
 def test_move_overlap_cells_are_means_over_the_queries_with_a_candidate():
@@ -89,11 +89,11 @@ def test_overlap_count_counts_the_comparisons_where_the_tuned_retriever_overlaps
     comparisons = pd.DataFrame({"Query set": ["silver", "silver", "unfiltered test", "unfiltered test", "unfiltered test"],
                                 "Move": ["Address", "Address", "Address", "Specify", "Specify"],
                                 "Tuned overlaps less": ["yes", "no", "yes", "yes", "yes"]})
-    count = analysis.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
+    count = retrieval_analyses.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
     assert count.loc[("silver", "Address"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [1, 2]
     assert count.loc[("unfiltered test", "Specify"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [2, 2]
     assert count.loc[("all", "all"), ["Tuned overlaps less", "Comparisons made", "Comparisons in the paper's design"]].tolist() == [4, 5, 12]
-    empty = analysis.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
+    empty = retrieval_analyses.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
     assert empty.iloc[0].to_dict() == {"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
                                        "Comparisons in the paper's design": 24}  # the paper's 24 of 24
 
@@ -104,7 +104,7 @@ def test_overlap_table_has_one_row_per_query_set_move_and_retriever():
         {"query_set": "test", "move": "address", "system": "tuned", "k": 1, "value": 0.1, "low": 0.08, "high": 0.12, "n": 41},
         {"query_set": "silver", "move": "broaden", "system": "gold", "k": 1, "value": 0.2, "low": 0.1, "high": 0.3, "n": 6},
     ])
-    table = analysis.overlap_table(per_k)
+    table = retrieval_analyses.overlap_table(per_k)
     assert table.drop(columns="J@10").to_dict("records") == [
         {"Query set": "silver", "Move": "Broaden", "Retriever": "gold", "Queries": 6, "J@1": "0.200 [0.100, 0.300]" + DAGGER},
         {"Query set": "unfiltered test", "Move": "Address", "Retriever": "tuned", "Queries": 41, "J@1": "0.100 [0.080, 0.120]"},
