@@ -151,27 +151,69 @@ def iter_lines(path: "str | Path", lines: "tuple[int, int] | None" = None, offse
             yield lineno, raw
 
 
-def write_parquet_chunks_atomic(chunks: Iterable[Any], target: "str | Path") -> Path:
-    """Write pandas frames one after another into one parquet file, atomically (the file holds every chunk or
-    is not there), so no process holds the whole table. The first chunk fixes the columns and types; a column
-    that is all null there is typed as a string (what a text column with values is)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class ParquetStream:
+    """A parquet file written frame by frame into a temporary file beside it, renamed into place when the `with`
+    block ends without an error (on an error nothing is left), so no process holds the whole table.
 
-    with atomic_path(target) as tmp:
-        writer = None
-        try:
-            for chunk in chunks:
-                table = pa.Table.from_pandas(chunk, preserve_index=False)
-                if writer is None:
-                    fields = [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in table.schema]
-                    writer = pq.ParquetWriter(tmp, pa.schema(fields, metadata=table.schema.metadata))
-                writer.write_table(table.cast(writer.schema))
-            if writer is None:
-                raise ValueError(f"{target}: no chunk to write (give at least an empty frame with the columns)")
-        finally:
-            if writer is not None:
-                writer.close()
+    The first frame fixes the columns and types, made uniform so that later frames fit: a column that is all
+    null there is typed as a string (what a text column with values is), a categorical as
+    dictionary<int32, string> (a frame's categories, and so pandas' index width, depend on its rows).
+    """
+
+    def __init__(self, target: "str | Path"):
+        self.target = Path(target)
+        self.rows = 0
+        self._stack = contextlib.ExitStack()
+        self._writer: Any = None
+
+    def __enter__(self) -> "ParquetStream":
+        self._tmp = self._stack.enter_context(atomic_path(self.target))
+        self._stack.callback(self._close_writer)  # closed before the rename (callbacks run last-in, first-out)
+        return self
+
+    def write(self, frame: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, _uniform_schema(table.schema))
+        self._writer.write_table(table.cast(self._writer.schema))
+        self.rows += table.num_rows
+
+    @property
+    def started(self) -> bool:
+        """Whether a frame (possibly empty) has been written, so the file will have columns."""
+        return self._writer is not None
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    def __exit__(self, *exc_info) -> bool | None:
+        return self._stack.__exit__(*exc_info)
+
+
+def _uniform_schema(schema: Any) -> Any:
+    import pyarrow as pa
+
+    def uniform(field):
+        if pa.types.is_null(field.type):
+            return pa.field(field.name, pa.string())
+        if pa.types.is_dictionary(field.type):
+            return pa.field(field.name, pa.dictionary(pa.int32(), pa.string()))
+        return field
+
+    return pa.schema([uniform(f) for f in schema], metadata=schema.metadata)
+
+
+def write_parquet_chunks_atomic(chunks: Iterable[Any], target: "str | Path") -> Path:
+    """Write pandas frames one after another into one parquet file, atomically (a `ParquetStream`)."""
+    with ParquetStream(target) as out:
+        for chunk in chunks:
+            out.write(chunk)
+        if not out.started:
+            raise ValueError(f"{target}: no chunk to write (give at least an empty frame with the columns)")
     return Path(target)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.io import InputError, atomic_path, iter_jsonl, replace_folder
+from ratio_utils.io import InputError, ParquetStream, atomic_path, iter_jsonl, replace_folder, write_parquet_chunks_atomic
 from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
 
 
@@ -45,6 +45,34 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
             tmp.write_text("half")
             raise RuntimeError("boom")
     assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_stream_writes_frames_whose_types_differ_by_rows_into_one_table(tmp_path):
+    # A categorical's index width follows its categories and an all-null column has no type: the
+    # first frame's schema would reject the later frames without the uniform schema.
+    first = pd.DataFrame({"corpus": pd.Categorical(["a"]), "date": [None], "n": [1]})
+    later = pd.DataFrame({"corpus": pd.Categorical([f"c{i}" for i in range(300)]), "date": ["2020-01-01"] * 300, "n": range(300)})
+    target = tmp_path / "t.parquet"
+    with ParquetStream(target) as out:
+        out.write(first)
+        assert not target.exists()  # in place only once complete
+        out.write(later)
+    back = pd.read_parquet(target)
+    assert out.rows == 301 and list(back["corpus"].astype(str)) == ["a"] + [f"c{i}" for i in range(300)]
+    assert back["date"].isna().tolist() == [True] + [False] * 300 and set(back["date"][1:]) == {"2020-01-01"}
+    assert back["n"].tolist() == [1, *range(300)]
+
+
+def test_parquet_stream_leaves_nothing_when_the_writing_fails(tmp_path):
+    target = tmp_path / "t.parquet"
+    with pytest.raises(RuntimeError):
+        with ParquetStream(target) as out:
+            out.write(pd.DataFrame({"x": [1]}))
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="t.parquet: no chunk to write"):
+        write_parquet_chunks_atomic(iter([]), target)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -38,12 +38,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import Config
-from ..io import InputError, atomic_path, sha256_file, write_json_atomic, write_text_atomic
+from ..io import InputError, ParquetStream, sha256_file, write_json_atomic, write_text_atomic
 from ..parts import part_path, remove_parts_from, reset_table
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusParams, CorpusReader, IngestLog, InputPart
@@ -130,32 +128,6 @@ class PartOutputs:
         return done if done.get(field) == key else None
 
 
-def _uniform_schema(schema: pa.Schema) -> pa.Schema:
-    """A batch's schema with every categorical as dictionary<int32, string> (a batch's categories, and so
-    pandas' index width and value type, depend on its rows; the parquet file needs one schema)."""
-    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string())) if pa.types.is_dictionary(f.type) else f
-                      for f in schema], metadata=schema.metadata)
-
-
-class _StreamedTable:
-    """A parquet file written batch by batch into a temporary file beside it, renamed into place by `close`."""
-
-    def __init__(self, target: Path, stack: contextlib.ExitStack):
-        self._tmp = stack.enter_context(atomic_path(target))
-        self._writer: pq.ParquetWriter | None = None
-        stack.callback(self._close_writer)
-
-    def write(self, frame: pd.DataFrame) -> None:
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp, _uniform_schema(table.schema))
-        self._writer.write_table(table.cast(self._writer.schema))
-
-    def _close_writer(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
 def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOutputs, key: str, params: CorpusParams,
                          seen: dict[str, str], input_key: str = "") -> dict:
     """Read, dedupe (against `seen`: id -> corpus of papers already admitted; updated), split, clean and
@@ -170,7 +142,8 @@ def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOut
     per_year: dict[str, Counter] = defaultdict(Counter)
     papers_read = papers_written = 0
     with contextlib.ExitStack() as stack:
-        papers_out, sentences_out = _StreamedTable(outputs.papers, stack), _StreamedTable(outputs.sentences, stack)
+        papers_out = stack.enter_context(ParquetStream(outputs.papers))
+        sentences_out = stack.enter_context(ParquetStream(outputs.sentences))
         while True:  # at least one batch, possibly empty: its frames give an empty part its columns
             batch = list(itertools.islice(admitted, WRITE_BATCH_PAPERS))
             papers_read += len(batch)
