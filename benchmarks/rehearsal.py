@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/rehearsal.py [--base N] [--sizes 1 4 16] [--shard-sentences 50000]
         [--layout s2orc|s2orc_v2] [--notebooks 00 ... 08] [--sentences PATH] [--lexicon PATH] [--workdir DIR]
-        [--no-resume-check] [--no-issue-17-records]
+        [--reuse EARLIER/rehearsal.json] [--no-resume-check] [--no-issue-17-records]
 
 For each size, `benchmarks/scale.py`'s generator writes a release in the real layout (`papers` + `s2orc` or
 `s2orc_v2` shards, gzipped JSON records with `content.annotations` / `body.annotations` offsets) whose
@@ -22,6 +22,9 @@ Resume check (smallest size, its own folder): notebook 00 and then notebook 05 a
 tree, SIGKILL) once their first part is written, and run again; a finished part whose files the rerun
 rewrote was redone. Without 01-04 in `--notebooks`, notebook 05 mines with `--lexicon` (default: the default
 run's lexicon).
+
+`--reuse` adds the sizes an earlier run measured (its `rehearsal.json`, same base and layout) to the report, so
+the sizes can be run one at a time (e.g. `--sizes 1 4`, then `--sizes 16 --reuse .../rehearsal.json`).
 
 Printed: one Markdown table per size (a row per notebook), then the goals of issue 17, each marked met or
 NOT MET: at the largest size every notebook's peak RSS <= 1.5x its peak at the second-largest (a stage
@@ -287,6 +290,16 @@ class SizeResult:
     sentences: int | None = None
 
 
+def earlier_sizes(path: Path, base: int, layout: str) -> list[SizeResult]:
+    """The sizes an earlier run measured (its rehearsal.json), so that one size can be run at a time; an earlier
+    run on another base or layout measured another corpus and is refused."""
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    if (earlier["base"], earlier["layout"]) != (base, layout):
+        raise SystemExit(f"{path}: measured base {earlier['base']} / layout {earlier['layout']}, not {base} / {layout}")
+    return [SizeResult(**{**r, "download": Measured(**r["download"]), "notebooks": [Measured(**m) for m in r["notebooks"]]})
+            for r in earlier["sizes"]]
+
+
 def run_size(size: int, base: int, args, pool) -> SizeResult:
     folder = (args.workdir / f"{size}x").resolve()
     if folder.exists():
@@ -474,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sentences", type=Path, default=None, help="sentence table to recombine (default: the default run's)")
     parser.add_argument("--lexicon", type=Path, default=None, help="lexicon when 01-04 are not run (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "rehearsal")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="rehearsal.json of an earlier run (same base and layout): its sizes not in --sizes join the report")
     parser.add_argument("--no-resume-check", dest="resume", action="store_false")
     parser.add_argument("--issue-17-records", action=argparse.BooleanOptionalAction, default=True,
                         help="add, per shard, a selected paper with year null and a paragraph with a lone surrogate "
@@ -489,8 +504,10 @@ def main(argv: list[str] | None = None) -> int:
     args.notebooks = sorted(set(args.notebooks))
     base = args.base or _table_rows(Path(args.sentences))
     pool = paragraph_pool(Path(args.sentences))
-    results = [run_size(size, base, args, pool) for size in args.sizes]
-    resume = run_resume_checks(results[0], args) if args.resume and {"00", "05"} <= set(args.notebooks) else []
+    earlier = earlier_sizes(args.reuse, base, args.layout) if args.reuse else []  # read first: refused before any run
+    measured = [run_size(size, base, args, pool) for size in args.sizes]
+    resume = run_resume_checks(measured[0], args) if args.resume and {"00", "05"} <= set(args.notebooks) else []
+    results = sorted(measured + [r for r in earlier if r.size not in args.sizes], key=lambda r: r.size)
     text = report(results, resume)
     write_json_atomic(args.workdir / "rehearsal.json", {"base": base, "layout": args.layout, "resume": resume,
                                                         "sizes": [asdict(r) for r in results]})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -89,6 +90,16 @@ def test_goals_compare_the_two_largest_sizes():
     expected_gb = (1300 * 2**20 + per_row * (paper_rows - 40_000)) / 1e9
     assert f"{per_row:,.0f} bytes per input row" in lines[2] and f"about {expected_gb:,.0f} GB (met" in lines[2]
     assert "all notebooks: wall time per sentence 16x / 4x = 1.23 (met" in lines[4]
+
+
+def test_sizes_measured_earlier_are_read_back_for_the_same_corpus_only(tmp_path):
+    measured = rehearsal.SizeResult(4, {"shards": 3}, _measured("download", 1, 1, None), sentences=1_000_000)
+    measured.notebooks = [_measured("05", 1000, 100, 1_000_000)]
+    path = tmp_path / "rehearsal.json"
+    path.write_text(json.dumps({"base": 250_000, "layout": "s2orc", "resume": [], "sizes": [asdict(measured)]}))
+    assert rehearsal.earlier_sizes(path, 250_000, "s2orc") == [measured]
+    with pytest.raises(SystemExit, match="measured base 250000 / layout s2orc, not 366441 / s2orc"):
+        rehearsal.earlier_sizes(path, 366_441, "s2orc")
 
 
 def test_resume_check_sees_an_atomic_rewrite(tmp_path):
