@@ -505,3 +505,18 @@ def test_review_pairs_drawn_part_by_part_equal_the_in_memory_join_and_hold_one_p
     whole = curation.scan_sentence_parts(single)
     assert len(whole) == 1
     assert curation.sample_review_pairs(whole, spans, 2, seed=5).equals(curation.sample_review_pairs(curation.scan_sentences(single), spans, 2, seed=5))
+
+
+def test_the_review_draw_keeps_no_part_text_beyond_its_own_rows():
+    # Polars' strings are views into the buffers they were taken from: pairs kept from a part used to keep that
+    # part's whole text alive, so notebook 01's memory grew with the number of parts (docs/scale.md, rehearsal).
+    def part(i: int, n: int = 2000) -> pl.LazyFrame:
+        texts = [f"Background {i} {j} {'x' * 300}" if s == 0 else f"For example, case {i} {j} {'y' * 300}" for j in range(n) for s in (0, 1)]
+        return pl.DataFrame({"paper_id": [f"p{i}-{j}" for j in range(n) for _ in (0, 1)], "para": [0] * (2 * n),
+                             "sent": [0, 1] * n, "text_clean": texts}).lazy()
+
+    kept = curation.sample_review_pairs([part(i) for i in range(3)], ["for example"], 2, seed=13)
+    assert kept.height == 2
+    # the newest Arrow export keeps string views with every buffer they point into
+    held = kept.to_arrow(compat_level=pl.CompatLevel.newest()).get_total_buffer_size()
+    assert held < 10_000  # the two pairs' own text (~1.3 KB), not the parts' (~2.5 MB)
