@@ -6,7 +6,8 @@
 
 For each size, `benchmarks/scale.py`'s generator writes a release in the real layout (`papers` + `s2orc` or
 `s2orc_v2` shards, gzipped JSON records with `content.annotations` / `body.annotations` offsets) whose
-paragraphs are recombined from the default run's sentence table (`--sentences`), `size x --base` sentences of
+paragraphs are recombined from the default run's sentence table (`--sentences`; a paragraph drawn again gets a
+copy word in each sentence, so its pairs survive de-duplication), `size x --base` sentences of
 selected papers (`--base` defaults to that table's row count, so 16x is about 5M sentences), plus papers of
 another field, computer-science papers without a publication date, doubled paragraph spans, two bad
 records per shard and (unless `--no-issue-17-records`) issue 17's two: a selected paper with `year: null`
@@ -69,7 +70,7 @@ RSS_RATIO_GOAL = 1.5
 TIME_BAND_GOAL = 0.25
 GLOBAL_GB_GOAL = 350
 SHAPE = dict(first_date="2015-01-01", last_date=RELEASE, other_field_share=0.1, undated_share=0.05,
-             duplicated_span_share=0.05, bad_records_per_shard=2)  # fmt: skip
+             duplicated_span_share=0.05, bad_records_per_shard=2, distinct_copies=True)  # fmt: skip
 
 # The kernel papermill starts is the notebook's driver; Dask's LocalCluster starts its workers with
 # multiprocessing's spawn (the resource tracker it also starts is not a worker).

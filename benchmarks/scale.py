@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def paragraph_pool(sentences_path: Path) -> list[list[str]]:
     return frame.groupby(["paper_id", "para"], sort=False)["text"].agg(list).tolist()
 
 
+def copy_of(sentence: str, n: int) -> str:
+    """The sentence as the n-th copy of its paragraph: a copy word before its final punctuation (the opening
+    words, where the markers are, stay as they are)."""
+    body, end = (sentence[:-1], sentence[-1]) if sentence[-1:] in ".!?" else (sentence, "")
+    return f"{body} copy{n}{end}"
+
+
 @dataclass(frozen=True)
 class ReleaseShape:
     """What a synthetic release holds besides clean computer-science papers (shares of papers, per shard counts).
@@ -71,6 +79,10 @@ class ReleaseShape:
     other_field_share: float = 0.0
     undated_share: float = 0.0
     duplicated_span_share: float = 0.0
+    # A paragraph drawn again gets a copy word in each sentence ("... copy3."), so that its pairs are new pairs:
+    # otherwise de-duplication keeps only the earliest copy of each, and the later (test) windows of a large
+    # release get none.
+    distinct_copies: bool = False
     bad_records_per_shard: int = 0  # alternately a truncated line (malformed JSON) and a record whose spans are no list
     # issue 17's two records that stop a shard task: a selected paper with `year: null` beside its publication date,
     # and a paragraph with an escaped lone surrogate; one of each per shard
@@ -131,6 +143,7 @@ def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list
     for sub in ("papers", layout):
         (dest / sub).mkdir(parents=True, exist_ok=True)
     written, corpusid, shard = 0, 0, 0
+    drawn: Counter = Counter()  # times each paragraph of the pool was drawn
     made = {"other_field": 0, "undated": 0, "duplicated_spans": 0, "bad_records": 0}
     while written < n_sentences:
         in_shard = 0
@@ -157,7 +170,11 @@ def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list
                 corpusid += 1
                 paragraphs, count = [], 0
                 while count < SENTENCES_PER_PAPER:
-                    para = pool[rng.randrange(len(pool))]
+                    index = rng.randrange(len(pool))
+                    para = pool[index]
+                    if shape.distinct_copies and drawn[index]:
+                        para = [copy_of(sentence, drawn[index]) for sentence in para]
+                    drawn[index] += 1
                     paragraphs.append(para)
                     count += len(para)
                 other_field = rng.random() < shape.other_field_share

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +21,7 @@ from ratio_utils.corpus.s2orc import S2orcReader
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import rehearsal  # noqa: E402
-from scale import ReleaseShape, generate, paragraph_pool  # noqa: E402
+from scale import ReleaseShape, copy_of, generate, paragraph_pool  # noqa: E402
 
 MINING_FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 
@@ -56,6 +57,17 @@ def test_synthetic_release_holds_what_the_reader_must_filter_and_quarantine(tmp_
     assert sum(sentences_of[" ".join(p)] for paper in papers for p in paper.paragraphs) == made["sentences"] >= 1500
     first, last = dt.date(2015, 1, 1), dt.date(2026, 5, 5)
     assert all(first <= dt.date.fromisoformat(paper.date) <= last for paper in papers)
+
+
+def test_distinct_copies_make_every_drawn_paragraph_new_and_keep_its_openings(tmp_path, fixture_sentences):
+    pool = paragraph_pool(fixture_sentences)
+    generate(tmp_path / "release", 6 * sum(map(len, pool)), 300, pool, seed=5, shape=ReleaseShape(distinct_copies=True))
+    reader = S2orcReader(tmp_path / "release", metadata_path=tmp_path / "meta.parquet")
+    paragraphs = [" ".join(p) for paper in reader.papers(IngestLog()) for p in paper.paragraphs]
+    assert len(paragraphs) > 2 * len(pool) and len(set(paragraphs)) == len(paragraphs)  # drawn again, never repeated
+    # with its copy words taken out, each is a paragraph of the pool: only sentence ends were touched
+    assert {re.sub(r" copy\d+", "", p) for p in paragraphs} <= {" ".join(para) for para in pool}
+    assert copy_of("We fix it.", 3) == "We fix it copy3." and copy_of("No end", 1) == "No end copy1"
 
 
 def test_issue_17_records_are_a_dated_paper_without_year_and_an_escaped_lone_surrogate(tmp_path, fixture_sentences):
