@@ -162,7 +162,6 @@ class ParquetStream:
 
     def __init__(self, target: "str | Path"):
         self.target = Path(target)
-        self.rows = 0
         self._stack = contextlib.ExitStack()
         self._writer: Any = None
 
@@ -179,7 +178,6 @@ class ParquetStream:
         if self._writer is None:
             self._writer = pq.ParquetWriter(self._tmp, _uniform_schema(table.schema))
         self._writer.write_table(table.cast(self._writer.schema))
-        self.rows += table.num_rows
 
     @property
     def started(self) -> bool:
