@@ -155,13 +155,15 @@ class ParquetStream:
     """A parquet file written frame by frame into a temporary file beside it, renamed into place when the `with`
     block ends without an error (on an error nothing is left), so no process holds the whole table.
 
-    The first frame fixes the columns and types, made uniform so that later frames fit: a column that is all
-    null there is typed as a string (what a text column with values is), a categorical as
-    dictionary<int32, string> (a frame's categories, and so pandas' index width, depend on its rows).
+    A frame is a pandas DataFrame or a pyarrow Table. `schema` fixes the columns and types; without it the first
+    frame fixes them, made uniform so that later frames fit: a column that is all null there is typed as a string
+    (what a text column with values is), a categorical as dictionary<int32, string> (a frame's categories, and so
+    pandas' index width, depend on its rows).
     """
 
-    def __init__(self, target: "str | Path"):
+    def __init__(self, target: "str | Path", schema: Any = None):
         self.target = Path(target)
+        self.schema = schema
         self._stack = contextlib.ExitStack()
         self._writer: Any = None
 
@@ -174,9 +176,9 @@ class ParquetStream:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = frame if isinstance(frame, pa.Table) else pa.Table.from_pandas(frame, preserve_index=False)
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp, _uniform_schema(table.schema))
+            self._writer = pq.ParquetWriter(self._tmp, self.schema or _uniform_schema(table.schema))
         self._writer.write_table(table.cast(self._writer.schema))
 
     @property

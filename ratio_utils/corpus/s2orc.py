@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
-from ..io import LINE_INDEX_SUFFIX, atomic_path, iter_jsonl, iter_lines, write_json_atomic
+from ..io import LINE_INDEX_SUFFIX, ParquetStream, iter_jsonl, iter_lines, write_json_atomic
 from .base import IngestLog, InputPart, Paper, S2orcParams, _quarantine_error, back_matter_kind, line_parts
 
 
@@ -232,7 +232,6 @@ class S2orcReader:
         """Write the selected `papers` rows to `metadata_path` (streamed in batches); return its record
         (counts, quarantined lines). Reused while the papers shards and the selection are unchanged."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         record_path = self.metadata_path.with_suffix(".json")
         key = self._metadata_key()
@@ -243,9 +242,9 @@ class S2orcReader:
         log = IngestLog()
         schema = pa.schema([(c, pa.int64() if c == "year" else pa.string()) for c in META_COLUMNS])
         rows: list[PaperMeta] = []
-        with atomic_path(self.metadata_path) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        with ParquetStream(self.metadata_path, schema) as writer:
             def flush():
-                writer.write_table(pa.table({c: [getattr(m, c) for m in rows] for c in META_COLUMNS}, schema=schema))
+                writer.write(pa.table({c: [getattr(m, c) for m in rows] for c in META_COLUMNS}, schema=schema))
                 rows.clear()
 
             for shard in self._shards("papers"):
