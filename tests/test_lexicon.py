@@ -286,6 +286,18 @@ def test_count_spans_matches_a_plain_python_count(sentences):
     assert curation.span_of("No comma here.") is None
 
 
+def test_count_spans_word_limit_matches_python_on_odd_whitespace():
+    # count_spans drops long openers before normalising them; the word count must be the normalised one's
+    texts = ["One two three four five six seven, x", "One  two three four five six seven eight, x",
+             "ONE\ttwo\u00a0three four five six seven, y", " \t , blank opener", ", empty opener",
+             "\u0130stanbul data\u2003, z", "a b c d e f g h,", "  Padded   opener  , w", "no comma"]
+    frame = pl.DataFrame({"text_clean": texts * 3})
+    counts = curation.count_spans(frame, 7)
+    reference = Counter(s for s in map(curation.span_of, frame["text_clean"].to_list()) if s is not None)
+    assert dict(zip(counts["span"].to_list(), counts["count"].to_list())) == dict(reference)
+    assert set(reference) == {"one two three four five six seven", "\u0130stanbul data".lower(), "padded opener"}
+
+
 def test_review_pairs_are_consecutive_seeded_and_open_with_the_span(sentences, tmp_path):
     top = curation.count_spans(sentences).head(10)
     spans = top["span"].to_list()
