@@ -202,12 +202,18 @@ class DatasetParams:
     # stay on the in-memory build.
     max_in_memory_bytes: int = DEFAULT_MAX_IN_MEMORY_BYTES
     bucket_bytes: int = 256 << 20  # mined bytes per hash bucket of the bounded build: its memory is about one bucket's rows
+    # Share of the distractors that enter the pools, drawn per docid by schema.seeded_hash under hash_seed.
+    # 1.0 keeps every distractor, as the paper does (§4.2, Table 5); lower values bound a pool built from a
+    # large corpus (for a pool of P sentences: about (P - golds) / the distractors notebook 06 reports).
+    distractor_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.split_by not in ("date", "year"):
             raise ValueError(f"dataset.split_by must be 'date' or 'year', got {self.split_by!r}")
         if self.year_only not in ("whole_year", "exclude"):
             raise ValueError(f"dataset.year_only must be 'whole_year' or 'exclude', got {self.year_only!r}")
+        if not 0 < self.distractor_fraction <= 1:
+            raise ValueError(f"dataset.distractor_fraction must lie in (0, 1], got {self.distractor_fraction}")
         if self.bucket_bytes < 1:
             raise ValueError(f"dataset.bucket_bytes must be positive, got {self.bucket_bytes}")
         unknown = sorted(set(self.splits) - set(SPLITS))

@@ -24,7 +24,7 @@ from ratio_utils import dataset, mining
 from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
-from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, sentence_id
+from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
@@ -519,6 +519,36 @@ def test_bounded_build_equals_the_in_memory_build(tmp_path, buckets):
     # what Table 5 and its notes read is all the bounded result keeps of the rows
     pd.testing.assert_frame_equal(dataset.table5(bounded), dataset.table5(in_memory))
     assert dataset.table5_notes(bounded) == dataset.table5_notes(in_memory)
+
+
+def test_a_distractor_fraction_draws_the_same_docids_in_both_builds(tmp_path):
+    pairs, distractors = _crowded_mined_rows()
+    _write_mined_parts(pairs, tmp_path / "pairs.parquet", 3)
+    _write_mined_parts(distractors, tmp_path / "distractors.parquet", 3)
+    read = lambda name: mining.read_mined(tmp_path / name)  # noqa: E731
+    every = build_benchmark(read("pairs.parquet"), read("distractors.parquet"), DatasetParams(split_by="year", splits=YEARS))
+    params = DatasetParams(split_by="year", splits=YEARS, distractor_fraction=0.5, hash_seed=3)
+    half = build_benchmark(read("pairs.parquet"), read("distractors.parquet"), params)
+    dataset.write_release(half, tmp_path / "in_memory")
+    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded", 3)
+    assert bounded.report() == half.report()
+    expected, got = _release_files(tmp_path / "in_memory"), _release_files(tmp_path / "bounded")
+    assert list(got) == list(expected)
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(got[name], frame, check_dtype=len(frame) > 0, obj=name)
+
+    def distractor_ids(built):
+        return {d for pool in built.pools.values() for d in pool.loc[pool["source"].isin(DISTRACTOR_CATEGORIES), "docid"]}
+
+    kept, offered = distractor_ids(half), distractor_ids(every)
+    drawn = {d for d in offered if seeded_hash(3, d) < SEEDED_HASH_RANGE // 2}
+    assert kept == drawn and 0 < len(kept) < len(offered)  # the draw is by docid hash, not by row or part
+    assert half.counts["distractors.dropped.not_drawn"] > 0 and "distractors.dropped.not_drawn" not in every.counts
+    assert set(half.pairs["gold_id"]) == set(every.pairs["gold_id"])  # golds are never drawn out
+    assert any("seeded draw" in note for note in dataset.table5_notes(half))
+    assert not any("seeded draw" in note for note in dataset.table5_notes(every))
+    with pytest.raises(ValueError, match="distractor_fraction"):
+        DatasetParams(distractor_fraction=0)
 
 
 def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypatch):

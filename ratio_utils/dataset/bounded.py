@@ -13,7 +13,7 @@ hash bucket of that key at a time:
    buckets of hash(query, gold), its distractors into buckets of hash(docid);
 2. per pair bucket: de-duplication on (query, gold) keeping the earliest copy, the split of each
    paper; the kept pairs go on to buckets of hash(gold_id), their query ids to buckets of hash(query_id);
-3. per id bucket: distractors equal to a gold dropped, the pools (golds first, one row per docid), the
+3. per id bucket: distractors equal to a gold dropped (and, under `distractor_fraction`, those not drawn), the pools (golds first, one row per docid), the
    test sentences of that bucket taken out of the train pool, and the row keys of train pairs built on
    a test sentence (kept: 8 bytes per dropped pair, the second global set);
 4. per id bucket: those train pairs dropped, the leakage checks on the bucket, rows handed to output chunks;
@@ -42,7 +42,7 @@ from ..mining import DISTRACTOR_TABLE_COLUMNS, PAIR_TABLE_COLUMNS
 from ..params import SPLITS, DatasetParams
 from ..parts import object_text, part_files, table_bytes
 from ..schema import CANDIDATE_COLUMNS, MOVES, Move, Split
-from .in_memory import BuiltBenchmark, pool_of_split, publication_time, with_split
+from .in_memory import BuiltBenchmark, pool_of_split, publication_time, sample_distractors, with_split
 from .leakage import (
     check_golds_in_pool,
     check_no_distractor_equals_gold,
@@ -213,7 +213,7 @@ def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, ro
         distractors = with_split(_in_order(by_doc.read(bucket)), split_of, counts, "distractors")
         is_gold = distractors["docid"].isin(set(golds["gold_id"]))
         counts["distractors.dropped.equal_to_a_gold"] += int(is_gold.sum())
-        distractors = distractors[~is_gold]
+        distractors = sample_distractors(distractors[~is_gold], params, counts)
         carry = ("split", "_source_rank", *ORDER)
         pools = {split: pool_of_split(golds[golds["split"] == split].assign(_source_rank=0),
                               distractors[distractors["split"] == split].assign(_source_rank=1), counts, split, carry)

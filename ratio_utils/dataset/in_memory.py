@@ -4,7 +4,7 @@ train/test overlap and run the leakage checks, on whole in-memory tables (paper 
 Paper §4.2 and App. B.2: pairs are de-duplicated on (query, gold), then partitioned by the publication
 date of their paper. Each split has one candidate pool shared by the three moves: the gold sentences of
 all moves plus the distractors from that split's papers, de-duplicated, with no distractor equal to a
-gold sentence. Nothing of the test split reaches training: a test-pool sentence or test query that also
+gold sentence (`dataset.distractor_fraction` < 1: a seeded draw of them instead). Nothing of the test split reaches training: a test-pool sentence or test query that also
 occurs in the train pool is removed from it, and train pairs built on it are dropped (all counted).
 Reads and writes no file (`dataset/stage` does); `dataset/bounded` gives the same benchmark bucket by bucket.
 """
@@ -15,11 +15,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..mining import counts_to_report
 from ..params import SPLITS, DatasetParams
-from ..schema import MOVES
+from ..schema import MOVES, SEEDED_HASH_RANGE, seeded_hash
 from .leakage import run_leakage_checks
 from .splits import paper_splits
 
@@ -70,7 +71,7 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     all_gold_ids = set(kept["gold_id"])
     is_gold = kept_distractors["docid"].isin(all_gold_ids)
     counts["distractors.dropped.equal_to_a_gold"] = int(is_gold.sum())
-    kept_distractors = kept_distractors[~is_gold]
+    kept_distractors = sample_distractors(kept_distractors[~is_gold], params, counts)
 
     pools = {split: pool_of_split(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split], counts, split) for split in SPLITS}
     kept, pools = _remove_test_sentences_from_train(kept, pools, counts)
@@ -90,6 +91,18 @@ def with_split(frame: pd.DataFrame, split_of: pd.Series, counts: Counter, what: 
     excluded = frame["split"].isna()
     counts[f"{what}.dropped.paper_without_usable_date"] += int(excluded.sum())
     return frame[~excluded].reset_index(drop=True)
+
+
+def sample_distractors(distractors: pd.DataFrame, params: DatasetParams, counts: Counter) -> pd.DataFrame:
+    """The distractors drawn for the pools: every one at `dataset.distractor_fraction` 1 (the paper's pools), else
+    those whose docid hashes below that share of the hash range (the rest counted). The draw is per docid, so
+    every copy of a sentence goes the same way and a build that sees one docid bucket at a time draws the same."""
+    if params.distractor_fraction >= 1:
+        return distractors
+    below = int(params.distractor_fraction * SEEDED_HASH_RANGE)
+    drawn = np.fromiter((seeded_hash(params.hash_seed, docid) < below for docid in distractors["docid"]), dtype=bool, count=len(distractors))
+    counts["distractors.dropped.not_drawn"] += int((~drawn).sum())
+    return distractors[drawn]
 
 
 def pool_of_split(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str, carry: tuple[str, ...] = ()) -> pd.DataFrame:

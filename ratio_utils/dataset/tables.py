@@ -110,6 +110,9 @@ def table5_notes(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = N
         gaps = {s: int(corpus_papers.get(s, 0)) - int(assigned.get(s, 0)) for s in SPLITS}
         papers += " Corpus papers that mined nothing: " + ", ".join(f"{s} {n}" for s, n in gaps.items()) + "."
     notes.append(papers)
+    if built.counts.get("distractors.dropped.not_drawn"):
+        notes.append(f"pools: a seeded draw of the distractors (dataset.distractor_fraction < 1), not every distractor as in the "
+                     f"paper; {built.counts['distractors.dropped.not_drawn']:,} distractor rows were not drawn.")
     pairs = built.pairs
     for split in SPLITS:
         for move in MOVES:
