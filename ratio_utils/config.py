@@ -23,7 +23,6 @@ every other params file writes under `outputs/<name>/` unless it sets `output_ro
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from .params import (
     SummaryParams,
     TrainParams,
     UnifiedParams,
+    reject_unknown_keys,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -361,13 +361,7 @@ class Config:
         values = copy.deepcopy(self.sections.get(name, {}))
         if cls is None:
             return values
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"params section {name!r} ({self.source}) has unknown key(s) {unknown}; "
-                f"{cls.__name__} accepts {sorted(known)}"
-            )
+        reject_unknown_keys(values, cls, f"params section {name!r} ({self.source})")
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -429,13 +423,7 @@ def validate_sections(sections: dict[str, Any], source: Path | None) -> None:
             "(a new stage registers its section in ratio_utils.config.PARAMS_SECTIONS)"
         )
     for name, values in sections.items():
-        cls = PARAMS_SECTIONS[name]
-        known = {f.name for f in dataclasses.fields(cls)}
-        typos = sorted(set(values) - known)
-        if typos:
-            raise ValueError(
-                f"{source}: params section {name!r} has unknown key(s) {typos}; {cls.__name__} accepts {sorted(known)}"
-            )
+        reject_unknown_keys(values, PARAMS_SECTIONS[name], f"{source}: params section {name!r}")
 
 
 def _resolve(path_value: str | os.PathLike, base: Path) -> Path:

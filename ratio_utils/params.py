@@ -21,6 +21,15 @@ from .schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_QU
 from .text import CleaningRules
 
 
+def reject_unknown_keys(values: dict, cls: type, where: str) -> None:
+    """Raise if `values` has a key that is not a field of the dataclass `cls`: a typo in a params file must not
+    fall back to a default. `where` names the file and section in the message."""
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{where} has unknown key(s) {unknown}; {cls.__name__} accepts {sorted(known)}")
+
+
 # -- corpus: notebook 00 ---------------------------------------------------------------------------------------
 
 
@@ -100,10 +109,7 @@ class CorpusParams:
             raise ValueError("corpus.max_papers samples the whole corpus: it cannot be combined with papers_per_part")
 
     def s2orc_params(self) -> S2orcParams:
-        known = set(S2orcParams.__dataclass_fields__)
-        unknown = sorted(set(self.s2orc) - known)
-        if unknown:
-            raise ValueError(f"params corpus.s2orc has unknown key(s) {unknown}; S2orcParams accepts {sorted(known)}")
+        reject_unknown_keys(self.s2orc, S2orcParams, "params corpus.s2orc")
         return S2orcParams(**self.s2orc)
 
     def cleaning_rules(self) -> CleaningRules:
