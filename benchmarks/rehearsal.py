@@ -31,7 +31,8 @@ Printed: one Markdown table per size (a row per notebook), then the goals of iss
 NOT MET: at the largest size every notebook's peak RSS <= 1.5x its peak at the second-largest (a stage
 documented as global in docs/scale.md, `GLOBAL_STAGES`: its bytes per input row and the extrapolation to
 the paper's corpus, < 350 GB); wall time per sentence within +-25% of the second-largest size's (for the
-notebooks whose input grows with the corpus); the resume checks. Everything measured also goes to
+notebooks whose input grows with the corpus; with three sizes or more, also the seconds each added sentence
+costs between the two largest against the two below, in which a fixed cost cancels); the resume checks. Everything measured also goes to
 `<workdir>/rehearsal.json`. On a shared machine the times are noisy: say so when quoting them.
 """
 
@@ -434,6 +435,10 @@ def goals(results: list[SizeResult], resume: list[dict]) -> list[str]:
                 continue
             lines.append(memory_goal(m, s, large, small))
             lines.append(time_goal(m, s, large, small))
+            if len(results) >= 3:
+                smallest = {n.notebook: n for n in results[-3].notebooks if n.returncode == 0}.get(m.notebook)
+                if smallest is not None:
+                    lines.append(marginal_time(m, s, smallest, large, small, results[-3]))
         total = lambda r: sum(m.wall_s for m in r.notebooks)  # noqa: E731
         if small.sentences and large.sentences and len(small.notebooks) == len(large.notebooks):
             ratio = (total(large) / large.sentences) / (total(small) / small.sentences)
@@ -470,6 +475,22 @@ def time_goal(m: Measured, s: Measured, large: SizeResult, small: SizeResult) ->
     ratio = (m.wall_s / large.sentences) / (s.wall_s / small.sentences)
     return (f"{m.notebook}: wall time per sentence {large.size}x / {small.size}x = {ratio:.2f} "
             f"({_verdict(abs(ratio - 1) <= TIME_BAND_GOAL)}, goal within +-{TIME_BAND_GOAL:.0%})")
+
+
+def marginal_time(m: Measured, s: Measured, t: Measured, large: SizeResult, small: SizeResult, tiny: SizeResult) -> str:
+    """Seconds each added sentence costs from the second-largest size to the largest, against the same from the
+    third-largest to the second: a fixed cost (kernel start, imports, model load) cancels in both, so this tells a
+    stage whose time grows faster than its input from one whose time per sentence only falls as its fixed cost
+    is spread thinner (which the per-sentence ratio reads as NOT MET)."""
+    if not (large.sentences and small.sentences and tiny.sentences and m.rows_in and s.rows_in and t.rows_in
+            and m.rows_in > s.rows_in > t.rows_in):
+        return f"{m.notebook}: marginal time per sentence: n/a"
+    upper = (m.wall_s - s.wall_s) / (large.sentences - small.sentences)
+    lower = (s.wall_s - t.wall_s) / (small.sentences - tiny.sentences)
+    ratio = upper / lower if lower > 0 else float("nan")
+    return (f"{m.notebook}: marginal time per sentence {small.size}x->{large.size}x / {tiny.size}x->{small.size}x = "
+            f"{1e6 * upper:.1f} / {1e6 * lower:.1f} us = {ratio:.2f} (fixed cost cancelled; within +-{TIME_BAND_GOAL:.0%}: "
+            f"{'yes' if abs(ratio - 1) <= TIME_BAND_GOAL else 'no'})")
 
 
 def report(results: list[SizeResult], resume: list[dict]) -> str:

@@ -104,6 +104,19 @@ def test_goals_compare_the_two_largest_sizes():
     assert "all notebooks: wall time per sentence 16x / 4x = 1.23 (met" in lines[4]
 
 
+def test_marginal_time_cancels_a_fixed_cost():
+    # 30 s fixed + 20 us per sentence: the per-sentence ratio falls short of the band, the marginal one is 1
+    sizes = [rehearsal.SizeResult(k, {}, _measured("download", 1, 1, None), sentences=250_000 * k) for k in (1, 4, 16)]
+    for size in sizes:
+        size.notebooks = [_measured("01", 500, 30 + 20e-6 * size.sentences, size.sentences)]
+    lines = rehearsal.goals(sizes, [])
+    assert "01: wall time per sentence 16x / 4x = 0.55 (NOT MET" in lines[1]
+    assert lines[2] == "01: marginal time per sentence 4x->16x / 1x->4x = 20.0 / 20.0 us = 1.00 (fixed cost cancelled; within +-25%: yes)"
+    sizes[2].notebooks = [_measured("01", 500, 50 + 40e-6 * 3_000_000, sizes[2].sentences)]  # 40 us per added sentence
+    assert "= 2.00 (fixed cost cancelled; within +-25%: no)" in rehearsal.goals(sizes, [])[2]
+    assert not any("marginal" in line for line in rehearsal.goals(sizes[1:], []))  # two sizes: no third to cancel with
+
+
 def test_sizes_measured_earlier_are_read_back_for_the_same_corpus_only(tmp_path):
     measured = rehearsal.SizeResult(4, {"shards": 3}, _measured("download", 1, 1, None), sentences=1_000_000)
     measured.notebooks = [_measured("05", 1000, 100, 1_000_000)]
