@@ -269,3 +269,32 @@ def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark,
     err = capfd.readouterr().err
     assert "retrieval baselines" in err and "6/6" in err
     assert "\x1b[" not in err and "BM25S" not in err
+
+
+def test_baselines_build_each_retriever_once_and_hold_one_at_a_time(cfg, tiny_benchmark, monkeypatch):
+    # a pool index per system kept to the end made notebook 08's memory grow with the systems times the pool
+    import gc
+    import weakref
+
+    from ratio_utils.stages import retrieval_baselines
+    from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+
+    made, alive_at_search = [], []
+    real_make, real_record = retrieval_baselines.make_retriever, retrieval_baselines.record_run
+
+    def make(*args, **kwargs):
+        retriever = real_make(*args, **kwargs)
+        made.append(weakref.ref(retriever))
+        return retriever
+
+    def record(retriever, *args, **kwargs):
+        gc.collect()
+        alive_at_search.append(sum(ref() is not None for ref in made))
+        return real_record(retriever, *args, **kwargs)
+
+    monkeypatch.setattr(retrieval_baselines, "make_retriever", make)
+    monkeypatch.setattr(retrieval_baselines, "record_run", record)
+    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"], tuned_models=False)
+    done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
+    assert len(done) == 6 and len(made) == 2  # two BM25 systems, each searched for the three moves
+    assert alive_at_search == [1] * 6

@@ -74,19 +74,21 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
     retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
                for path in paper_tables.retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
     jobs = [(system, move, split) for system in systems for move, split in runnable(bench, splits)]
-    retrievers: dict[tuple, object] = {}
     done = []
+    key = retriever = None
     bar = tqdm(jobs, desc="retrieval baselines", unit="run")
     for system, move, split in bar:
         info = system.info(move, split, checksum, params)
         bar.set_postfix_str(info.system, refresh=False)
-        # One retriever per system (per move only when the query prefix depends on it), so that
-        # BM25 indexes and dense pool indexes are built once for the three moves that share a pool.
-        key = (system, move if system.prefix == "per-move" else None)
-        if key not in retrievers:
-            retrievers[key] = make_retriever(system, move, params, cfg)
-            retrievers[key].show_progress = False  # this loop's bar is the only one (no nested bars)
-        run = record_run(retrievers[key], bench, info, cfg.paths.retrieval_runs)
+        # One retriever per system (per move only when the query prefix depends on it), so that BM25 indexes
+        # and dense pool indexes are built once for the three moves that share a pool. A key's jobs are
+        # consecutive, so only the current retriever is kept: memory is one pool index, not one per system.
+        wanted = (system, move if system.prefix == "per-move" else None)
+        if wanted != key:
+            retriever = None  # the previous index is freed before the next is built
+            key, retriever = wanted, make_retriever(system, move, params, cfg)
+            retriever.show_progress = False  # this loop's bar is the only one (no nested bars)
+        run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
         done.append({"system": info.system, "move": move.value, "split": split.value, "status": "written",
                      "queries": int(run["qid"].nunique())})
     return pd.DataFrame(done + skipped + retired)
