@@ -102,7 +102,7 @@ def count_spans(sentences: "pl.DataFrame | pl.LazyFrame", max_words: int = 7) ->
         .group_by("head")
         .len(name="count")
     )
-    normal = pl.col("head").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    normal = head.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
     return (
         raw.with_columns(normal.alias(SPAN))
         .group_by(SPAN)

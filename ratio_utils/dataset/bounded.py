@@ -13,9 +13,10 @@ hash bucket of that key at a time:
    buckets of hash(query, gold), its distractors into buckets of hash(docid);
 2. per pair bucket: de-duplication on (query, gold) keeping the earliest copy, the split of each
    paper; the kept pairs go on to buckets of hash(gold_id), their query ids to buckets of hash(query_id);
-3. per id bucket: distractors equal to a gold dropped (and, under `distractor_fraction`, those not drawn), the pools (golds first, one row per docid), the
-   test sentences of that bucket taken out of the train pool, and the row keys of train pairs built on
-   a test sentence (kept: 8 bytes per dropped pair, the second global set);
+3. per id bucket: distractors equal to a gold dropped (and, under `distractor_fraction`, those not drawn),
+   the pools (golds first, one row per docid), the test sentences of that bucket taken out of the train
+   pool, and the row keys of train pairs built on a test sentence (kept: 8 bytes per dropped pair, the
+   second global set);
 4. per id bucket: those train pairs dropped, the leakage checks on the bucket, rows handed to output chunks;
 5. per output file: its chunks in order (pairs by year, pools by year then corpus and paper-id prefix),
    each sorted in memory and appended.

@@ -3,9 +3,10 @@ train/test overlap and run the leakage checks, on whole in-memory tables (paper 
 
 Paper §4.2 and App. B.2: pairs are de-duplicated on (query, gold), then partitioned by the publication
 date of their paper. Each split has one candidate pool shared by the three moves: the gold sentences of
-all moves plus the distractors from that split's papers, de-duplicated, with no distractor equal to a
-gold sentence (`dataset.distractor_fraction` < 1: a seeded draw of them instead). Nothing of the test split reaches training: a test-pool sentence or test query that also
-occurs in the train pool is removed from it, and train pairs built on it are dropped (all counted).
+all moves plus the distractors from that split's papers (`dataset.distractor_fraction` < 1: a seeded
+draw of them), de-duplicated, with no distractor equal to a gold sentence. Nothing of the test split
+reaches training: a test-pool sentence or test query that also occurs in the train pool is removed from
+it, and train pairs built on it are dropped (all counted).
 Reads and writes no file (`dataset/stage` does); `dataset/bounded` gives the same benchmark bucket by bucket.
 """
 
@@ -100,7 +101,8 @@ def sample_distractors(distractors: pd.DataFrame, params: DatasetParams, counts:
     if params.distractor_fraction >= 1:
         return distractors
     below = int(params.distractor_fraction * SEEDED_HASH_RANGE)
-    drawn = np.fromiter((seeded_hash(params.hash_seed, docid) < below for docid in distractors["docid"]), dtype=bool, count=len(distractors))
+    drawn = np.fromiter((seeded_hash(params.hash_seed, docid) < below for docid in distractors["docid"]),
+                        dtype=bool, count=len(distractors))
     counts["distractors.dropped.not_drawn"] += int((~drawn).sum())
     return distractors[drawn]
 
