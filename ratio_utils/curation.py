@@ -151,8 +151,8 @@ def owned_copy(frame: pl.DataFrame) -> pl.DataFrame:
 
     Polars' string columns are views into the buffers they were taken from, so the few pairs kept from a part
     would keep that part's whole text alive: over a partitioned corpus, memory grew with the number of parts
-    (1.2 GB at 6M sentences in the rehearsal, 0.24 GB with this copy). An IPC round trip writes only the bytes
-    the rows use; polars has no call that compacts a view column in place.
+    (docs/scale.md, the rehearsal). An IPC round trip writes only the bytes the rows use; polars has no call
+    that compacts a view column in place.
     """
     buffer = io.BytesIO()
     frame.write_ipc(buffer)
