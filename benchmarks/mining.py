@@ -27,14 +27,14 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ratio_utils.config import load_config  # noqa: E402
-from ratio_utils.mining import (  # noqa: E402
-    MiningParams,
+from ratio_utils.mining import (
     build_matcher,
     consecutive_pairs,
     lowered_second_sentences,
     mine_sentences,
     prepare_sentences,
 )
+from ratio_utils.param_sections import MiningParams
 from ratio_utils.schema import SENTENCE_COLUMNS  # noqa: E402
 
 

@@ -12,7 +12,7 @@ selected papers (`--base` defaults to that table's row count, so 16x is about 5M
 another field, computer-science papers without a publication date, doubled paragraph spans, two bad
 records per shard and (unless `--no-issue-17-records`) issue 17's two: a selected paper with `year: null`
 and a paragraph with an escaped lone surrogate, which notebook 00 must quarantine, not stop on. The loopback stand-in of the Datasets API and its bucket (tests/s2_stub.py) serves it,
-and `python -m ratio_utils.corpus.s2_api` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
+and `python -m ratio_utils.corpora.s2_api` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
 Each notebook then runs on its own through the pipeline (`python -m ratio_utils.pipeline --only NN`) under
 a params file that extends params/rehearsal.yaml with the stub's address and the layout, with
 RATIO_OUTPUT_ROOT the size's work folder and no LLM key. Per notebook: wall time, peak RSS of the driver
@@ -109,7 +109,7 @@ def _sum(*counts: int | None) -> int | None:
 
 
 def _benchmark_rows(cfg: Config, splits: tuple[str, ...], pools: bool) -> int | None:
-    from ratio_utils.benchmark_release import candidates_path, pairs_path
+    from ratio_utils.dataset.benchmark import candidates_path, pairs_path
     from ratio_utils.schema import MOVES, POOL_SPLITS
 
     root = cfg.paths.benchmark
@@ -120,7 +120,7 @@ def _benchmark_rows(cfg: Config, splits: tuple[str, ...], pools: bool) -> int | 
 
 
 def _test_pool_rows(cfg: Config) -> int | None:
-    from ratio_utils.benchmark_release import candidates_path
+    from ratio_utils.dataset.benchmark import candidates_path
 
     return _table_rows(candidates_path(cfg.paths.benchmark, "test"))
 
@@ -264,9 +264,9 @@ def serve_release(release: Path, stub: FakeS3AndApi) -> None:
 
 
 def download(params_file: Path) -> Measured:
-    """Notebook 00's download path: `python -m ratio_utils.corpus.s2_api` against the stub."""
+    """Notebook 00's download path: `python -m ratio_utils.corpora.s2_api` against the stub."""
     output_root = load_config(params_file).paths.root
-    command = [sys.executable, "-m", "ratio_utils.corpus.s2_api", "--params", str(params_file)]
+    command = [sys.executable, "-m", "ratio_utils.corpora.s2_api", "--params", str(params_file)]
     measured = run_measured(command, child_env(output_root, api_key=True), output_root / "logs" / "download.log", "download",
                             roles={"driver": lambda cmdline: True, "worker": lambda cmdline: False})
     if measured.returncode != 0:

@@ -6,7 +6,7 @@ Prints:
 1. encoding speed of all-MiniLM-L6-v2 (sentences/s) on pool sentences, and the embedding cache: a
    second search with the same model, prefix and pool (texts encoded, wall time);
 2. search time of BM25 and of the dense retriever over the benchmark's test pool for one move;
-3. metric time of ratio_utils.metrics against ranx on the same run (and that the values agree);
+3. metric time of ratio_utils.evaluation.metrics against ranx on the same run (and that the values agree);
 4. peak memory of a pool of 404,371 x 384 embeddings (the paper's test pool size, synthetic vectors)
    in a faiss exact inner-product index, float32 vs float16 storage, each measured in a fresh
    process (goal: <= 2 GB), with the time of 100 exact searches. Peak = resident memory sampled every
@@ -115,10 +115,11 @@ def main() -> None:
     import pandas as pd
     from ranx import Qrels, Run, evaluate
 
-    from ratio_utils.benchmark_release import load_benchmark
     from ratio_utils.config import load_config
-    from ratio_utils.metrics import DEFAULT_KS, evaluate_run, order_run
-    from ratio_utils.retrieval import GENERIC_PREFIXES, BM25Retriever, DenseRetriever, benchmark_queries
+    from ratio_utils.dataset.benchmark import load_benchmark
+    from ratio_utils.evaluation.metrics import DEFAULT_KS, evaluate_run, order_run
+    from ratio_utils.retrieval import BM25Retriever, DenseRetriever, benchmark_queries
+    from ratio_utils.schema import GENERIC_PREFIXES
 
     cfg = load_config(args.params)
     bench = load_benchmark(args.benchmark or cfg.paths.benchmark)
@@ -188,7 +189,7 @@ def main() -> None:
     gap = max(abs(ours[{"recall": "R", "mrr": "MRR", "hit_rate": "HR"}[m.split("@")[0]] + "@" + m.split("@")[1]] - v) for m, v in theirs.items())
     print(f"\n3. metrics on the same run ({len(dense_run)} rows, {len(qrels)} judgements), 15 values")
     print(pd.DataFrame([
-        {"implementation": "ratio_utils.metrics.evaluate_run (from the DataFrame)", "seconds": round(ours_s, 4)},
+        {"implementation": "ratio_utils.evaluation.metrics.evaluate_run (from the DataFrame)", "seconds": round(ours_s, 4)},
         {"implementation": "ranx.evaluate (dicts prebuilt)", "seconds": round(ranx_s, 4)},
         {"implementation": "ranx Run+Qrels construction from dicts", "seconds": round(build_s, 4)},
     ]).to_string(index=False))

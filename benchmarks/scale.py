@@ -256,7 +256,7 @@ def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> d
     os.environ["RATIO_OUTPUT_ROOT"] = str(workdir / "out")
     from ratio_utils import mining
     from ratio_utils.config import load_config
-    from ratio_utils.corpus import build_corpus
+    from ratio_utils.corpora import build_corpus
 
     overrides = {
         "corpus": {"sources": ["s2orc"], "papers_per_part": WHOLE_SHARD, "progress": False, "engine": corpus_engine,

@@ -22,8 +22,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ratio_utils import curation  # noqa: E402
 from ratio_utils.config import load_config  # noqa: E402
+from ratio_utils.lexicon import curation  # noqa: E402
 
 
 def timed(fn):

@@ -5,7 +5,7 @@
 Trains, on the same seeded sample of real training pairs (the default benchmark's largest move,
 or sentences of the shared corpus when no benchmark exists yet), for one epoch each:
 1. all-MiniLM-L6-v2 with MultipleNegativesRankingLoss and the no-duplicates sampler (ratio_utils.train);
-2. the PyLate ColBERT on top of MiniLM with the Contrastive loss (ratio_utils.train_colbert);
+2. the PyLate ColBERT on top of MiniLM with the Contrastive loss (ratio_utils.train.colbert);
 and encodes the same number of pool sentences with the dense model. Prints pairs/s (training only,
 without evaluation) and sentences/s, and the ratio of each to dense training. Nothing is saved.
 """
@@ -28,8 +28,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ratio_utils.benchmark_release import load_benchmark  # noqa: E402
 from ratio_utils.config import load_config  # noqa: E402
+from ratio_utils.dataset.benchmark import load_benchmark  # noqa: E402
 from ratio_utils.models import load_sentence_transformer, resolve_model_path  # noqa: E402
 from ratio_utils.schema import MOVES, Split  # noqa: E402
 

@@ -6,10 +6,10 @@ typed parameters (a dataclass with the paper's defaults) and reads them with `Co
 so a params file only lists what differs from the defaults.
 
 Checked once, at load: every section of a params file must be registered in `PARAMS_SECTIONS`
-(section name -> its dataclass in `ratio_utils.params`) and every key must be a field of that dataclass,
+(section name -> its dataclass in `ratio_utils.param_sections`) and every key must be a field of that dataclass,
 so a typo in `train:` fails in `load_config` (notebook 00), naming the file and the key. A new stage
-defines its dataclass in `ratio_utils.params` and registers it with one line in `PARAMS_SECTIONS`
-(`ratio_utils.params` is light: loading a config imports no stage, no torch).
+defines its dataclass in `ratio_utils.param_sections` and registers it with one line in `PARAMS_SECTIONS`
+(`ratio_utils.param_sections` is light: loading a config imports no stage, no torch).
 
 Paths in a params file follow one rule (`Paths.from_params`): relative to the repository root, except
 `shared:<path>` (under the shared folder, e.g. `lexicon.released_csv`) and `output:<path>` (under the
@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import yaml
 
 from .llm.types import LLMSettings
-from .params import (
+from .param_sections import (
     AnalysisParams,
     CorpusParams,
     DatasetParams,
@@ -55,7 +55,7 @@ OUTPUTS_DIR = REPO_ROOT / "outputs"  # output roots of every params file but def
 # Prefixes of params paths (Paths.from_params): under the shared folder, under the output root.
 SHARED_PREFIX, OUTPUT_PREFIX = "shared:", "output:"
 
-# Params section -> the dataclass that reads it (ratio_utils.params). Registering a new stage's section is one line here.
+# Params section -> the dataclass that reads it (ratio_utils.param_sections). Registering a new stage's section is one line here.
 PARAMS_SECTIONS: dict[str, type] = {
     "corpus": CorpusParams,
     "lexicon": LexiconParams,
@@ -167,7 +167,7 @@ class Paths:
     def rerank_report(self) -> Path:
         """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
         return self.rerank / "report.json"
-    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.search, .export) --
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.retrieval.search, .export) --
     def unified_runs_dir(self, base: str) -> Path:
         """Every configuration tried for notebook 13's unified retriever: models/unified/_runs/<base>/, notebook 13's
         own folder, apart from the models/_runs/ that notebook 09 reads (its published model stays
@@ -178,12 +178,12 @@ class Paths:
 
     @property
     def search_indexes(self) -> Path:
-        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.search)."""
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.retrieval.search)."""
         return self.root / "data" / "search_index"
 
     @property
     def exports(self) -> Path:
-        """The benchmark in BEIR / TREC formats (ratio_utils.export): exports/<format>/<move>/."""
+        """The benchmark in BEIR / TREC formats (ratio_utils.dataset.export): exports/<format>/<move>/."""
         return self.processed / "exports"
 
     # -- human inspiration study (notebook 12, ratio_utils.human_eval) --

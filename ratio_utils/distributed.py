@@ -15,7 +15,7 @@ import datetime as _dt
 import os
 import sys
 
-from .params import DEFAULT_DDP_TIMEOUT_SECONDS  # the `train.ddp_timeout` default
+from .param_sections import DEFAULT_DDP_TIMEOUT_SECONDS  # the `train.ddp_timeout` default
 
 
 def is_main_process() -> bool:

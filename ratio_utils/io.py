@@ -94,7 +94,7 @@ def require_columns(frame: Any, columns: "Iterable[str]", source: "str | Path") 
     """`frame` (pandas or polars) unchanged if it has every column; else InputError naming `source`
     (a file, or what the frame is) with the missing and the present columns."""
     present = list(frame.columns)
-    missing = [c for c in columns if c not in present]
+    missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(source, f"lacks column(s) {missing}; found {present}", reason="missing_column")
     return frame

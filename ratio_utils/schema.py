@@ -115,7 +115,7 @@ SENTENCE_COLUMNS = (
 )
 
 # data/interim/lexicon_curated.parquet (01) and lexicon.parquet (04, what 05 mines with): one row per marker
-# (ratio_utils.lexicon writes both).
+# (ratio_utils.lexicon.markers writes both).
 # `marker` is the normalised phrase (see normalize_marker); `move` is null for non-move rows;
 # `category` is the distractor category, or the move subcategory for LLM rows.
 LEXICON_COLUMNS = (

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from loopback import loopback_http
 
-from ratio_utils.benchmark_release import write_pairs, write_pool
 from ratio_utils.config import REPO_ROOT, load_config
+from ratio_utils.dataset.benchmark import write_pairs, write_pool
 from ratio_utils.schema import Move, Split, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures"

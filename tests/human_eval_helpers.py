@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ratio_utils.benchmark_release import load_benchmark
-from ratio_utils.human_eval import LABEL_FIELDS, HumanEvalParams, build_packets, run_files_in, write_packets
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.human_eval.packets import LABEL_FIELDS, build_packets, run_files_in, write_packets
+from ratio_utils.param_sections import HumanEvalParams
 from ratio_utils.retrieval.runs import run_path, write_run
 from ratio_utils.schema import MOVES, Split
 

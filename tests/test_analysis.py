@@ -10,26 +10,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import retrieval_analyses, stats
-from ratio_utils.paper_tables import DAGGER
-from ratio_utils.benchmark_release import load_benchmark, write_pairs
+from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
+from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
+from ratio_utils.evaluation import stats
+from ratio_utils.reporting.paper_tables import DAGGER
 from ratio_utils.retrieval.base import Retriever
 
 
 def test_word_sets_are_the_bm25_preprocessing():
-    words = retrieval_analyses.WordSets()
+    words = lexical_overlap.WordSets()
     # lower case, stopwords ('the', 'are', 'on') removed, Snowball stems
     assert words("The parsers are overfitting on the small treebanks") == {"parser", "overfit", "small", "treebank"}
 
 
 def test_jaccard_hand_computed():
-    words = retrieval_analyses.WordSets()
+    words = lexical_overlap.WordSets()
     query = words("Parsers overfit small treebanks")  # {parser, overfit, small, treebank}
-    assert retrieval_analyses.jaccard(query, words("the parser overfits")) == pytest.approx(2 / 4)
-    assert retrieval_analyses.jaccard(query, words("small parsers and large treebanks")) == pytest.approx(3 / 5)
-    assert retrieval_analyses.jaccard(query, words("nothing shared here")) == 0.0
-    assert retrieval_analyses.jaccard(query, query) == 1.0
-    assert retrieval_analyses.jaccard(frozenset(), frozenset()) == 0.0  # two stopword-only texts share nothing
+    assert lexical_overlap.jaccard(query, words("the parser overfits")) == pytest.approx(2 / 4)
+    assert lexical_overlap.jaccard(query, words("small parsers and large treebanks")) == pytest.approx(3 / 5)
+    assert lexical_overlap.jaccard(query, words("nothing shared here")) == 0.0
+    assert lexical_overlap.jaccard(query, query) == 1.0
+    assert lexical_overlap.jaccard(frozenset(), frozenset()) == 0.0  # two stopword-only texts share nothing
 
 
 def test_overlap_at_k_averages_the_top_k_in_metric_order():
@@ -37,13 +38,13 @@ def test_overlap_at_k_averages_the_top_k_in_metric_order():
     docs = {"a": "the parser overfits", "b": "small parsers and large treebanks", "c": "nothing shared here", "q": "x"}
     # ranks in the file are ignored: order by score desc (b, a, c); tie-free
     run = pd.DataFrame({"qid": ["q"] * 3, "docid": ["a", "b", "c"], "rank": [1, 2, 3], "score": [0.5, 0.9, 0.1]})
-    frame = retrieval_analyses.overlap_at_k(run, queries, docs, ks=(1, 2, 3, 10))
+    frame = lexical_overlap.overlap_at_k(run, queries, docs, ks=(1, 2, 3, 10))
     assert frame.loc["q", 1] == pytest.approx(3 / 5)
     assert frame.loc["q", 2] == pytest.approx((3 / 5 + 2 / 4) / 2)
     assert frame.loc["q", 3] == pytest.approx((3 / 5 + 2 / 4 + 0) / 3)
     assert frame.loc["q", 10] == pytest.approx(frame.loc["q", 3])  # fewer than k candidates: the mean of those there
     qrels = pd.DataFrame({"qid": ["q", "q"], "docid": ["a", "c"]})
-    assert retrieval_analyses.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
+    assert lexical_overlap.gold_overlap(qrels, queries, docs)["q"] == pytest.approx((2 / 4 + 0) / 2)
 
 
 def _move_overlap():
@@ -52,11 +53,11 @@ def _move_overlap():
     qids = pd.Index(["q1", "q2", "q3"], name="qid")
     baseline = pd.DataFrame({1: [0.5, 0.4, 0.3], 3: [0.4, 0.2, np.nan]}, index=qids)
     tuned = pd.DataFrame({1: [0.2, 0.1, 0.3], 3: [0.1, 0.1, 0.2]}, index=qids)
-    return retrieval_analyses.MoveOverlap({"baseline": baseline, "tuned": tuned}, pd.Series([0.25, 0.5, 0.0], index=qids))
+    return lexical_overlap.MoveOverlap({"baseline": baseline, "tuned": tuned}, pd.Series([0.25, 0.5, 0.0], index=qids))
 
 
 def test_move_overlap_cells_are_means_over_the_queries_with_a_candidate():
-    from ratio_utils.intervals import IntervalCache
+    from ratio_utils.evaluation.intervals import IntervalCache
 
     rows = pd.DataFrame(_move_overlap().cells((1, 3), IntervalCache(None, seed=0, n_resamples=200)))
     rows = rows.set_index(["system", "k"])
@@ -69,7 +70,7 @@ def test_move_overlap_cells_are_means_over_the_queries_with_a_candidate():
 
 
 def test_move_overlap_comparison_is_tuned_minus_baseline_over_the_same_queries():
-    from ratio_utils.intervals import IntervalCache
+    from ratio_utils.evaluation.intervals import IntervalCache
 
     cache = IntervalCache(None, seed=0, n_resamples=200)
     at3 = _move_overlap().comparison(3, cache)
@@ -89,11 +90,11 @@ def test_overlap_count_counts_the_comparisons_where_the_tuned_retriever_overlaps
     comparisons = pd.DataFrame({"Query set": ["silver", "silver", "unfiltered test", "unfiltered test", "unfiltered test"],
                                 "Move": ["Address", "Address", "Address", "Specify", "Specify"],
                                 "Tuned overlaps less": ["yes", "no", "yes", "yes", "yes"]})
-    count = retrieval_analyses.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
+    count = lexical_overlap.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
     assert count.loc[("silver", "Address"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [1, 2]
     assert count.loc[("unfiltered test", "Specify"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [2, 2]
     assert count.loc[("all", "all"), ["Tuned overlaps less", "Comparisons made", "Comparisons in the paper's design"]].tolist() == [4, 5, 12]
-    empty = retrieval_analyses.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
+    empty = lexical_overlap.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
     assert empty.iloc[0].to_dict() == {"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
                                        "Comparisons in the paper's design": 24}  # the paper's 24 of 24
 
@@ -104,7 +105,7 @@ def test_overlap_table_has_one_row_per_query_set_move_and_retriever():
         {"query_set": "test", "move": "address", "system": "tuned", "k": 1, "value": 0.1, "low": 0.08, "high": 0.12, "n": 41},
         {"query_set": "silver", "move": "broaden", "system": "gold", "k": 1, "value": 0.2, "low": 0.1, "high": 0.3, "n": 6},
     ])
-    table = retrieval_analyses.overlap_table(per_k)
+    table = lexical_overlap.overlap_table(per_k)
     assert table.drop(columns="J@10").to_dict("records") == [
         {"Query set": "silver", "Move": "Broaden", "Retriever": "gold", "Queries": 6, "J@1": "0.200 [0.100, 0.300]" + DAGGER},
         {"Query set": "unfiltered test", "Move": "Address", "Retriever": "tuned", "Queries": 41, "J@1": "0.100 [0.080, 0.120]"},
@@ -119,26 +120,26 @@ def bench(cfg, tiny_benchmark):
 
 
 def test_oracle_pool_holds_only_the_golds_of_the_move(bench):
-    pool = retrieval_analyses.oracle_pool(bench, "specify", "test")
+    pool = oracle_pools.oracle_pool(bench, "specify", "test")
     pairs = bench.queries("specify", "test")
     assert set(pool["docid"]) == set(pairs["gold_id"]) and len(pool) == pairs["gold_id"].nunique()
     assert set(pool["docid"]).isdisjoint(set(bench.queries("address", "test")["gold_id"]))
     # pool (b): the golds of the silver pairs only
     write_pairs(pairs.head(1), bench.root, "specify", "silver")
-    silver_pool = retrieval_analyses.oracle_pool(bench, "specify", "silver")
+    silver_pool = oracle_pools.oracle_pool(bench, "specify", "silver")
     assert list(silver_pool["docid"]) == [pairs["gold_id"].iloc[0]]
 
 
 def test_transfer_matrix_bookkeeping():
     scores = {("address", "address"): 0.30, ("address", "specify"): 0.22, ("specify", "specify"): 0.40, ("specify", "address"): 0.10}
     untuned = {"address": 0.20, "specify": 0.20, "broaden": 0.0}
-    matrix = retrieval_analyses.transfer_matrix(scores, untuned)
+    matrix = transfer.transfer_matrix(scores, untuned)
     assert list(matrix.index) == ["address", "specify"] and list(matrix.columns) == ["address", "broaden", "specify"]
     assert matrix.loc["address", "address"] == pytest.approx(0.5)
     assert matrix.loc["address", "specify"] == pytest.approx(0.1)
     assert matrix.loc["specify", "address"] == pytest.approx(-0.5)
     assert np.isnan(matrix.loc["specify", "broaden"])  # no score (and untuned 0: no relative change)
-    assert np.isnan(retrieval_analyses.relative_change(0.3, 0.0))
+    assert np.isnan(transfer.relative_change(0.3, 0.0))
 
 
 # Two sentences that share no word with any tiny query (checked in the test): fillers ranked above the gold.
@@ -173,7 +174,7 @@ class _GoldAtRank(Retriever):
 def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatch):
     """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
-    from ratio_utils.benchmark_release import write_pool
+    from ratio_utils.dataset.benchmark import write_pool
     from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 
@@ -182,9 +183,9 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
                                            "source": "common_irrelevant", "corpusid": "D00-0000"}])], ignore_index=True)
     write_pool(pool, bench.root, "test")
     bench = load_benchmark(bench.root)
-    words = retrieval_analyses.WordSets()
+    words = lexical_overlap.WordSets()
     pairs = {m: bench.queries(m, "test") for m in ("address", "broaden", "specify")}
-    assert all(retrieval_analyses.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
+    assert all(lexical_overlap.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
     gold_of = {q: g for p in pairs.values() for q, g in zip(p["query_id"], p["gold_id"])}
     move_of = {q: m for m, p in pairs.items() for q in p["query_id"]}
 
@@ -269,7 +270,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
 
 
 def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
-    from ratio_utils.intervals import Cell
+    from ratio_utils.evaluation.intervals import Cell
     from ratio_utils.stages.analyses import oracle_cell_text
 
     c = Cell(1.0, 1.0, 1.0, 41)

@@ -1,4 +1,4 @@
-"""The annotation app (ratio_utils.annotate): the label store and HTTP API on 127.0.0.1, and the page itself
+"""The annotation app (ratio_utils.human_eval.app): the label store and HTTP API on 127.0.0.1, and the page itself
 in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/bootstrap.sh
 installs them). Browser tests skip, saying why, only where no browser can be had."""
 
@@ -14,9 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from human_eval_helpers import make_packets
-from ratio_utils import annotate, human_eval
+
+from ratio_utils.human_eval import app as annotate
+from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
 
 
@@ -86,7 +87,7 @@ def test_answers_are_saved_at_once_in_the_documented_format(server, packets_dir)
     status, body = _post(server, {"etag": body["etag"], "kind": "preference", "item": item["item"], "value": "tie"})
     assert status == 200
     rows = _label_rows(packets_dir)
-    assert len(rows) == 20 and list(rows[0]) == list(human_eval.LABEL_FIELDS)
+    assert len(rows) == 20 and list(rows[0]) == list(packets.LABEL_FIELDS)
     marked = [r for r in rows if r["label"] is not None]
     assert [(r["list"], r["rank"], r["label"]) for r in marked] == [("B", 3, "useful")]
     assert marked[0]["candidate_id"] == item["lists"]["B"][2]["candidate_id"]
@@ -139,7 +140,7 @@ def test_broken_packets_and_label_files_stop_the_app_with_file_and_line(packets_
     shutil.copytree(packets_dir, broken)
     (broken / "queries.jsonl").write_text(lines[0] + "\n{not json\n")
     with pytest.raises(InputError, match=r"queries.jsonl:2: malformed JSON"):
-        human_eval.load_packet(broken)
+        packets.load_packet(broken)
     assert annotate.main(["--packets", str(broken), "--annotator", "ann1"]) == 2
     assert "queries.jsonl:2" in capsys.readouterr().err
     assert annotate.main(["--packets", str(packets_dir), "--annotator", "eve"]) == 2
@@ -203,7 +204,7 @@ def test_reads_need_the_host_and_the_token_the_page_carries(server):
 def test_the_key_lives_apart_and_the_app_refuses_packets_beside_or_holding_a_key(tmp_path, tiny_benchmark, capsys):
     packets_dir, key = make_packets(tmp_path, tiny_benchmark)
     assert not key.resolve().is_relative_to(packets_dir.parent.resolve())
-    assert human_eval.exposed_keys(packets_dir) == []
+    assert packets.exposed_keys(packets_dir) == []
     with pytest.raises(ValueError, match="inside or beside the packets"):
         make_packets(tmp_path, tiny_benchmark, key=packets_dir.parent / "unblinding_key.jsonl")
     with pytest.raises(ValueError, match="inside or beside the packets"):
@@ -212,7 +213,7 @@ def test_the_key_lives_apart_and_the_app_refuses_packets_beside_or_holding_a_key
                   packets_dir.parent / "unblinding_key.jsonl.bak"):
         where.parent.mkdir(exist_ok=True)
         shutil.copy(key, where)  # the key beside the packets, a renamed copy inside them, a backup
-        assert human_eval.exposed_keys(packets_dir) == [where.resolve()]
+        assert packets.exposed_keys(packets_dir) == [where.resolve()]
         with pytest.raises(annotate.AnnotateError, match="unblinding key lies inside or beside"):
             annotate.open_store(packets_dir, "ann1")
         assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
@@ -236,7 +237,7 @@ def test_packets_with_bad_ranks_stop_the_app_at_start(packets_dir, capsys, ranks
         candidate["rank"] = rank
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match=rf"queries.jsonl:2: list B .* {message}"):
-        human_eval.load_packet(packets_dir)
+        packets.load_packet(packets_dir)
     assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
     assert "queries.jsonl:2" in capsys.readouterr().err
 
@@ -255,7 +256,7 @@ def test_malformed_answers_get_a_400_not_a_dropped_connection(server, packets_di
         ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": ["useful"]}, "label must be"),
         ({"etag": etag, "kind": "preference", "item": item, "value": {"A": 1}}, "preference must be"),
         ({"etag": etag, "kind": "comment", "item": item, "value": 5}, "a comment is text"),
-        ({"etag": etag, "kind": "comment", "item": item, "value": "x" * (human_eval.MAX_COMMENT + 1)}, "at most 5000"),
+        ({"etag": etag, "kind": "comment", "item": item, "value": "x" * (packets.MAX_COMMENT + 1)}, "at most 5000"),
         ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful", "extra": 1}, "has the fields"),
         ({"etag": 5, "kind": "comment", "item": item, "value": "x"}, "etag must be text"),
         ({"kind": ["label"]}, "unknown kind"),
@@ -323,7 +324,7 @@ def test_clearing_a_label_or_a_comment_clears_its_time(server, packets_dir):
     fields = ("label", "labelled_at", "comment", "comment_at", "preference", "preference_at")
     row = next(r for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("B", 4))
     assert {f: row[f] for f in fields} == dict.fromkeys(fields)
-    human_eval.read_label_file(packets_dir / "labels" / "ann1.jsonl", server.store.packet.candidate_id)  # and it reads back
+    labels.read_label_file(packets_dir / "labels" / "ann1.jsonl", server.store.packet.candidate_id)  # and it reads back
 
 
 def test_a_failed_start_leaves_the_packets_as_they_were(packets_dir, capsys):

@@ -2,7 +2,7 @@
 parameters cells that take `params_file` and `overrides`, params validated at load through one
 registry, one output root per params file, no machine path in any committed output, imports that point one
 way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle), and one stage
-shape (one `display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
+shape (one `reporting.display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_every_registered_section_is_a_dataclass_of_a_light_module():
     """config imports the dataclasses themselves (no reading of source), from modules that import no stage."""
     for name, cls in PARAMS_SECTIONS.items():
         assert dataclasses.is_dataclass(cls), name
-        assert cls.__module__ in {"ratio_utils.params", "ratio_utils.llm.types"}, f"{name}: {cls.__module__}"
+        assert cls.__module__ in {"ratio_utils.param_sections", "ratio_utils.llm.types"}, f"{name}: {cls.__module__}"
 
 
 def test_loading_a_config_imports_neither_torch_nor_a_stage():
@@ -73,7 +73,7 @@ def test_loading_a_config_imports_neither_torch_nor_a_stage():
                                        check=True).stdout)
     heavy = [name for name in loaded if name.split(".")[0] in {"torch", "sentence_transformers", "transformers", "pandas"}]
     assert not heavy, f"loading a config imports {heavy[:5]}"
-    assert "ratio_utils.params" in loaded
+    assert "ratio_utils.param_sections" in loaded
     assert not [name for name in loaded if name.startswith("ratio_utils.stages")]
 
 
@@ -116,7 +116,7 @@ def test_no_committed_output_holds_a_machine_path():
 
 
 def test_provenance_records_relative_paths(cfg):
-    from ratio_utils.published import provenance
+    from ratio_utils.reporting.published import provenance
 
     cfg.paths.pairs.parent.mkdir(parents=True)
     cfg.paths.pairs.write_text("x")
@@ -126,20 +126,41 @@ def test_provenance_records_relative_paths(cfg):
     assert not MACHINE_PATH.search(str(record["params"]))
 
 
-def test_model_folder_model_name_and_column_checks_are_spelled_in_one_place():
-    """models/<base>__<move>/ is built by Paths.tuned_model_dir only, model names normalised by models.model_name only,
-    required columns checked by io.require_columns only."""
-    folder = re.compile(r"f\"\{[^}]*\}(-colbert)?__\{(move|m)\b")
-    normalise = re.compile(r"\.split\(\"/\"\)\[-1\]|rstrip\(\"/\"\)\)?\.name|rstrip\(\"/\"\)\.split")
-    column_check = re.compile(r"\[\w+ for \w+ in [^\]]+ if \w+ not in \w+\.columns\]")
-    for path in sorted((REPO_ROOT / "ratio_utils").rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if path.name != "config.py":
-            assert not folder.search(text), f"{path}: build the folder with cfg.paths.tuned_model_dir"
-        if path.name != "models.py":
-            assert not normalise.search(text), f"{path}: normalise model names with ratio_utils.models.model_name"
-        assert not column_check.search(text), f"{path}: check columns with ratio_utils.io.require_columns"
+# models/<base>__<move>/ is built by Paths.tuned_model_dir only, model names normalised by models.model_name only,
+# required columns checked by io.require_columns only: each regex, the file allowed to spell it.
+SPELLED_ONCE = {
+    "config.py": (re.compile(r"\{[^}]*\}(-colbert)?__\{(?:getattr\()?(move|m)\b"), "build the folder with cfg.paths.tuned_model_dir"),
+    "models.py": (re.compile(r"\.split\(\"/\"\)\[-1\]|rstrip\(\"/\"\)\)?\.name|rstrip\(\"/\"\)\.split"),
+                  "normalise model names with ratio_utils.models.model_name"),
+    "io.py": (re.compile(r"\[\w+ for \w+ in [^\]]+ if \w+ not in (?:set\(|list\()?\w+\.columns\)?\]"),
+              "check columns with ratio_utils.io.require_columns"),
+}
 
+
+def _spelling_faults(name: str, text: str) -> list[str]:
+    return [f"{name}: {advice}" for allowed, (pattern, advice) in SPELLED_ONCE.items()
+            if name != allowed and pattern.search(text)]
+
+
+def test_model_folder_model_name_and_column_checks_are_spelled_in_one_place():
+    faults = [fault for path in sorted((REPO_ROOT / "ratio_utils").rglob("*.py"))
+              for fault in _spelling_faults(path.name, path.read_text(encoding="utf-8"))]
+    assert not faults, "\n".join(faults)
+
+
+def test_the_spelling_check_finds_each_planted_fault_and_the_one_real_place():
+    planted = {
+        "config.py": 'out = models / f"{base}__{move}"\n',
+        "models.py": 'name = str(path).rstrip("/").split("/")[-1]\n',
+        "io.py": "missing = [c for c in needed if c not in set(frame.columns)]\n",
+    }
+    for allowed, text in planted.items():
+        (_, advice), = [v for k, v in SPELLED_ONCE.items() if k == allowed]
+        assert _spelling_faults("stage.py", text) == [f"stage.py: {advice}"], text
+        assert _spelling_faults(allowed, text) == []  # the one place that may spell it
+    # each regex sees the real definition it protects (a regex that matches nothing would pass the check above)
+    for allowed, (pattern, _) in SPELLED_ONCE.items():
+        assert pattern.search((REPO_ROOT / "ratio_utils" / allowed).read_text(encoding="utf-8")), allowed
 
 def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
     """Repo-relative by default; `shared:` and `output:` name the two other roots; absolute stays."""
@@ -150,9 +171,8 @@ def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
     assert paths.from_params("output:cache/llm") == tmp_path / "out" / "cache/llm"
     assert paths.from_params(tmp_path / "abs") == tmp_path / "abs"
     # the shipped defaults resolve where the stages expect them
-    from ratio_utils.judge import JudgeParams
-    from ratio_utils.lexicon import LexiconParams
     from ratio_utils.llm import LLMSettings
+    from ratio_utils.param_sections import JudgeParams, LexiconParams
 
     assert paths.from_params(LLMSettings().cache_dir) == paths.cache / "llm"
     assert paths.from_params(JudgeParams().labels_dir) == paths.interim / "judge" / "labels"
@@ -370,13 +390,8 @@ def _tracked_top_level_folders() -> set[str]:
     return {name.split("/")[0] for name in listed.splitlines() if "/" in name}
 
 
-# Open (renaming either side is its own change): the library package `corpus/` and the stage of notebook 00_corpus;
-# `params` (the params sections' dataclasses) beside the params/ folder of YAML files and `train/params`.
-KNOWN_NAME_COLLISIONS = {
-    ("ratio_utils.corpus", "stage ratio_utils.stages.corpus"),
-    ("ratio_utils.params", "folder params/"),
-    ("ratio_utils.params", "module ratio_utils.train.params"),
-}
+# None left open: a new collision is renamed, not listed here.
+KNOWN_NAME_COLLISIONS: set[tuple[str, str]] = set()
 
 
 def test_no_library_module_shares_its_name_with_a_stage_a_folder_or_another_module():
@@ -409,14 +424,14 @@ STAGES_DIR = REPO_ROOT / "ratio_utils" / "stages"
 
 def _stage_shape_faults(module: str, source: str) -> tuple[str | None, list[str]]:
     """The stage class of a stage module and what breaks the shape: exactly one public class deriving from
-    `ratio_utils.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
+    `ratio_utils.reporting.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
     ...)`); no public module-level function named like a notebook step is asked for here, only the class."""
     tree = ast.parse(source)
     faults = []
-    imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "display" and node.level == 2
+    imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "reporting.display" and node.level == 2
                         and any(alias.name == "Stage" for alias in node.names) for node in tree.body)
     if not imports_stage:
-        faults.append(f"{module}: does not import Stage from ratio_utils.display")
+        faults.append(f"{module}: does not import Stage from ratio_utils.reporting.display")
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
                and any(isinstance(base, ast.Name) and base.id == "Stage" for base in node.bases)]
     if len(classes) != 1:
@@ -484,7 +499,7 @@ def test_every_stage_module_serves_a_notebook():
 
 def test_stage_classes_are_built_the_same_way_from_params_and_from_a_config(cfg):
     """`from_params` loads the params file with the overrides and hands the config (and 09's `move`) to __init__."""
-    from ratio_utils.display import Stage
+    from ratio_utils.reporting.display import Stage
 
     class Probe(Stage):
         def __init__(self, cfg, move="all"):
@@ -499,7 +514,7 @@ def test_stage_classes_are_built_the_same_way_from_params_and_from_a_config(cfg)
 
 def test_the_stage_shape_check_finds_each_fault():
     """The two checks above on a module and a notebook with each fault: they must name every one."""
-    two_classes = ("from ..display import Stage\n"
+    two_classes = ("from ..reporting.display import Stage\n"
                    "class AStage(Stage):\n    def __init__(self, params_file, overrides):\n        pass\n"
                    "    @classmethod\n    def from_config(cls, cfg):\n        pass\n"
                    "class BStage(Stage):\n    pass\n")
@@ -510,10 +525,81 @@ def test_the_stage_shape_check_finds_each_fault():
         "x.AStage redefines from_config: build state in __init__(self, cfg) instead",
         "x.AStage.__init__ takes ['self', 'params_file', 'overrides'], not (self, cfg, ...)"]
     assert _stage_shape_faults("x", "def run(cfg):\n    pass\n")[1] == [
-        "x: does not import Stage from ratio_utils.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
+        "x: does not import Stage from ratio_utils.reporting.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
     good = ["from ratio_utils.stages.x import XStage", "stage = XStage.from_params(params_file, overrides, move=move)",
             "stage.params", 'stage.table("t")', "stage.summary.claims"]
     assert _notebook_shape_faults("n", good, ["params_file", "overrides", "move"], "x", "XStage") == []
     bad = ["from ratio_utils.stages import x", "stage = XStage(params_file, overrides)", "cfg = stage.cfg",
            "x.run(stage.cfg)", "stage.table(cfg)"]
     assert len(_notebook_shape_faults("n", bad, ["params_file", "overrides"], "x", "XStage")) == 5
+
+
+# -- a module docstring names only modules and files that exist -------------------------------------------------------
+
+def _top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            names.update(ast.literal_eval(node.value))  # names a module's __getattr__ gives on first use
+    return names
+
+
+def _docstring_faults(module: str, docstring: str, modules: dict[str, Path], root: Path) -> list[str]:
+    """Dotted names `ratio_utils.a.b` whose module does not exist or lacks the name, module paths `pkg/mod` under a
+    package that does not exist, and `.md` files that are neither under `root` nor under its docs/ (`shared/x.md`
+    under the shared folder beside `root`; a folder's own README.md or PROVENANCE.md is not checked)."""
+    faults = []
+    for dotted in re.findall(r"\bratio_utils(?:\.\w+)+", docstring):
+        parts = dotted.split(".")
+        depth = max(i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules)
+        rest = parts[depth:]
+        if rest and rest[0] not in _top_level_names(modules[".".join(parts[:depth])]):
+            faults.append(f"{module}: names {dotted}, but {'.'.join(parts[:depth])} has no {rest[0]}")
+    for path in re.findall(r"`(\w+/\w+)`", docstring):
+        package = path.split("/")[0]
+        if f"ratio_utils.{package}" in modules and f"ratio_utils.{path.replace('/', '.')}" not in modules:
+            faults.append(f"{module}: names {path}, which is no module")
+    for name in re.findall(r"(?<![\w/<>.-])([\w/-]+\.md)\b", docstring):
+        if name in {"README.md", "PROVENANCE.md"}:
+            continue
+        if name.startswith("shared/"):
+            if (root.parent / "shared").is_dir() and not (root.parent / name).exists():
+                faults.append(f"{module}: names {name}, which does not exist")
+            continue
+        if not ((root / name).exists() or (root / "docs" / name).exists()):
+            faults.append(f"{module}: names {name}, which does not exist")
+    return faults
+
+
+def test_module_docstrings_name_only_modules_and_files_that_exist():
+    modules = _module_names(REPO_ROOT / "ratio_utils")
+    faults = [fault for name, path in sorted(modules.items())
+              for fault in _docstring_faults(name, ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "",
+                                             modules, REPO_ROOT)]
+    assert not faults, "\n".join(faults)
+
+
+def test_the_docstring_check_finds_each_kind_of_stale_reference(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "mod.py").write_text("def read_records():\n    pass\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "scale.md").write_text("")
+    modules = {name.replace("pkg", "ratio_utils", 1): path for name, path in _module_names(tmp_path / "pkg").items()}
+    good = "Reads `ratio_utils.sub.mod.read_records` (`sub/mod`, docs/scale.md, scale.md)."
+    assert _docstring_faults("m", good, modules, tmp_path) == []
+    bad = "Reads `ratio_utils.report.read_records`, ratio_utils.sub.mod.gone, `sub/old` (design.md)."
+    assert _docstring_faults("m", bad, modules, tmp_path) == [
+        "m: names ratio_utils.report.read_records, but ratio_utils has no report",
+        "m: names ratio_utils.sub.mod.gone, but ratio_utils.sub.mod has no gone",
+        "m: names sub/old, which is no module",
+        "m: names design.md, which does not exist",
+    ]

@@ -1,4 +1,4 @@
-"""Corpus ingestion (ratio_utils.corpus): readers on the real shared corpora and on fixtures, agreement
+"""Corpus ingestion (ratio_utils.corpora): readers on the real shared corpora and on fixtures, agreement
 with the independent reference conversions, bad input, sampling, the built tables, and the download
 path of the default corpus (pinned git blob ids, verified against a loopback HTTP server)."""
 
@@ -15,12 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_utils.corpus import (
+from ratio_utils.corpora import (
     C1_AS_CP1252,
     PINNED_MANIFEST,
     AclScisummReader,
     AclsumReader,
-    CorpusParams,
     IngestLog,
     JsonlReader,
     Paper,
@@ -33,8 +32,9 @@ from ratio_utils.corpus import (
     sample_papers,
     write_corpus_outputs,
 )
-from ratio_utils.download import ChecksumError, git_blob_sha1
+from ratio_utils.corpora.download import ChecksumError, git_blob_sha1
 from ratio_utils.io import InputError
+from ratio_utils.param_sections import CorpusParams
 from ratio_utils.schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus"
@@ -275,7 +275,7 @@ BAD_LINES = [
 
 
 def test_bad_input_is_quarantined_with_file_and_line(cfg):
-    from ratio_utils.corpus import read_papers
+    from ratio_utils.corpora import read_papers
 
     log = IngestLog()
     papers, _ = read_papers([JsonlReader(FIXTURES / "generic_bad.jsonl", "bad")], log, progress=False)
@@ -289,7 +289,7 @@ def test_bad_input_is_quarantined_with_file_and_line(cfg):
 
 @pytest.mark.parametrize("lineno, reason", BAD_LINES)
 def test_strict_mode_raises_naming_file_and_line(tmp_path, lineno, reason):
-    from ratio_utils.corpus import read_papers
+    from ratio_utils.corpora import read_papers
 
     lines = (FIXTURES / "generic_bad.jsonl").read_bytes().split(b"\n")
     body = lines[lineno - 1]

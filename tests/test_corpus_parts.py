@@ -1,4 +1,4 @@
-"""Partitioned corpus build (ratio_utils.corpus.partitioned, corpus.papers_per_part): on the invented fixture
+"""Partitioned corpus build (ratio_utils.corpora.partitioned, corpus.papers_per_part): on the invented fixture
 corpus in the default corpus's layouts (ACL XML + aclsum, with papers in both, so cross-corpus deduplication
 crosses parts) plus a generic JSONL file with bad lines, the parts, built one after another or by Dask workers,
 equal the single-file build row for row and the reports agree; a run killed halfway resumes without rebuilding its
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from ratio_utils.config import load_config
-from ratio_utils.corpus import CorpusParams, build_corpus, write_corpus_outputs
-from ratio_utils.corpus import partitioned
+from ratio_utils.corpora import build_corpus, partitioned, write_corpus_outputs
+from ratio_utils.param_sections import CorpusParams
 from ratio_utils.parts import part_files, read_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus"
@@ -141,8 +141,9 @@ def test_a_cleaning_switch_left_off_keeps_the_keys_of_parts_built_before_it():
     import json
     from dataclasses import asdict
 
-    from ratio_utils.corpus.base import CorpusParams, InputPart
-    from ratio_utils.corpus.partitioned import EXECUTION_SETTINGS, part_key
+    from ratio_utils.corpora.base import InputPart
+    from ratio_utils.corpora.partitioned import EXECUTION_SETTINGS, part_key
+    from ratio_utils.param_sections import CorpusParams
 
     part = InputPart("jsonl", ("a.jsonl",), (1, 10))
     hashes = lambda path: "h"  # noqa: E731
@@ -238,9 +239,9 @@ def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path,
 
 
 def test_a_selected_s2orc_paper_without_a_year_is_quarantined_with_its_shard_line(tmp_path):
-    from ratio_utils.corpus import IngestLog
-    from ratio_utils.corpus.s2orc import S2orcReader
-    from ratio_utils.corpus.steps import admit_papers, papers_frame
+    from ratio_utils.corpora import IngestLog
+    from ratio_utils.corpora.s2orc import S2orcReader
+    from ratio_utils.corpora.steps import admit_papers, papers_frame
 
     shards = tmp_path / "shards"
     shutil.copytree(FIXTURES / "s2orc", shards)

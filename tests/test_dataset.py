@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
-from collections import Counter
 import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,9 +21,10 @@ import pytest
 from scipy.stats import binomtest
 
 from ratio_utils import dataset, mining
-from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.dataset import DatasetParams, LeakageError, assign_split, build_benchmark
+from ratio_utils.dataset import LeakageError, assign_split, build_benchmark
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"

@@ -8,9 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark_release import load_benchmark
-from ratio_utils.evaluation import main
-from ratio_utils.metrics import evaluate_run
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.evaluation.metrics import evaluate_run
+from ratio_utils.evaluation.scoring import main
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries
 
 
@@ -105,7 +105,7 @@ def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
     import inspect
 
     import ratio_utils
-    import ratio_utils.evaluation
+    import ratio_utils.evaluation.scoring
     from ratio_utils import evaluate
 
     assert inspect.isfunction(ratio_utils.evaluate) and ratio_utils.evaluate is ratio_utils.evaluation.evaluate
@@ -116,7 +116,7 @@ def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
 
 
 def test_python_dash_m_ratio_utils_evaluate_runs_the_command_line(tiny_benchmark, tmp_path):
-    """The documented `python -m ratio_utils.evaluate` gives what `main` gives."""
+    """The documented `python -m ratio_utils.evaluation` gives what `main` gives."""
     import subprocess
     import sys
 

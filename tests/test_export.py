@@ -1,5 +1,5 @@
-"""BEIR / TREC exports (ratio_utils.export): read back by BEIR's own loader and by an independent
-evaluator (ir_measures over pytrec_eval), which must score our run files exactly as ratio_utils.metrics does."""
+"""BEIR / TREC exports (ratio_utils.dataset.export): read back by BEIR's own loader and by an independent
+evaluator (ir_measures over pytrec_eval), which must score our run files exactly as ratio_utils.evaluation.metrics does."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import pytest
 from fake_encoder import FakeEncoder
 
-from ratio_utils import export
-from ratio_utils.benchmark_release import load_benchmark
-from ratio_utils.metrics import evaluate_run
+from ratio_utils.dataset import export
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.evaluation.metrics import evaluate_run
 from ratio_utils.retrieval import benchmark_queries, read_run, run_and_score, run_path
 from ratio_utils.schema import Move, Split, sentence_id
 
@@ -18,7 +18,7 @@ from ratio_utils.schema import Move, Split, sentence_id
 @pytest.fixture
 def bench_with_self_candidate(tiny_benchmark):
     """The tiny benchmark whose test pool also holds one query's own sentence (as a real shared pool does)."""
-    from ratio_utils.benchmark_release import write_pool
+    from ratio_utils.dataset.benchmark import write_pool
 
     bench = load_benchmark(tiny_benchmark)
     pool = bench.pool(Split.TEST)
@@ -45,7 +45,7 @@ def test_beir_export_loads_with_beirs_loader(bench_with_self_candidate, tmp_path
 
 def test_independent_scores_of_our_run_files_equal_ours(bench_with_self_candidate, tmp_path):
     import ir_measures
-    from ir_measures import R, RR
+    from ir_measures import RR, R
 
     bench, own_id = bench_with_self_candidate
     export.export(bench, "specify", "test", tmp_path / "trec", "trec")

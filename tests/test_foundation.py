@@ -8,9 +8,16 @@ import json
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT, load_config
-from ratio_utils.io import InputError, ParquetStream, atomic_path, iter_jsonl, replace_folder, write_parquet_chunks_atomic
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.io import (
+    InputError,
+    ParquetStream,
+    atomic_path,
+    iter_jsonl,
+    replace_folder,
+    write_parquet_chunks_atomic,
+)
 from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
 
 
@@ -199,7 +206,7 @@ def test_atomic_outputs_get_umask_permissions(tmp_path):
 
 def test_query_split_is_silver_only_where_silver_holds_a_pair(tiny_benchmark):
     """One rule for every stage that falls back from silver: a missing or empty silver file means the test set."""
-    from ratio_utils.benchmark_release import pairs_path
+    from ratio_utils.dataset.benchmark import pairs_path
 
     bench = load_benchmark(tiny_benchmark)
     test_pairs = pd.read_parquet(pairs_path(tiny_benchmark, Move.ADDRESS, Split.TEST))

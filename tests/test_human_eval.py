@@ -8,31 +8,30 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from human_eval_helpers import BASELINE, TUNED, label_row, make_packets
 from scipy import stats as scipy_stats
 
-from human_eval_helpers import BASELINE, TUNED, label_row, make_packets
-from ratio_utils import human_eval
-from ratio_utils.benchmark_release import load_benchmark, write_pairs
+from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
+from ratio_utils.human_eval import labels, packets, statistics
 from ratio_utils.io import InputError
 from ratio_utils.schema import Move, Split
-
 
 # --- sampling and packets ------------------------------------------------------------------------
 
 
 def test_sample_by_marker_is_balanced_and_seeded():
     queries = pd.DataFrame({"query_id": [f"q{i}" for i in range(30)], "queryTerm": ["for example"] * 20 + ["in particular"] * 8 + ["e.g."] * 2})
-    sample = human_eval.sample_by_marker(queries, 9, np.random.default_rng(3))
+    sample = packets.sample_by_marker(queries, 9, np.random.default_rng(3))
     assert sample["queryTerm"].value_counts().to_dict() == {"for example": 4, "in particular": 3, "e.g.": 2} or \
         sample["queryTerm"].value_counts().to_dict() == {"for example": 3, "in particular": 4, "e.g.": 2}
-    again = human_eval.sample_by_marker(queries, 9, np.random.default_rng(3))
+    again = packets.sample_by_marker(queries, 9, np.random.default_rng(3))
     assert list(sample["query_id"]) == list(again["query_id"])
 
 
 def test_packets_are_blind_and_the_key_unblinds_them(tmp_path, tiny_benchmark):
     packets_dir, key_path = make_packets(tmp_path, tiny_benchmark)
-    packet = human_eval.load_packet(packets_dir)
-    key = human_eval.load_key(key_path)
+    packet = packets.load_packet(packets_dir)
+    key = packets.load_key(key_path)
     assert set(packet.items) == set(key)
     # 2 labelled per move (Broaden has 2 test queries), each list the top 10
     assert sorted(i.split("/")[0] for i in packet.items) == ["address", "address", "broaden", "broaden", "specify", "specify"]
@@ -69,7 +68,7 @@ def test_packets_show_the_sentences_as_the_paper_wrote_them(tmp_path, tiny_bench
         pairs["query_original"] = pairs["querySentence"].str.upper()
         write_pairs(pairs, tiny_benchmark, move, Split.TEST)
     packets_dir, _ = make_packets(tmp_path, tiny_benchmark)
-    item = next(iter(human_eval.load_packet(packets_dir).items.values()))
+    item = next(iter(packets.load_packet(packets_dir).items.values()))
     assert item["query"].isupper()
     golds = {g.capitalize() for m in Move for g in bench.queries(m, Split.TEST)["goldSentence"]}
     shown = [c["text"] for n in "AB" for c in item["lists"][n]]
@@ -80,7 +79,7 @@ def test_subfield_restriction_and_assignment_by_subfield(tmp_path, tiny_benchmar
     packets_dir, _ = make_packets(tmp_path, tiny_benchmark, subfield_column="queryTerm_group", subfield_values=["address"],
                                   annotators={"ann1": ["address"], "ann2": ["specify"]}, moves=["address", "specify"],
                                   double_labelled_per_move=0)
-    packet = human_eval.load_packet(packets_dir)
+    packet = packets.load_packet(packets_dir)
     assert {i["move"] for i in packet.items.values()} == {"address"}
     assert len(packet.assignments["ann1"]) == 2 and packet.assignments["ann2"] == []
 
@@ -141,7 +140,7 @@ def study(tmp_path):
                     cid = KEY[item]["lists"][name]["candidates"][rank - 1]["candidate_id"]
                     rows.append(label_row(who, item, name, rank, cid, value, pref))
         (labels_dir / f"{annotator}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return human_eval.load_labels(labels_dir, KEY, k=3)
+    return labels.load_labels(labels_dir, KEY, k=3)
 
 
 MOVES = ["address", "broaden", "specify"]
@@ -153,7 +152,7 @@ def test_incomplete_annotations_are_left_out(study):
 
 
 def test_table2_against_hand_computed_values(study):
-    t2 = human_eval.table2(study, MOVES, n_permutations=2000).set_index(["move", "setup"])
+    t2 = statistics.table2(study, MOVES, n_permutations=2000).set_index(["move", "setup"])
     address_tuned, address_base = t2.loc[("address", "Tuned")], t2.loc[("address", "Baseline")]
     # q1 averaged over two annotators: tuned HR 1, P (2/3+1/3)/2, MRR 1; baseline HR 1/2, P 1/3, MRR (1/2+0)/2
     # q2: tuned HR 1, P 2/3, MRR 1/2; baseline 0
@@ -169,8 +168,8 @@ def test_table2_against_hand_computed_values(study):
 
 
 def test_table2_p_values_match_scipy_permutation_test(study):
-    t2 = human_eval.table2(study, MOVES).set_index(["move", "setup"])
-    per_query = human_eval.query_scores(study).pivot(index="item", columns="setup", values="MRR")
+    t2 = statistics.table2(study, MOVES).set_index(["move", "setup"])
+    per_query = statistics.query_scores(study).pivot(index="item", columns="setup", values="MRR")
     exact = scipy_stats.permutation_test(
         (per_query["tuned"].to_numpy(), per_query["baseline"].to_numpy()), lambda x, y: np.mean(x - y),
         permutation_type="samples", alternative="two-sided", n_resamples=np.inf,
@@ -180,7 +179,7 @@ def test_table2_p_values_match_scipy_permutation_test(study):
 
 
 def test_table11_against_hand_computed_values(study):
-    t11 = human_eval.table11(study, MOVES).set_index(["move", "setup"])
+    t11 = statistics.table11(study, MOVES).set_index(["move", "setup"])
     tuned, base = t11.loc[("address", "Tuned")], t11.loc[("address", "Baseline")]
     assert tuned[["Gold", "Gold useful", "Beyond", "MRR gold"]].tolist() == pytest.approx([100, 50, 75, 100])
     assert tuned["MRR / MRR gold"] == pytest.approx(0.75)
@@ -190,7 +189,7 @@ def test_table11_against_hand_computed_values(study):
 
 
 def test_table12_against_hand_computed_values(study):
-    t12 = human_eval.table12(study, MOVES).set_index(["move", "setup"])
+    t12 = statistics.table12(study, MOVES).set_index(["move", "setup"])
     # tuned, address: useful non-gold x1 (P2), z1 (P5 = query's paper), w1 (P8); shown non-gold x1, x2 (P1 = query's), z1, w1
     assert t12.loc[("address", "Tuned")].tolist() == pytest.approx([3, 200 / 3, 3, 50])
     # baseline, address: useful non-gold y2 (P4); shown non-gold y1, y2, z1 (query's paper), z2, z3
@@ -200,7 +199,7 @@ def test_table12_against_hand_computed_values(study):
 def test_agreement_matches_hand_computed_kappa_and_sklearn(study):
     from sklearn.metrics import cohen_kappa_score
 
-    agree = human_eval.agreement(study, MOVES).set_index(["move", "judgement"])
+    agree = statistics.agreement(study, MOVES).set_index(["move", "judgement"])
     row = agree.loc[("address", "candidate useful")]
     assert (row["queries"], row["pairs"]) == (1, 6)
     assert row["agreement"] == pytest.approx(50)
@@ -211,7 +210,7 @@ def test_agreement_matches_hand_computed_kappa_and_sklearn(study):
 
 
 def test_gold_marked_useful(study):
-    gold = human_eval.gold_marked_useful(study).set_index("setup")
+    gold = statistics.gold_marked_useful(study).set_index("setup")
     # tuned: gold t1 shown to ann1 and ann2 (both useful), g2 shown to ann1 (not useful)
     assert gold.loc["tuned"].tolist() == pytest.approx([3, 200 / 3])
     assert gold.loc["baseline"].tolist() == pytest.approx([2, 50])
@@ -224,13 +223,13 @@ def test_label_rows_that_do_not_match_the_key_are_errors_naming_the_line(tmp_pat
     wrong = label_row("ann1", "address/q1", "A", 2, "t1", U)
     (labels_dir / "ann1.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(wrong) + "\n")
     with pytest.raises(InputError, match=r"ann1.jsonl:2: candidate t1 differs"):
-        human_eval.load_labels(labels_dir, KEY, k=3)
+        labels.load_labels(labels_dir, KEY, k=3)
     (labels_dir / "ann1.jsonl").write_text(json.dumps(label_row("ann1", "address/q9", "A", 1, "t1", U)) + "\n")
     with pytest.raises(InputError, match="was not shown"):
-        human_eval.load_labels(labels_dir, KEY, k=3)
+        labels.load_labels(labels_dir, KEY, k=3)
     (labels_dir / "ann1.jsonl").write_text(json.dumps({**good, "label": "maybe"}) + "\n")
     with pytest.raises(InputError, match="label must be one of"):
-        human_eval.load_labels(labels_dir, KEY, k=3)
+        labels.load_labels(labels_dir, KEY, k=3)
 
 
 def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
@@ -242,7 +241,7 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
     papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1], "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
     papers.to_parquet(tmp_path / "papers.parquet")
     params = toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]})
-    packets = human_eval.build_packets(bench, human_eval.run_files_in(tmp_path / "runs", params, bench), params,
+    packets = packets.build_packets(bench, packets.run_files_in(tmp_path / "runs", params, bench), params,
                                        seed=1, papers_path=tmp_path / "papers.parquet")
     by_item = {i["item"]: i["subfield"] for i in packets.items}
     assert set(by_item.values()) == {"ACL", "EMNLP"}
@@ -267,7 +266,7 @@ def test_loose_label_rows_are_errors_naming_the_line(tmp_path, change, message):
     rows = [label_row("ann1", "address/q1", "A", 1, "t1", U), {**label_row("ann1", "address/q1", "A", 2, "x1", U), **change}]
     (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match=rf"ann1.jsonl:2: .*{message}"):
-        human_eval.load_labels(labels_dir, KEY, k=3)
+        labels.load_labels(labels_dir, KEY, k=3)
 
 
 def test_a_query_whose_rows_disagree_is_an_error_naming_the_line(tmp_path):
@@ -278,7 +277,7 @@ def test_a_query_whose_rows_disagree_is_an_error_naming_the_line(tmp_path):
     rows.append(label_row("ann1", "address/q2", "A", 1, "z1", U, preference="B"))  # another query may differ
     (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match=r"ann1.jsonl:3: preference of item 'address/q1' differ\(s\) from line 1"):
-        human_eval.load_labels(labels_dir, KEY, k=3)
+        labels.load_labels(labels_dir, KEY, k=3)
     del rows[2]
     (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert len(human_eval.load_labels(labels_dir, KEY, k=3).incomplete) == 2
+    assert len(labels.load_labels(labels_dir, KEY, k=3).incomplete) == 2

@@ -8,14 +8,16 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from human_eval_helpers import BASELINE, TUNED, label_row, write_toy_runs
-from ratio_utils import annotate, human_eval, stats
-from ratio_utils.benchmark_release import load_benchmark
+
 from ratio_utils.config import load_config
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.evaluation import stats
+from ratio_utils.evaluation.stats import format_p
+from ratio_utils.human_eval import app as annotate
+from ratio_utils.human_eval import packets
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.stages import human_eval_stats
-from ratio_utils.stats import format_p
 
 SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 3, "labelled_per_move": 2,
            "annotators": {"ann1": None, "ann2": None}, "double_labelled_per_move": 1}
@@ -30,7 +32,7 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     assert (config.paths.human_eval_packets / "queries.jsonl").exists() and config.paths.human_eval_key.exists()
     # the key is neither in the packets nor beside them, and the notebook says what annotators get
     assert not config.paths.human_eval_key.is_relative_to(config.paths.human_eval_packets.parent)
-    assert human_eval.exposed_keys(config.paths.human_eval_packets) == []
+    assert packets.exposed_keys(config.paths.human_eval_packets) == []
     printed = capsys.readouterr().out
     assert "Annotators get the packets folder only (data/human_eval/packets/)" in printed
     assert "data/human_eval_key/unblinding_key.jsonl" in printed and str(config.paths.root) not in printed

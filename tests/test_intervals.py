@@ -1,4 +1,4 @@
-"""Interval cells (ratio_utils.intervals): the dagger below thirty queries, the cache shared by the notebooks,
+"""Interval cells (ratio_utils.evaluation.intervals): the dagger below thirty queries, the cache shared by the notebooks,
 and a cache key that changes with the statistics code, so an edit of `stats` never reuses an old interval."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import intervals, stats
-from ratio_utils.intervals import IntervalCache, cell, paired_cell
-from ratio_utils.stats import DAGGER
+from ratio_utils.evaluation import intervals, stats
+from ratio_utils.evaluation.intervals import IntervalCache, cell, paired_cell
+from ratio_utils.evaluation.stats import DAGGER
 
 
 def test_indicative_marking_starts_below_thirty_queries():
@@ -21,8 +21,8 @@ def test_indicative_marking_starts_below_thirty_queries():
 
 
 def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
-    from ratio_utils import run_records
     from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.reporting import run_records
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
     values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]

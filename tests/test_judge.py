@@ -18,15 +18,15 @@ import pytest
 from scipy.stats import fisher_exact
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, precision_score, recall_score
 
-from ratio_utils.benchmark_release import load_benchmark, pairs_path, write_pairs
 from ratio_utils.config import REPO_ROOT
+from ratio_utils.dataset.benchmark import load_benchmark, pairs_path, write_pairs
 from ratio_utils.io import InputError, sha256_file, sha256_tree
 from ratio_utils.judge import (
     SilverFilter,
     agreement,
     anaphora_analysis,
-    both_rule,
     annotation_pairs,
+    both_rule,
     format_pair,
     human_panel_agreement,
     judge_requests,
@@ -42,8 +42,8 @@ from ratio_utils.judge import (
     with_pair_columns,
 )
 from ratio_utils.judge.silver import FIXED_IN_PARAMS
-from ratio_utils.label_sources import read_silver_source
 from ratio_utils.llm import ChatResult
+from ratio_utils.reporting.label_sources import read_silver_source
 from ratio_utils.schema import MOVES, Move, Split
 
 sys.path.insert(0, str(Path(__file__).parent))

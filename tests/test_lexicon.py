@@ -1,5 +1,5 @@
-"""The marker lexicon (ratio_utils.lexicon), curation statistics (ratio_utils.curation) and the LLM
-marker loop's pure parts (ratio_utils.marker_llm), on the released lexicon and on small fixtures."""
+"""The marker lexicon (ratio_utils.lexicon.markers), curation statistics (ratio_utils.lexicon.curation) and the LLM
+marker loop's pure parts (ratio_utils.lexicon.marker_llm), on the released lexicon and on small fixtures."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from ratio_utils import curation, lexicon as lx, marker_llm
 from ratio_utils.io import InputError, sha256_file
-from ratio_utils.parts import part_path
+from ratio_utils.lexicon import curation, marker_llm
+from ratio_utils.lexicon import markers as lx
 from ratio_utils.llm import ChatResult
+from ratio_utils.param_sections import LexiconParams
+from ratio_utils.parts import part_path
 from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, SENTENCE_COLUMNS, Move, normalize_marker
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lexicon"
@@ -188,12 +190,12 @@ def test_notebook_04_writes_the_final_lexicon_and_02_03_read_the_curated_one_aft
 
 
 def test_download_refuses_a_file_that_differs_from_the_pin(loopback, cfg, tmp_path):
-    from ratio_utils.download import ChecksumError
+    from ratio_utils.corpora.download import ChecksumError
 
     served, base = loopback
     (served / "lexicon.csv").write_bytes((FIXTURES / "good.csv").read_bytes())
     pinned = lx.PinnedFile(url=f"{base}/lexicon.csv", sha256="0" * 64)
-    params = lx.LexiconParams(released_csv="no/such/file.csv")
+    params = LexiconParams(released_csv="no/such/file.csv")
     with pytest.raises(ChecksumError, match="sha256"):
         lx.released_lexicon_path(cfg, params, pinned)
     assert not list((cfg.paths.downloads / "lexicon").glob("*"))
@@ -203,7 +205,7 @@ def test_released_path_falls_back_to_download_without_shared(loopback, cfg, tmp_
     served, base = loopback
     (served / "lexicon.csv").write_bytes((FIXTURES / "good.csv").read_bytes())
     pinned = lx.PinnedFile(url=f"{base}/lexicon.csv", sha256=sha256_file(FIXTURES / "good.csv"))
-    params = lx.LexiconParams(released_csv="no/such/file.csv")
+    params = LexiconParams(released_csv="no/such/file.csv")
     path = lx.released_lexicon_path(cfg, params, pinned)
     assert path.is_file() and path.parent == cfg.paths.downloads / "lexicon"
     assert lx.released_lexicon_path(cfg, params, pinned) == path  # a checked local copy is reused

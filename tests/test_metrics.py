@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from ratio_utils.metrics import DEFAULT_KS, evaluate_run, order_run, per_query_scores
+from ratio_utils.evaluation.metrics import DEFAULT_KS, evaluate_run, order_run, per_query_scores
 
 
 def _random_case(seed: int, ties: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -114,7 +114,7 @@ def test_bad_runs_are_rejected():
 
 @pytest.mark.parametrize("ties", [False, True])
 def test_per_query_metrics_match_ranx_per_query(ties):
-    from ratio_utils.metrics import per_query_metrics
+    from ratio_utils.evaluation.metrics import per_query_metrics
 
     run, qrels = _random_case(3, ties)
     ours = per_query_metrics(run, qrels, ["R@10", "MRR@10", "HR@5", "MRR@100"])

@@ -23,7 +23,6 @@ from ratio_utils.mining import (
     NO_COMMA,
     NO_MARKER,
     MarkerMatch,
-    MiningParams,
     build_matcher,
     clean_candidate,
     clean_query,
@@ -32,6 +31,7 @@ from ratio_utils.mining import (
     strip_gold_prefix,
     strip_query_prefix,
 )
+from ratio_utils.param_sections import MiningParams
 from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, SENTENCE_COLUMNS, normalize_marker, sentence_id
 
 HERE = Path(__file__).parent / "fixtures" / "mining"

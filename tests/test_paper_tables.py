@@ -12,15 +12,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import paper_tables, stats
-from ratio_utils.benchmark_release import load_benchmark, write_pairs
-from ratio_utils.metrics import evaluate_run
-from ratio_utils.intervals import IntervalCache, paired_cell
-from ratio_utils.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables
+from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
+from ratio_utils.evaluation import stats
+from ratio_utils.evaluation.intervals import IntervalCache, paired_cell
+from ratio_utils.evaluation.metrics import evaluate_run
+from ratio_utils.evaluation.stats import bootstrap_ci
+from ratio_utils.param_sections import RetrievalParams
+from ratio_utils.reporting import paper_tables
+from ratio_utils.reporting.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries, read_run
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
-from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
-from ratio_utils.stats import bootstrap_ci
+from ratio_utils.stages.retrieval_baselines import run_baselines
 
 EXPECTED = Expected(bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("all-MiniLM-L6-v2",),
                     tuned_moves=("address",), reranked=("all-MiniLM-L6-v2 (tuned)",))
@@ -262,7 +264,6 @@ def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
 def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables():
     """Notebook 09's tuned-vs-baseline table and notebook 11's transfer table compare the same per-query
     values (tuned vs untuned on a move's queries): same seed, count and query order, so the same p and text."""
-    from ratio_utils.stages import analyses
     from ratio_utils.train.tables import paired_comparison, tuned_vs_baseline_display
 
     rng = np.random.default_rng(3)

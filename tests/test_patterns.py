@@ -1,4 +1,4 @@
-"""Template expansion with inflection (ratio_utils.patterns): slot lemmatisation, number agreement,
+"""Template expansion with inflection (ratio_utils.lexicon.patterns): slot lemmatisation, number agreement,
 optional elements and alternatives, verb agreement, and the comparison with the released pattern rows."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 from lemminflect import getInflection
 
-from ratio_utils import lexicon as lx, patterns
-
+from ratio_utils.lexicon import markers as lx
+from ratio_utils.lexicon import patterns
 
 
 def _write_templates(tmp_path, templates: str) -> patterns.TemplateSet:

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from ratio_utils.config import REPO_ROOT
-from ratio_utils.corpus import IngestLog
+from ratio_utils.corpora import IngestLog
 from ratio_utils.io import write_parquet_atomic
-from ratio_utils.corpus.s2orc import S2orcReader
+from ratio_utils.corpora.s2orc import S2orcReader
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import rehearsal  # noqa: E402
@@ -152,7 +152,7 @@ def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_se
     size = result["sizes"][0]
     by_notebook = {m["notebook"]: m for m in size["notebooks"]}
     assert list(by_notebook) == ["00", "05"] and all(m["returncode"] == 0 for m in by_notebook.values())
-    # the stub served the release and `python -m ratio_utils.corpus.s2_api` downloaded it byte for byte
+    # the stub served the release and `python -m ratio_utils.corpora.s2_api` downloaded it byte for byte
     release = workdir / "1x" / "release"
     downloads = workdir / "1x" / "out" / "data" / "raw" / "downloads" / "s2orc" / rehearsal.RELEASE
     shards = sorted(p.relative_to(release) for p in release.glob("*/*.gz"))

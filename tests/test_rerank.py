@@ -1,4 +1,4 @@
-"""ratio_utils.rerank and notebook 10's stage against the loopback OpenAI-compatible server
+"""ratio_utils.retrieval.rerank and notebook 10's stage against the loopback OpenAI-compatible server
 (tests/openai_stub_server.py): request formatting, every repair rule, queries not sent, partial replay,
 and the dry run that writes request files and no run file."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import REPO_ROOT
-from ratio_utils.rerank import (
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.param_sections import RerankParams
+from ratio_utils.retrieval.rerank import (
     REPAIR_RULES,
-    RerankParams,
     load_rerank_prompt,
     parse_ranking,
     ranked_run,

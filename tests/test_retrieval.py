@@ -11,10 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.benchmark_release import load_benchmark
+from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.io import InputError
 from ratio_utils.retrieval import (
-    GENERIC_PREFIXES,
     MOVE_INSTRUCTIONS,
     BM25Retriever,
     DenseRetriever,
@@ -26,7 +25,7 @@ from ratio_utils.retrieval import (
     write_run,
 )
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
-from ratio_utils.schema import Move
+from ratio_utils.schema import GENERIC_PREFIXES, Move
 
 
 def _with_query_in_pool(bench, move="address"):
@@ -184,8 +183,8 @@ def test_embeddings_read_from_an_earlier_notebooks_cache_are_recorded_as_reused(
     import sys
     from pathlib import Path
 
-    from ratio_utils import run_records
     from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.reporting import run_records
     from ratio_utils.retrieval.dense import EmbeddingCache
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -248,9 +247,10 @@ def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
 def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark, capfd):
     """Over 1,000 queries bm25s draws its own bar; under the stage's bar it would nest and leave cursor-up
     escapes (\\x1b[A) in the notebook's output. The stage's bar is the only one."""
-    from ratio_utils.benchmark_release import pairs_path, write_pairs, write_pool
+    from ratio_utils.dataset.benchmark import pairs_path, write_pairs, write_pool
+    from ratio_utils.param_sections import RetrievalParams
     from ratio_utils.schema import Split, sentence_id
-    from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+    from ratio_utils.stages.retrieval_baselines import run_baselines
 
     pairs = pd.read_parquet(pairs_path(tiny_benchmark, Move.SPECIFY, Split.TEST))
     many = pd.concat([pairs.iloc[[0]]] * 1100, ignore_index=True)
@@ -276,8 +276,9 @@ def test_baselines_build_each_retriever_once_and_hold_one_at_a_time(cfg, tiny_be
     import gc
     import weakref
 
+    from ratio_utils.param_sections import RetrievalParams
     from ratio_utils.stages import retrieval_baselines
-    from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+    from ratio_utils.stages.retrieval_baselines import run_baselines
 
     made, alive_at_search = [], []
     real_make, real_record = retrieval_baselines.make_retriever, retrieval_baselines.record_run

@@ -1,5 +1,5 @@
 """Checks a reviewer would ask for (issue 13): the build catches an injected leak, the table and figure
-functions the notebooks call give the right values on fixtures, and `python -m ratio_utils.evaluate`
+functions the notebooks call give the right values on fixtures, and `python -m ratio_utils.evaluation`
 scores the dense, instruction and ColBERT branches as a direct computation does (prefixes included)."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 from test_dataset import YEARS, distractor, frames, pair
 
-from ratio_utils import dataset, lexicon, mining
-from ratio_utils.benchmark_release import load_benchmark
-from ratio_utils.dataset import DatasetParams, LeakageError, build_benchmark
-from ratio_utils.evaluation import main as evaluate_main
+from ratio_utils import dataset, mining
+from ratio_utils.dataset import LeakageError, build_benchmark
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.evaluation.scoring import main as evaluate_main
+from ratio_utils.lexicon import markers as lexicon
+from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import Move
 
 # --- the build runs its leakage checks -------------------------------------------------------------------------------
@@ -71,7 +73,7 @@ def test_marker_frequencies_count_pairs_per_move_and_marker():
 
 
 def test_cleaning_table_gives_one_row_per_rule_and_corpus():
-    from ratio_utils.corpus import cleaning_table
+    from ratio_utils.corpora import cleaning_table
 
     report = {"cleaning": {
         "acl": {"edits": {"strip_citations": 4}, "drops": {"too_short": 2}},
@@ -100,7 +102,7 @@ def test_marker_frequency_figure_draws_the_counts_once():
 
 
 def test_primary_metric_summary_keeps_the_mrr10_cells_of_systems_that_ran():
-    from ratio_utils.paper_tables import PaperTables, primary_metric_summary
+    from ratio_utils.reporting.paper_tables import PaperTables, primary_metric_summary
 
     frame = pd.DataFrame([
         {"System": "BM25-unigram", "Prefix": "-", "Setup": "Baseline", "Address M@10": "12.3 [8.0, 17.1]",
@@ -144,7 +146,7 @@ def test_table4_notes_reconcile_llm_and_pattern_rows_with_the_paper():
     assert "4,034 here vs 4,076 in the paper; the 42 missing" in notes[1]
 
 
-# --- python -m ratio_utils.evaluate against a direct computation ----------------------------------------------------
+# --- python -m ratio_utils.evaluation against a direct computation ----------------------------------------------------
 
 
 def _direct_dense_scores(bench, move: Move, query_prefix: str, doc_prefix: str) -> dict[tuple[str, str], float]:
@@ -225,7 +227,7 @@ def test_evaluate_colbert_branch_matches_maxsim_computed_directly(tiny_benchmark
 
 
 def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
-    from ratio_utils import curation
+    from ratio_utils.lexicon import curation
 
     summary = pd.DataFrame({"status": ["address", "specify", "not reviewed"], "spans": [2, 1, 5], "sentences": [90, 10, 5]})
     fig = curation.plot_status(summary, top_n=8)
@@ -236,7 +238,7 @@ def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
 
 
 def test_per_query_metric_values_average_to_the_reported_mean():
-    from ratio_utils.metrics import evaluate_run, per_query_metrics
+    from ratio_utils.evaluation.metrics import evaluate_run, per_query_metrics
 
     run = pd.DataFrame({"qid": ["a", "a", "a", "b", "b", "c"], "docid": ["x", "g1", "g2", "y", "z", "w"],
                         "score": [3.0, 2.0, 1.0, 2.0, 1.0, 1.0], "rank": 0})

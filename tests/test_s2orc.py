@@ -1,4 +1,4 @@
-"""S2ORC (ratio_utils.corpus.s2_api, ratio_utils.corpus.s2orc, ratio_utils.download): the Datasets API client and the shard downloader
+"""S2ORC (ratio_utils.corpora.s2_api, ratio_utils.corpora.s2orc, ratio_utils.corpora.download): the Datasets API client and the shard downloader
 against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags, pre-signed-style
 query strings), and the shard parser on fixture shards written in the S2ORC schema."""
 
@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from s2_stub import API_KEY, SIGNATURE, FakeS3AndApi
 
-from ratio_utils.corpus import IngestLog, S2orcParams, read_papers, s2_api
-from ratio_utils.corpus.s2_api import S2DatasetsClient, download_release, shard_name
-from ratio_utils.corpus.s2orc import S2orcReader, annotation_spans, s2orc_paragraphs
-from ratio_utils.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
+from ratio_utils.corpora import IngestLog, read_papers, s2_api
+from ratio_utils.corpora.download import ChecksumError, Checksums, DownloadError, download_file, redact_url
+from ratio_utils.corpora.s2_api import S2DatasetsClient, download_release, shard_name
+from ratio_utils.corpora.s2orc import S2orcReader, annotation_spans, s2orc_paragraphs
 from ratio_utils.io import InputError
+from ratio_utils.param_sections import S2orcParams
 
 FIXTURES = Path(__file__).parent / "fixtures" / "corpus" / "s2orc"
 
@@ -190,7 +191,7 @@ def test_s2orc_reader_output_goes_through_the_builder(tmp_path):
 
 
 def test_missing_shards_give_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m ratio_utils.corpus.s2_api"):
+    with pytest.raises(FileNotFoundError, match="python -m ratio_utils.corpora.s2_api"):
         S2orcReader(tmp_path)
 
 
@@ -201,7 +202,7 @@ def test_notebook_00_under_the_paper_params_names_the_download_command(tmp_path,
     with pytest.raises(FileNotFoundError) as info:
         CorpusStage.from_params("params/paper.yaml").build()
     message = str(info.value)
-    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpus.s2_api --params params/paper.yaml")
+    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpora.s2_api --params params/paper.yaml")
 
 
 # --- the real service: rate limits, expiring URLs, multipart ETags ---------------------------------------------------
@@ -269,7 +270,7 @@ def test_url_answering_400_expired_token_is_listed_again(server, tmp_path):
 
 
 def test_rerun_trusts_recorded_shards_without_hashing_them_again(server, tmp_path, monkeypatch):
-    from ratio_utils import download
+    from ratio_utils.corpora import download
 
     client = _fast_client(server)
     params = S2orcParams(release="2026-05-05")

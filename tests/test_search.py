@@ -1,4 +1,4 @@
-"""Inspiration search (ratio_utils.search) on a fixture index built with fake embeddings, and its errors."""
+"""Inspiration search (ratio_utils.retrieval.search) on a fixture index built with fake embeddings, and its errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
 
-from ratio_utils import search
+from ratio_utils.param_sections import UnifiedParams
+from ratio_utils.retrieval import search
 from ratio_utils.schema import Move
 
 # (paper, para, sent, text, drop_reason) — invented for the test.
@@ -110,11 +111,11 @@ def test_index_reuses_the_embedding_cache(tmp_path, corpus_tables):
 
 
 def test_describe_model_reads_the_unified_query_format(tmp_path):
-    from ratio_utils import unified
+    from ratio_utils.train import unified
 
     folder = tmp_path / "m"
     folder.mkdir()
-    (folder / unified.FORMAT_FILE).write_text(json.dumps(unified.query_format(unified.UnifiedParams())))
+    (folder / unified.FORMAT_FILE).write_text(json.dumps(unified.query_format(UnifiedParams())))
     model = search.describe_model(folder)
     assert model.kind == "unified" and model.query_prefix(Move.BROADEN) == unified.query_prefix("broaden")
     plain = search.describe_model(tmp_path)

@@ -53,7 +53,7 @@ def _outputs(notebook, kind):
 
 
 def test_tables_1_7_8_are_displayed_once_per_run(smoke_run):
-    from ratio_utils.paper_tables import SHOWN_IN, TABLE_SPECS
+    from ratio_utils.reporting.paper_tables import SHOWN_IN, TABLE_SPECS
 
     root, _ = smoke_run
     for name, spec in TABLE_SPECS.items():
@@ -77,7 +77,7 @@ def test_stream_outputs_hold_no_terminal_escapes_and_each_notice_once(smoke_run)
 
 
 def test_the_time_table_says_what_was_reused(smoke_run):
-    from ratio_utils.run_records import reused_by_notebook
+    from ratio_utils.reporting.run_records import reused_by_notebook
 
     root, _ = smoke_run
     reused = reused_by_notebook(root / "runs" / "smoke")

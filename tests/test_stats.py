@@ -1,4 +1,4 @@
-"""ratio_utils.stats against scipy's bootstrap and permutation test."""
+"""ratio_utils.evaluation.stats against scipy's bootstrap and permutation test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ratio_utils import stats
+from ratio_utils.evaluation import stats
 
 
 def _reciprocal_ranks(n: int, seed: int) -> np.ndarray:

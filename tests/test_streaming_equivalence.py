@@ -16,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_utils import curation, dataset, mining
+from ratio_utils import dataset, mining
 from ratio_utils.config import load_config
+from ratio_utils.lexicon import curation
 from ratio_utils.parts import part_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"

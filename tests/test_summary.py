@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 
 from ratio_utils import dataset
-from ratio_utils.benchmark_release import load_benchmark
 from ratio_utils.config import load_config
-from ratio_utils.paper_tables import Expected, assemble_tables
+from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.param_sections import DatasetParams, RetrievalParams
 from ratio_utils.pipeline import RUN_DIR_ENV
-from ratio_utils.published import RECORD_COLUMNS, read_records, records_frame, write_table
+from ratio_utils.reporting.paper_tables import Expected, assemble_tables
+from ratio_utils.reporting.published import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.stages import summary
-from ratio_utils.stages.retrieval_baselines import RetrievalParams, run_baselines
+from ratio_utils.stages.retrieval_baselines import run_baselines
 
 TABLE1 = "table1_silver_main"
 
@@ -154,11 +155,11 @@ def test_reductions_are_collected_from_table_notes_and_grouped_by_reason(tmp_pat
 
 
 def test_split_boundaries_on_a_year_axis():
-    years = dataset.DatasetParams(split_by="year", splits={"train": {"start": None, "end": 2006},
+    years = DatasetParams(split_by="year", splits={"train": {"start": None, "end": 2006},
                                                            "validation": {"start": 2007, "end": 2009},
                                                            "test": {"start": 2010, "end": None}})
     assert dataset.split_boundaries(years) == [2006.5, 2009.5]
-    dates = dataset.DatasetParams()  # the paper's: train to 2025-09-30, validation to 2025-12-31
+    dates = DatasetParams()  # the paper's: train to 2025-09-30, validation to 2025-12-31
     first, second = dataset.split_boundaries(dates)
     assert 2025.2 < first < 2025.3 and second == pytest.approx(2025.5)
     papers = pd.DataFrame({"corpus": ["acl"] * 4 + ["aclsum"], "year": [2005, 2006, 2008, 2012, 2012]})

@@ -181,7 +181,7 @@ def test_word_share_rule_keeps_prose_with_symbols(text):
 
 def test_word_share_rule_is_off_by_default_and_needs_enough_tokens():
     assert CleaningRules().min_word_token_ratio is None
-    from ratio_utils.corpus.base import CorpusParams
+    from ratio_utils.param_sections import CorpusParams
 
     assert CorpusParams().cleaning_rules().min_word_token_ratio is None
     assert CorpusParams(min_word_token_ratio=0.35).cleaning_rules().min_word_token_ratio == 0.35

@@ -18,9 +18,10 @@ import torch
 import yaml
 
 from ratio_utils import train
-from ratio_utils.benchmark_release import load_benchmark, write_pairs
 from ratio_utils.config import load_config
+from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.models import load_sentence_transformer, model_fingerprint, resolve_model_path
+from ratio_utils.param_sections import TrainParams, UnifiedParams
 from ratio_utils.schema import Move, Split, sentence_id
 from ratio_utils.train.tables import collect_runs, collect_tuned_vs_baseline, write_table6, write_tuned_vs_baseline
 
@@ -170,14 +171,14 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
 
 
 def test_run_key_changes_with_every_training_input():
-    params = train.TrainParams()
+    params = TrainParams()
     hp = train.HyperParams(id=1)
     fps = {"base_model": "a", "benchmark": "b"}
     key = train.run_key(fps, params, hp, Move.ADDRESS, 13)
     assert key == train.run_key(fps, params, train.HyperParams(id=1, rationale="other words"), Move.ADDRESS, 13)
     variants = [
         train.run_key({**fps, "benchmark": "c"}, params, hp, Move.ADDRESS, 13),
-        train.run_key(fps, train.TrainParams(max_train_pairs=10), hp, Move.ADDRESS, 13),
+        train.run_key(fps, TrainParams(max_train_pairs=10), hp, Move.ADDRESS, 13),
         train.run_key(fps, params, train.HyperParams(id=1, learning_rate=1e-4), Move.ADDRESS, 13),
         train.run_key(fps, params, hp, Move.SPECIFY, 13),
         train.run_key(fps, params, hp, Move.ADDRESS, 14),
@@ -187,7 +188,7 @@ def test_run_key_changes_with_every_training_input():
 
 @pytest.mark.models
 def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypatch):
-    from ratio_utils import train_colbert
+    from ratio_utils.train import colbert as train_colbert
 
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_moves=None, colbert_max_train_pairs=3,
@@ -204,8 +205,8 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     assert not again.trained_now and again.test == result.test
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
     # Notebook 09's cell records the reused checkpoint for the summary's time table.
-    from ratio_utils import run_records
     from ratio_utils.pipeline import RUN_DIR_ENV
+    from ratio_utils.reporting import run_records
     from ratio_utils.stages.finetune import FinetuneStage
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
@@ -313,10 +314,10 @@ def test_tuned_vs_baseline_table_has_intervals_paired_tests_and_says_when_nothin
 def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
     """Notebook 13 trains in its own folder (models/unified/_runs/<base>/), outside the models/_runs/ that 09 reads:
     rerunning 09 after 13 must not read them as a move's runs."""
-    from ratio_utils import unified
+    from ratio_utils.train import unified
 
     params = train.load_train_params(cfg)
-    unified_run = unified.unified_runs_dir(cfg, unified.UnifiedParams()) / "config-1-abc" / train.RESULT_FILE
+    unified_run = unified.unified_runs_dir(cfg, UnifiedParams()) / "config-1-abc" / train.RESULT_FILE
     assert not unified_run.is_relative_to(cfg.paths.models / train.RUNS_DIRNAME)
     unified_run.parent.mkdir(parents=True)
     unified_run.write_text('{"move": "all"}', encoding="utf-8")
@@ -326,7 +327,7 @@ def test_table6_leaves_out_the_unified_retrievers_runs(cfg):
 def test_run_key_keeps_one_process_keys_and_keys_the_world_size():
     """One process keeps the key it had before the world size entered the key (the default run's trained models
     are reused); several processes, bf16 and gradient checkpointing each give a new key."""
-    params = train.TrainParams()
+    params = TrainParams()
     hp = train.HyperParams(id=1)
     fps = {"base_model": "a", "benchmark": "b"}
     one = train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=1)
@@ -334,21 +335,21 @@ def test_run_key_keeps_one_process_keys_and_keys_the_world_size():
     others = [
         train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=2),
         train.run_key(fps, params, hp, Move.ADDRESS, 13, world_size=4),
-        train.run_key(fps, train.TrainParams(bf16=True), hp, Move.ADDRESS, 13),
-        train.run_key(fps, train.TrainParams(gradient_checkpointing=True), hp, Move.ADDRESS, 13),
+        train.run_key(fps, TrainParams(bf16=True), hp, Move.ADDRESS, 13),
+        train.run_key(fps, TrainParams(gradient_checkpointing=True), hp, Move.ADDRESS, 13),
     ]
     assert one not in others and len(set(others)) == len(others)
     # The timeout changes no weights: same key.
-    assert train.run_key(fps, train.TrainParams(ddp_timeout=60), hp, Move.ADDRESS, 13) == one
+    assert train.run_key(fps, TrainParams(ddp_timeout=60), hp, Move.ADDRESS, 13) == one
 
 
 def test_run_key_world_size_follows_the_launch_else_the_params(monkeypatch):
     from ratio_utils.train.selection import key_world_size
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert key_world_size(train.TrainParams()) == 1 and key_world_size(train.TrainParams(nproc_per_node=4)) == 4
+    assert key_world_size(TrainParams()) == 1 and key_world_size(TrainParams(nproc_per_node=4)) == 4
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert key_world_size(train.TrainParams(nproc_per_node=4)) == 2
+    assert key_world_size(TrainParams(nproc_per_node=4)) == 2
 
 
 def test_trainer_gets_timeout_precision_and_checkpointing(tmp_path, monkeypatch):
@@ -367,14 +368,14 @@ def test_trainer_gets_timeout_precision_and_checkpointing(tmp_path, monkeypatch)
     monkeypatch.setattr(sentence_transformers, "SentenceTransformerTrainingArguments", arguments)
     monkeypatch.setattr("ratio_utils.models.load_sentence_transformer", lambda *a, **k: type("M", (), {})())
     monkeypatch.setattr("sentence_transformers.losses.MultipleNegativesRankingLoss", lambda *a, **k: None)
-    params = train.TrainParams(ddp_timeout=123, bf16=True, gradient_checkpointing=True, device="cpu")
+    params = TrainParams(ddp_timeout=123, bf16=True, gradient_checkpointing=True, device="cpu")
     pairs = pd.DataFrame({"anchor": ["a", "b"], "positive": ["c", "d"]})
     with pytest.raises(Stop):
         evaluator = __import__("types").SimpleNamespace(metric_for_best_model="eval_validation_MRR@10")
         train.train_configuration(tmp_path, pairs, evaluator, train.HyperParams(id=1), tmp_path, params, move=Move.ADDRESS,
                                   run_key="k", seed=1)
     assert (seen["ddp_timeout"], seen["bf16"], seen["gradient_checkpointing"]) == (123, True, True)
-    assert train.TrainParams().ddp_timeout == 28_800  # the authors' value, not transformers' 1800
+    assert TrainParams().ddp_timeout == 28_800  # the authors' value, not transformers' 1800
 
 
 def _tiny_sentence_transformer(folder: Path) -> Path:
@@ -401,7 +402,6 @@ def test_torchrun_two_processes_gather_negatives_and_agree(tiny_benchmark, tmp_p
     reads the baseline rank 0 wrote (a real barrier), and the run is keyed by its two processes."""
     import os
     import subprocess
-    import sys
 
     from ratio_utils.config import REPO_ROOT
     from ratio_utils.distributed import torchrun_argv
@@ -455,7 +455,7 @@ def _edit_pairs(bench, move: Move, split: Split, column: str = "goldSentence") -
 
 def test_model_key_follows_training_inputs_not_test_or_silver(tiny_benchmark):
     bench = load_benchmark(tiny_benchmark)
-    params, hp = train.TrainParams(), train.HyperParams(id=1)
+    params, hp = TrainParams(), train.HyperParams(id=1)
 
     def key(move=Move.ADDRESS):
         return train.run_key(train.model_fingerprints("base", bench, move), params, hp, move, 13)
@@ -474,14 +474,14 @@ def test_model_key_follows_training_inputs_not_test_or_silver(tiny_benchmark):
     assert key() != after_train  # selection data is part of the key too
 
 
-def _legacy_runs(cfg, params, bench, move: Move, configs, scores: dict[int, float]) -> dict[int, str]:
-    """Finished runs and a published model as notebook 09 wrote them when keys held the whole benchmark checksum."""
+def _finished_runs(cfg, params, bench, move: Move, configs, scores: dict[int, float]) -> dict[int, str]:
+    """Finished runs and a published model as notebook 09 writes them, made without training."""
     base_fp = model_fingerprint(resolve_model_path(params.base_model))
-    legacy = train.legacy_fingerprints(base_fp, bench)
+    fingerprints = train.model_fingerprints(base_fp, bench, move)
     keys = {}
     runs_dir = train.move_runs_dir(cfg, params, move)
     for hp in configs:
-        keys[hp.id] = train.run_key(legacy, params, hp, move, cfg.seed)
+        keys[hp.id] = train.run_key(fingerprints, params, hp, move, cfg.seed)
         run_dir = runs_dir / f"{hp.name}-{keys[hp.id]}"
         (run_dir / "model").mkdir(parents=True)
         (run_dir / "model" / "weights.bin").write_bytes(bytes([hp.id]))
@@ -493,19 +493,18 @@ def _legacy_runs(cfg, params, bench, move: Move, configs, scores: dict[int, floa
     final.mkdir(parents=True)
     (final / "README.md").write_text("card")
     (final / train.FINAL_RESULTS_FILE).write_text(json.dumps({
-        "selected_run_key": keys[best], "benchmark_checksum": legacy["benchmark"], "test": {"MRR@10": 0.5},
+        "selected_run_key": keys[best], "benchmark_checksum": bench.checksum(), "test": {"MRR@10": 0.5},
         "configs_tried": [{"config": {"id": i}, "run_key": k} for i, k in keys.items()]}))
     return keys
 
 
 @pytest.mark.models
-def test_runs_keyed_by_the_whole_benchmark_are_adopted_once_and_a_new_silver_set_retrains_nothing(
-        tiny_benchmark, tmp_path, monkeypatch, caplog):
+def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraining(tiny_benchmark, tmp_path, monkeypatch):
     configs_file = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs_file, moves=["specify"])
     params, bench = train.load_train_params(cfg), load_benchmark(cfg.paths.benchmark)
     configs = train.load_hyperparams(params.configs_file, Move.SPECIFY, params.configs)
-    legacy_keys = _legacy_runs(cfg, params, bench, Move.SPECIFY, configs, {1: 0.1, 2: 0.3})
+    keys = _finished_runs(cfg, params, bench, Move.SPECIFY, configs, {1: 0.1, 2: 0.3})
     evaluated = []
 
     def fake_scores(model_path, bench, move, splits, *args, **kwargs):
@@ -514,37 +513,22 @@ def test_runs_keyed_by_the_whole_benchmark_are_adopted_once_and_a_new_silver_set
 
     monkeypatch.setattr(train.selection, "_evaluate_saved", fake_scores)
     base_path = resolve_model_path(params.base_model)
-    legacy = train.legacy_fingerprints(model_fingerprint(base_path), bench)
-    train.baseline_scores(cfg, params, bench, Move.SPECIFY, base_path, legacy)  # the baseline.json an earlier run wrote
+    scored_on = train.benchmark_fingerprints(model_fingerprint(base_path), bench)
+    train.baseline_scores(cfg, params, bench, Move.SPECIFY, base_path, scored_on)  # the baseline.json an earlier run wrote
     evaluated.clear()
     monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: pytest.fail("trained again"))
 
-    with caplog.at_level("WARNING", logger="ratio_utils.train.run"):
-        result = train.finetune_move(cfg, "specify", params, bench)
+    result = train.finetune_move(cfg, "specify", params, bench)
     assert result.trained_now == [] and not result.published_now and evaluated == []  # no training, no scoring
     assert result.test == {"MRR@10": 0.5}
-    new_keys = {r.config["id"]: r.run_key for r in result.runs}
-    assert set(new_keys.values()).isdisjoint(legacy_keys.values())
-    runs_dir = train.move_runs_dir(cfg, params, Move.SPECIFY)
-    assert sorted(p.name for p in runs_dir.glob("config*")) == sorted(f"config{i}-{k}" for i, k in new_keys.items())
-    assert json.loads((runs_dir / f"config2-{new_keys[2]}" / train.RESULT_FILE).read_text())["run_key"] == new_keys[2]
-    published = json.loads((Path(result.model_dir) / train.FINAL_RESULTS_FILE).read_text())
-    assert published["selected_run_key"] == new_keys[2] == result.selected.run_key
-    assert [t["run_key"] for t in published["configs_tried"]] == [new_keys[1], new_keys[2]]
-    adopted = [r.getMessage() for r in caplog.records if "adopted" in r.getMessage()]
-    assert len(adopted) == 1 and f"config2-{legacy_keys[2]} -> config2-{new_keys[2]}" in adopted[0]
+    assert {r.config["id"]: r.run_key for r in result.runs} == keys
+    assert result.selected.run_key == keys[2]
     assert train.plan(cfg, "specify")["this run"].str.startswith("reuse").all()
-
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="ratio_utils.train.run"):
-        again = train.finetune_move(cfg, "specify", params, bench)
-    assert not [r for r in caplog.records if "adopted" in r.getMessage()]  # once only
-    assert again.trained_now == [] and not again.published_now
 
     # A new silver set (test side only): the same model, scored again on test and silver, not retrained.
     silver = bench.queries(Move.SPECIFY, Split.TEST).head(2)
     write_pairs(silver, bench.root, Move.SPECIFY, Split.SILVER)
     rescored = train.finetune_move(cfg, "specify", params, bench)
     assert rescored.trained_now == [] and rescored.published_now
-    assert rescored.selected.run_key == new_keys[2] and rescored.test == {"MRR@10": 0.2}
+    assert rescored.selected.run_key == keys[2] and rescored.test == {"MRR@10": 0.2}
     assert json.loads((Path(rescored.model_dir) / train.FINAL_RESULTS_FILE).read_text())["benchmark_checksum"] == bench.checksum()

@@ -1,4 +1,4 @@
-"""The unified retriever's pieces (ratio_utils.unified): instructions on the query, balanced shares,
+"""The unified retriever's pieces (ratio_utils.train.unified): instructions on the query, balanced shares,
 move-mixing batches; one tiny training run (marked `models`)."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils import unified
+from ratio_utils.retrieval_analysis import move_sensitivity
+from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.retrieval.dense import MOVE_INSTRUCTIONS
 from ratio_utils.schema import Move
+from ratio_utils.train import unified
 
 
 def test_format_query_puts_the_move_instruction_before_the_statement():
@@ -110,13 +112,13 @@ def test_sampler_class_yields_the_library_batches(tmp_path):
 def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instruction(tiny_benchmark):
     from fake_encoder import FakeEncoder
 
-    from ratio_utils.benchmark_release import load_benchmark
-    from ratio_utils.metrics import relevant_ranks
+    from ratio_utils.dataset.benchmark import load_benchmark
+    from ratio_utils.evaluation.metrics import relevant_ranks
     from ratio_utils.retrieval import benchmark_queries
 
     bench = load_benchmark(tiny_benchmark)
-    template = unified.UnifiedParams().instruction_template
-    ranks = unified.sensitivity_ranks(FakeEncoder(), bench, "test", list(Move), template, "document: ")
+    template = UnifiedParams().instruction_template
+    ranks = move_sensitivity.sensitivity_ranks(FakeEncoder(), bench, "test", list(Move), template, "document: ")
     assert len(ranks) == 8 and set(ranks["move"]) == {"address", "broaden", "specify"}
     pool = bench.pool("test")
     for own in Move:  # independent path: DenseRetriever.search over the whole pool, metrics.relevant_ranks
@@ -126,16 +128,16 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
             expected = relevant_ranks(run, qrels).set_index("qid")["rank"]
             got = ranks[ranks.move == own.value].set_index("qid")[f"rank_{issued.value}"]
             assert got.sort_index().tolist() == expected.sort_index().astype(float).tolist()
-    assert (ranks[[f"overlap_{m.value}" for m in Move]].max(axis=None) <= unified.TOP)
+    assert (ranks[[f"overlap_{m.value}" for m in Move]].max(axis=None) <= move_sensitivity.TOP)
     own_overlap = [row[f"overlap_{row['move']}"] for _, row in ranks.iterrows()]
-    assert all(o == min(unified.TOP, len(pool) - 1) for o in own_overlap)  # a list overlaps itself fully
-    summary = unified.sensitivity_summary(ranks, list(Move))
+    assert all(o == min(move_sensitivity.TOP, len(pool) - 1) for o in own_overlap)  # a list overlaps itself fully
+    summary = move_sensitivity.sensitivity_summary(ranks, list(Move))
     assert list(summary["Move"]) == ["Address", "Broaden", "Specify", "All"]
     shares = summary[["Gold higher under own move than under both others (%)", "Tied with the best other (%)",
                       "Lower under own move than under another (%)"]].sum(axis=1)
     assert shares.round(6).eq(100).all()
     assert summary["Pairs"].tolist() == [3, 2, 3, 8]
-    pairwise = unified.pairwise_own_vs_other(ranks, list(Move))
+    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, list(Move))
     assert set(zip(pairwise["own move"], pairwise["other move"])) == {(a.value, b.value) for a in Move for b in Move if a is not b}
     # the values of the summary and of the pairwise shares from hand-made ranks: test_sensitivity_shares_by_hand
 
@@ -150,7 +152,7 @@ def test_sensitivity_shares_by_hand():
         {"qid": "q4", "move": "address", "rank_specify": 2, "rank_address": 1, "rank_broaden": 3, "changed": True},  # higher
     ]).assign(gold_id="g", overlap_specify=[10, 6, 2, 4], overlap_address=[4, 10, 8, 10], overlap_broaden=[6, 4, 2, 8])
     moves = [Move.ADDRESS, Move.BROADEN, Move.SPECIFY]
-    summary = unified.sensitivity_summary(ranks, moves).set_index("Move")
+    summary = move_sensitivity.sensitivity_summary(ranks, moves).set_index("Move")
     assert list(summary.index) == ["Address", "Specify", "All"]  # no Broaden pair: no row
     shares = summary[["Gold higher under own move than under both others (%)", "Tied with the best other (%)",
                       "Lower under own move than under another (%)"]]
@@ -162,7 +164,7 @@ def test_sensitivity_shares_by_hand():
     assert summary.loc["Specify", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(17 / 3)
     assert summary.loc["All", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(23 / 4)
     assert summary.loc["Specify", "Median gold rank, own move"] == 2 and summary.loc["Specify", "Median gold rank, best other move"] == 2
-    pairwise = unified.pairwise_own_vs_other(ranks, moves, paired_test=False).set_index(["own move", "other move"])
+    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, moves, paired_test=False).set_index(["own move", "other move"])
     assert pairwise.loc[("specify", "address"), ["higher under own", "equal", "lower under own"]].tolist() == pytest.approx([100 / 3] * 3)
     assert pairwise.loc[("specify", "broaden"), ["higher under own", "equal", "lower under own"]].tolist() == [100.0, 0.0, 0.0]
     assert pairwise.loc[("address", "specify"), "higher under own"] == 100.0 and pairwise.loc[("address", "specify"), "pairs"] == 1
@@ -176,48 +178,19 @@ def test_params_section_is_validated(cfg):
         unified.load_unified_params(cfg)
 
 
-def test_runs_in_notebook_09s_folder_move_once_to_notebook_13s_own(cfg, caplog):
-    """Runs trained before notebook 13 had its own folder (models/_runs/<base>__unified/, which 09 reads) move to
-    models/unified/_runs/<base>/ once, logged; a name already there keeps the new copy and the old one is named."""
-    import logging
-
-    params = unified.UnifiedParams()
-    new = unified.unified_runs_dir(cfg, params)
-    assert new == cfg.paths.models / "unified" / "_runs" / "all-MiniLM-L6-v2"
-    assert new != cfg.paths.tuned_runs_dir(params.base_model, "unified")  # off 09's models/_runs/
-    old = cfg.paths.models / "_runs" / "all-MiniLM-L6-v2__unified"
-    (old / "config-1-abc" / "model").mkdir(parents=True)
-    (old / "config-1-abc" / unified.RESULT_FILE).write_text('{"move": "all"}', encoding="utf-8")
-    (old / "config-1-abc" / "model" / "weights.bin").write_bytes(b"\x01\x02")
-    (old / "sensitivity_test-abc.parquet").write_bytes(b"ranks")
-    moves_run = cfg.paths.tuned_runs_dir(params.base_model, "address") / "config-1-def" / unified.RESULT_FILE
-    moves_run.parent.mkdir(parents=True)
-    moves_run.write_text('{"move": "address"}', encoding="utf-8")
-
-    with caplog.at_level(logging.INFO, logger="ratio_utils.unified"):
-        assert unified.move_runs_to_own_folder(cfg, params) == ["config-1-abc", "sensitivity_test-abc.parquet"]
-    assert not old.exists() and moves_run.exists()  # notebook 09's runs stay
-    assert (new / "config-1-abc" / unified.RESULT_FILE).read_text(encoding="utf-8") == '{"move": "all"}'
-    assert (new / "config-1-abc" / "model" / "weights.bin").read_bytes() == b"\x01\x02"
-    assert (new / "sensitivity_test-abc.parquet").read_bytes() == b"ranks"
-    assert "moved 2 unified run(s) from models/_runs/all-MiniLM-L6-v2__unified to models/unified/_runs/all-MiniLM-L6-v2" in caplog.text
-    assert unified.move_runs_to_own_folder(cfg, params) == []  # once: nothing left to move
-
-    (old / "config-1-abc").mkdir(parents=True)
-    (old / "config-1-abc" / unified.RESULT_FILE).write_text('{"stale": true}', encoding="utf-8")
-    (old / "config-2-xyz").mkdir()
-    caplog.clear()
-    assert unified.move_runs_to_own_folder(cfg, params) == ["config-2-xyz"]
-    assert (new / "config-1-abc" / unified.RESULT_FILE).read_text(encoding="utf-8") == '{"move": "all"}'
-    assert (old / "config-1-abc").exists() and "left config-1-abc in models/_runs/all-MiniLM-L6-v2__unified" in caplog.text
+def test_unified_runs_live_in_notebook_13s_own_folder(cfg):
+    """Notebook 13 trains under models/unified/_runs/<base>/, never in the models/_runs/ that 09 reads."""
+    params = UnifiedParams()
+    folder = unified.unified_runs_dir(cfg, params)
+    assert folder == cfg.paths.models / "unified" / "_runs" / "all-MiniLM-L6-v2"
+    assert folder != cfg.paths.tuned_runs_dir(params.base_model, "unified")
 
 
-@pytest.mark.models
 def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_benchmark):
     import shutil
 
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
-    params = unified.UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=None, pairs_per_move=4)
+    params = UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=None, pairs_per_move=4)
     result = unified.train_unified(cfg, params)
     assert result.selected.train_pairs == 8 + 4  # address 3 (+1 repeat), broaden 2 (+2), specify 3 (+1)
     assert set(result.final["test"]) == {"address", "broaden", "specify"}
@@ -259,8 +232,8 @@ def _per_query(values, qids):
 
 
 def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
-    from ratio_utils import stats
-    from ratio_utils.intervals import IntervalCache
+    from ratio_utils.evaluation import stats
+    from ratio_utils.evaluation.intervals import IntervalCache
     from ratio_utils.stages.unified_retriever import comparison_row
 
     rng = np.random.default_rng(0)
@@ -300,7 +273,7 @@ def test_confound_note_says_when_the_pair_budgets_differ():
 
 
 def test_pairwise_test_and_the_reading_come_from_the_ranks():
-    from ratio_utils import stats
+    from ratio_utils.evaluation import stats
     from ratio_utils.stages.unified_retriever import own_vs_other_shown, sensitivity_reading
 
     rng = np.random.default_rng(1)
@@ -310,7 +283,7 @@ def test_pairwise_test_and_the_reading_come_from_the_ranks():
                           "rank_specify": own, "rank_address": own + rng.integers(-5, 20, n),  # own mostly better
                           "rank_broaden": own + rng.integers(-10, 11, n), "changed": True})
     moves = [Move.SPECIFY, Move.ADDRESS, Move.BROADEN]
-    pairwise = unified.pairwise_own_vs_other(ranks, moves, seed=13, n_resamples=2_000)
+    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, moves, seed=13, n_resamples=2_000)
     vs_address = pairwise.set_index("other move").loc["address"]
     higher = (ranks["rank_specify"] < ranks["rank_address"]).to_numpy(float)
     lower = (ranks["rank_specify"] > ranks["rank_address"]).to_numpy(float)
@@ -318,12 +291,12 @@ def test_pairwise_test_and_the_reading_come_from_the_ranks():
     assert vs_address["p"] == stats.paired_permutation_test(higher, lower, n_permutations=2_000, seed=13)
     assert vs_address["higher - lower low"] > 0
     assert own_vs_other_shown(pairwise)["p"].iloc[0] == stats.format_p(pairwise["p"].iloc[0])
-    summary = unified.sensitivity_summary(ranks.assign(overlap_specify=10, overlap_address=5, overlap_broaden=5), moves)
+    summary = move_sensitivity.sensitivity_summary(ranks.assign(overlap_specify=10, overlap_address=5, overlap_broaden=5), moves)
     reading = " ".join(sensitivity_reading(summary, pairwise))
     lower_share = summary.set_index("Move").loc["All", "Lower under own move than under another (%)"]
     assert f"lower under its own move than under another move for {lower_share:.1f}% of the pairs" in reading
     assert "own move ranks the gold higher (interval above 0): specify vs address" in reading
-    shares_only = unified.pairwise_own_vs_other(ranks, moves, paired_test=False)
+    shares_only = move_sensitivity.pairwise_own_vs_other(ranks, moves, paired_test=False)
     assert "p" not in shares_only and shares_only["higher under own"].equals(pairwise["higher under own"])
 
 
@@ -331,11 +304,11 @@ def test_pairwise_test_and_the_reading_come_from_the_ranks():
 def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny_benchmark):
     import shutil
 
-    from ratio_utils.paper_tables import DAGGER
+    from ratio_utils.reporting.paper_tables import DAGGER
     from ratio_utils.stages import unified_retriever as stage
 
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
-    params = unified.UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=[1], pairs_per_move=4)
+    params = UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=[1], pairs_per_move=4)
     result = unified.train_unified(cfg, params)
     table = stage.comparison(cfg, params, result)
     row = table.numeric.set_index(["Move", "Split"]).loc[("Address", "test")]

@@ -13,8 +13,7 @@ beside it, and Table 5 (through the stage). One job per module:
 * `dataset/stage` — notebook 06 end to end.
 """
 
-from ..benchmark_release import load_benchmark
-from ..params import SPLITS, DatasetParams, SplitWindow
+from .benchmark import load_benchmark
 from .bounded import build_bounded
 from .in_memory import BuiltBenchmark, build_benchmark
 from .leakage import (
@@ -44,7 +43,7 @@ from .tables import (
 )
 
 __all__ = [
-    "load_benchmark", "SPLITS", "DatasetParams", "SplitWindow", "BuiltBenchmark", "build_benchmark", "build_bounded", "LeakageError",
+    "load_benchmark", "BuiltBenchmark", "build_benchmark", "build_bounded", "LeakageError",
     "check_golds_in_pool", "check_no_distractor_equals_gold", "check_no_pair_in_two_splits",
     "check_test_pool_disjoint_from_train", "check_test_queries_not_in_train", "run_leakage_checks", "release_pairs",
     "write_release", "assign_split", "hash_position", "paper_splits", "build", "PAPER_FIGURES",

@@ -37,12 +37,12 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from ..benchmark_release import candidates_path, pairs_path
 from ..io import require_columns, write_parquet_chunks_atomic
 from ..mining import DISTRACTOR_TABLE_COLUMNS, PAIR_TABLE_COLUMNS
-from ..params import SPLITS, DatasetParams
+from ..param_sections import SPLITS, DatasetParams
 from ..parts import object_text, part_files, table_bytes
 from ..schema import CANDIDATE_COLUMNS, MOVES, Move, Split
+from .benchmark import candidates_path, pairs_path
 from .in_memory import BuiltBenchmark, pool_of_split, publication_time, sample_distractors, with_split
 from .leakage import (
     check_golds_in_pool,

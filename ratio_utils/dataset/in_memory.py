@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..mining import counts_to_report
-from ..params import SPLITS, DatasetParams
+from ..param_sections import SPLITS, DatasetParams
 from ..schema import MOVES, SEEDED_HASH_RANGE, seeded_hash
 from .leakage import run_leakage_checks
 from .splits import paper_splits

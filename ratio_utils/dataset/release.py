@@ -1,5 +1,5 @@
 """Stage 06's output in the official release layout: `data/<move>/<split>.parquet` (schema.PAIR_COLUMNS plus
-our extras) and `candidates/<split>.parquet`, written through `ratio_utils.benchmark_release`.
+our extras) and `candidates/<split>.parquet`, written through `ratio_utils.dataset.benchmark`.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark_release import write_pairs, write_pool
-from ..params import SPLITS
+from ..param_sections import SPLITS
 from ..schema import MOVES, PAIR_COLUMNS
+from .benchmark import write_pairs, write_pool
 from .in_memory import BuiltBenchmark
 
 

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import pandas as pd
 
-from ..params import DatasetParams, SplitWindow
+from ..param_sections import DatasetParams, SplitWindow
 from ..schema import SEEDED_HASH_RANGE, seeded_hash
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..io import write_json_atomic
 from ..mining import read_mined
-from ..params import DatasetParams
+from ..param_sections import DatasetParams
 from ..parts import table_bytes
 from .bounded import build_bounded
 from .in_memory import BuiltBenchmark, build_benchmark

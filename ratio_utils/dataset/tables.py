@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..params import SPLITS, DatasetParams, SplitWindow
+from ..param_sections import SPLITS, DatasetParams, SplitWindow
 from ..parts import read_table
 from ..schema import DISTRACTOR_CATEGORIES, MOVES
 from .in_memory import BuiltBenchmark

@@ -1,6 +1,6 @@
 """The silver filter (paper §4.3, Appendix E): LLM judge prompts, their calibration, the silver set.
 
-Serves notebook 07. Reads the test pairs of the benchmark (`ratio_utils.benchmark_release`), the judge
+Serves notebook 07. Reads the test pairs of the benchmark (`ratio_utils.dataset.benchmark`), the judge
 prompts (`prompts/judge/<move>/<variant>.md`, versioned by a front-matter header and hashed) and
 human label files; asks the judge through `ratio_utils.llm` (Batch API by default, every answer
 cached and replayable). Writes:
@@ -41,7 +41,7 @@ from .labels import (
     parse_label,
     write_annotation_sheet,
 )
-from .prompts import JudgeParams, JudgePrompt, load_prompts, prompt_table, read_prompt
+from .prompts import JudgePrompt, load_prompts, prompt_table, read_prompt
 from .sampling import (
     format_pair,
     has_explicit_anaphor,
@@ -56,7 +56,7 @@ from .verdicts import both_rule, judge_pairs, judge_requests, parse_verdict, sel
 
 __all__ = [
     "ANNOTATION_SETS", "PAPER_ANAPHORA", "PAPER_TABLE9_TEXT", "SHEET_COLUMNS", "TABLE9_COLUMNS",
-    "Agreement", "JudgeParams", "JudgePrompt", "SilverFilter",
+    "Agreement", "JudgePrompt", "SilverFilter",
     "agreement", "anaphora_analysis", "annotation_pairs", "both_rule", "format_pair", "has_explicit_anaphor",
     "human_panel_agreement", "judge_pairs", "judge_requests", "load_label_files", "load_prompts", "majority_label",
     "pair_ids", "paper_markers", "parse_label", "parse_verdict", "prompt_table", "rater_panel_agreement", "read_prompt",

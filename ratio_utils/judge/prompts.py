@@ -17,8 +17,6 @@ import yaml
 from ..config import REPO_ROOT
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
-from ..params import JudgeParams  # noqa: F401  (the `judge` section, re-exported)
-
 
 # --------------------------------------------------------------------------------------------
 # prompts

@@ -8,24 +8,23 @@ judgements and the tables listed in the package docstring (`ratio_utils.judge`).
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
-from ..benchmark_release import load_benchmark, pairs_path, write_pairs
 from ..config import REPO_ROOT, Config
+from ..dataset.benchmark import load_benchmark, pairs_path, write_pairs
 from ..io import write_parquet_atomic
-from ..label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
 from ..llm import LLMClient
-from ..published import write_table
+from ..param_sections import JudgeParams
+from ..reporting.label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
+from ..reporting.published import write_table
 from ..schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
 from .agreement_stats import human_panel_agreement, rater_panel_agreement, single_annotator_agreement
 from .anaphora import anaphora_analysis
 from .labels import annotation_pairs, load_label_files, write_annotation_sheet
-from .prompts import JudgeParams, load_prompts, prompt_table
+from .prompts import load_prompts, prompt_table
 from .sampling import has_explicit_anaphor, pair_ids, sample_for_judging, with_pair_columns
 from .verdicts import both_rule, judge_pairs, select_prompts, verdict_matrix
-
 
 # Values reported in the paper (Appendix E), shown in separate "paper" columns, never as ours.
 PAPER_ANAPHORA = {"address": {"paper: share with anaphor %": 93.4, "paper: accept with anaphor %": 71.9,

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..llm import ChatRequest, ChatResult, LLMClient
+from ..param_sections import JudgeParams
 from ..schema import Move
 from .agreement_stats import single_annotator_agreement
 from .labels import _FALSE, _TRUE
-from .prompts import JudgeParams, JudgePrompt, _relative
-
+from .prompts import JudgePrompt, _relative
 
 # --------------------------------------------------------------------------------------------
 # asking the judge

@@ -17,7 +17,7 @@ from typing import Any
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
-from ..run_records import first_time_this_run
+from ..reporting.run_records import first_time_this_run
 from .batch import BatchMixin
 from .store import ResponseStore, result_from_response
 from .types import (

@@ -10,7 +10,6 @@ Reads `cfg.paths.sentences` and `cfg.paths.final_lexicon`; writes `cfg.paths.pai
 * `mining/stage` — notebook 05 end to end, and the displays of the mined rows.
 """
 
-from ..params import MiningParams
 from .cleaning import (
     CleanText,
     anaphor_pattern,
@@ -32,8 +31,25 @@ from .extraction import (
     mine_sentences,
     prepare_sentences,
 )
-from .matcher import NO_COMMA, NO_MARKER, LexiconCheck, MarkerEntry, MarkerMatch, MarkerMatcher, build_matcher, match_key
-from .parallel import MinedPartOutputs, MinedParts, mine_part, mine_parts, mine_with_dask, mining_run_key, shard_by_paper
+from .matcher import (
+    NO_COMMA,
+    NO_MARKER,
+    LexiconCheck,
+    MarkerEntry,
+    MarkerMatch,
+    MarkerMatcher,
+    build_matcher,
+    match_key,
+)
+from .parallel import (
+    MinedPartOutputs,
+    MinedParts,
+    mine_part,
+    mine_parts,
+    mine_with_dask,
+    mining_run_key,
+    shard_by_paper,
+)
 from .stage import (
     EXAMPLE_SAMPLE_PER_MOVE,
     MINED_ORDER,
@@ -46,8 +62,7 @@ from .stage import (
     sample_mined_pairs,
 )
 
-__all__ = [
-    "MiningParams", "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
+__all__ = [ "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
     "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult", "combine",
     "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences", "NO_COMMA",
     "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "MinedPartOutputs",

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..params import MiningParams
+from ..param_sections import MiningParams
 
 WHITESPACE_RUN = re.compile(r"\s+")
 

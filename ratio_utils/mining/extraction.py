@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 
 from ..io import require_columns
-from ..params import MiningParams
+from ..param_sections import MiningParams
 from ..schema import SENTENCE_COLUMNS, MarkerKind, sentence_id
 from .cleaning import anaphor_pattern, clean_candidate, clean_query, strip_gold_prefix
 from .matcher import NO_COMMA, NO_MARKER, MarkerMatch, MarkerMatcher
-
 
 PAIR_TABLE_COLUMNS = (
     "corpus", "paper_id", "year", "date", "para", "sent",  # para/sent of the query; the gold is sent + 1

@@ -22,12 +22,11 @@ import pandas as pd
 
 from ..cluster import dask_client
 from ..io import sha256_file, write_json_atomic, write_parquet_atomic
-from ..params import MiningParams
+from ..param_sections import MiningParams
 from ..parts import part_files, part_path, remove_parts_from, reset_table
 from ..schema import SENTENCE_COLUMNS
 from .extraction import MiningResult, combine, mine_sentences
 from .matcher import MarkerMatcher
-
 
 
 def shard_by_paper(sentences: pd.DataFrame, n_shards: int) -> list[pd.DataFrame]:

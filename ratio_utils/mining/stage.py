@@ -14,13 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_path, sha256_file, write_json_atomic, write_parquet_atomic
-from ..params import MiningParams
+from ..param_sections import MiningParams
 from ..parts import object_text, part_files, read_table, reset_table, scan_table
 from ..schema import SENTENCE_COLUMNS
 from .extraction import MiningResult, mine_sentences
 from .matcher import LexiconCheck, build_matcher
 from .parallel import mine_parts, mine_with_dask
-
 
 
 def _check_inputs(cfg) -> None:

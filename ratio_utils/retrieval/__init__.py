@@ -5,23 +5,20 @@
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
 * `run_and_score`   — search one (move, split), write the run files, return the metrics (ranking.py);
 * run file I/O (runs.py);
-* run files carry a sidecar (runs.RunInfo); Tables 1, 7, 8 are assembled by ratio_utils.paper_tables.
+* run files carry a sidecar (runs.RunInfo); Tables 1, 7, 8 are assembled by ratio_utils.reporting.paper_tables.
 """
 
 from .base import Retriever
 from .bm25 import BM25Retriever
 from .dense import (
-    GENERIC_DOC_PREFIX,
-    GENERIC_PREFIXES,
-    GENERIC_QUERY_PREFIX,
     MOVE_INSTRUCTIONS,
     RECOMMENDED_PREFIXES,
     DenseRetriever,
     instructed_query_prefix,
     recommended_prefixes,
 )
-from .runs import read_run, run_path, system_slug, write_run
 from .ranking import benchmark_queries, run_and_score
+from .runs import read_run, run_path, system_slug, write_run
 
 
 def __getattr__(name):
@@ -38,9 +35,6 @@ __all__ = [
     "BM25Retriever",
     "DenseRetriever",
     "ColBERTRetriever",
-    "GENERIC_PREFIXES",
-    "GENERIC_QUERY_PREFIX",
-    "GENERIC_DOC_PREFIX",
     "MOVE_INSTRUCTIONS",
     "RECOMMENDED_PREFIXES",
     "instructed_query_prefix",

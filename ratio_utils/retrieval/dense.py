@@ -11,7 +11,7 @@ Inputs are prefixed before encoding:
   in front of the query by `instructed_query_prefix`.
 
 Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix hash>/<texts checksum>.npy`
-(design.md): a second search over the same pool with the same model and prefix loads the
+(`cfg.paths.embedding_cache` in a stage): a second search over the same pool with the same model and prefix loads the
 memory-mapped array instead of encoding again. `fp16_storage` halves the disk and index memory
 (the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
 
@@ -38,9 +38,9 @@ from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
-from ..params import DEFAULT_MAX_POOL_BYTES
-from ..run_records import count_reused
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_PREFIXES, GENERIC_QUERY_PREFIX, Move  # noqa: F401  (re-exported)
+from ..param_sections import DEFAULT_MAX_POOL_BYTES
+from ..reporting.run_records import count_reused
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, Move
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
 
@@ -118,7 +118,7 @@ def _short(text: str) -> str:
 class EmbeddingCache:
     """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped.
 
-    Each load and save is counted for the run's records (ratio_utils.run_records): texts whose embeddings
+    Each load and save is counted for the run's records (ratio_utils.reporting.run_records): texts whose embeddings
     were read from an array an earlier notebook or run wrote, out of all texts embedded or read."""
 
     REUSE_RECORD = "texts' embeddings computed before (cache/embeddings)"

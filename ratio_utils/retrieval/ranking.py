@@ -2,7 +2,7 @@
 
 Serves notebooks 08–12 and the evaluate command. `record_run` writes a run with its sidecar
 (`runs.RunInfo`, benchmark checksum included), the form Tables 1, 7, 8 are assembled from
-(ratio_utils.paper_tables); `get_or_record_run` does so only where no run file has the same key
+(ratio_utils.reporting.paper_tables); `get_or_record_run` does so only where no run file has the same key
 (`runs.get_or_compute`). `run_and_score` (the evaluate command) writes, when `out_dir` is given,
 `<out_dir>/<system>/<move>/<split>.parquet` and `.trec` and `.metrics.json` (scores, number of
 queries, retriever settings).
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark_release import Benchmark
+from ..dataset.benchmark import Benchmark
+from ..evaluation.metrics import DEFAULT_KS, evaluate_run
 from ..io import write_json_atomic
-from ..metrics import DEFAULT_KS, evaluate_run
 from ..schema import Move, Split
 from .base import Retriever
 from .runs import RunInfo, StoredRun, get_or_compute, run_path, write_run, write_system_run

@@ -104,7 +104,7 @@ def reranked_system_name(first_stage: str) -> str:
 class RunInfo:
     """The sidecar of a run file (<split>.run.json): which system, on which benchmark, which queries.
 
-    Tables 1, 7 and 8 are assembled from every run file with a sidecar (ratio_utils.paper_tables);
+    Tables 1, 7 and 8 are assembled from every run file with a sidecar (ratio_utils.reporting.paper_tables);
     `benchmark_checksum` lets the assembler refuse runs computed on another benchmark. `max_queries`
     (the first n queries by id, ranking.benchmark_queries) or `qids` (an explicit list) say which queries a
     partial run covers; with neither, every query of the move and split counts.

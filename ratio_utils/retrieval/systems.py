@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..benchmark_release import Benchmark
 from ..config import Config
+from ..dataset.benchmark import Benchmark
 from ..io import read_json_if_exists
 from ..models import model_fingerprint, model_name
-from ..params import RetrievalParams
+from ..param_sections import RetrievalParams
 from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
-from .runs import RunInfo, system_name
 from .ranking import get_or_record_run
+from .runs import RunInfo, system_name
 
 STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
 
@@ -160,7 +160,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     texts, so the embeddings come from the cache (models.model_fingerprint ignores results.json) and
     only the search runs again.
     """
-    from ..benchmark_release import load_benchmark
+    from ..dataset.benchmark import load_benchmark
     from ..train import load_train_params
 
     params = params or load_retrieval_params(cfg)

@@ -24,22 +24,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import retrieval_analyses as analysis, stats
-from ..retrieval_analyses import query_set_name, query_split
-from ..benchmark_release import Benchmark, load_benchmark
+from ..retrieval_analysis.lexical_overlap import OverlapMeasure, overlap_count, overlap_table, query_set_name, query_split
+from ..retrieval_analysis.oracle_pools import oracle_pool
+from ..retrieval_analysis.transfer import relative_change, transfer_matrix
 from ..config import REPO_ROOT, Config
-from ..display import Stage
-from ..metrics import per_query_metrics
-from ..published import records_frame
+from ..dataset.benchmark import Benchmark, load_benchmark
+from ..evaluation import stats
+from ..evaluation.intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, paired_cell
+from ..evaluation.metrics import per_query_metrics
 from ..models import model_name
-from ..label_sources import silver_sources
-from ..intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_record, paired_cell
-from ..paper_tables import DAGGER, FULL_COLUMNS, metric_key
+from ..param_sections import AnalysisParams
+from ..reporting.display import Stage
+from ..reporting.label_sources import silver_sources
+from ..reporting.paper_tables import DAGGER, FULL_COLUMNS, metric_key
+from ..reporting.published import records_frame
 from ..retrieval import DenseRetriever
-from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
 from ..retrieval.ranking import benchmark_queries
-from ..schema import MOVES, Move, Split
-from ..params import AnalysisParams
+from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
+from ..schema import MOVES, Split
 
 STAGE = "11_analyses"
 FULL_POOL = "full"
@@ -113,7 +115,8 @@ class Retrievers:
 
 def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
     """The untuned retriever and, per move, the tuned one named in the params or written by notebook 09."""
-    from ..train import FINAL_RESULTS_FILE, TrainParams, move_model_dir
+    from ..param_sections import TrainParams
+    from ..train import FINAL_RESULTS_FILE, move_model_dir
 
     tuned, missing = {}, {}
     for move in MOVES:
@@ -188,7 +191,7 @@ class RunSource:
 
 def _interval_note(extra: str = "") -> str:
     return (f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
-            f"(seeded; ratio_utils.stats); differences: paired bootstrap interval and two-sided sign-flip permutation p "
+            f"(seeded; ratio_utils.evaluation.stats); differences: paired bootstrap interval and two-sided sign-flip permutation p "
             f"over the same queries. {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only." + extra)
 
 
@@ -211,13 +214,13 @@ class OverlapResult:
 def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                     retrievers: Retrievers | None = None, *, write: bool = True) -> OverlapResult:
     """Mean query–candidate Jaccard at each k, untuned vs tuned, on the unfiltered test and the silver set."""
-    from ..published import write_table
+    from ..reporting.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
     source = RunSource(cfg, bench, params, retrievers)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
-    measure = analysis.OverlapMeasure(bench)
+    measure = OverlapMeasure(bench)
     rows, comparisons, notes, records = [], [], [], []
     for split in (Split.TEST.value, Split.SILVER.value):
         for move in (m.value for m in MOVES):
@@ -246,14 +249,14 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
     per_k = pd.DataFrame(rows)
     comparison_frame = pd.DataFrame(comparisons)
     comparisons_shown = stats.with_p_text(comparison_frame, params.n_resamples)
-    count = analysis.overlap_count(comparison_frame, params.comparison_ks)
+    count = overlap_count(comparison_frame, params.comparison_ks)
     if write and not per_k.empty:
         common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
                   "ratio_utils.retrieval.bm25.BM25Tokenizer); top-k candidates against the full test pool; "
                   f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
                   _interval_note(), *_reduced_note(params), *notes]
         inputs = [cfg.paths.benchmark]
-        write_table(analysis.overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
+        write_table(overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
                     caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
                             "between a query and its gold sentence, per query set and move.")
         labels = silver_sources(bench)
@@ -271,7 +274,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
 def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):
     import matplotlib.pyplot as plt
 
-    from ..published import save_figure, set_figure_style
+    from ..reporting.published import save_figure, set_figure_style
 
     set_figure_style()
     moves = [m.value for m in MOVES]
@@ -316,7 +319,7 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
 def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                      retrievers: Retrievers | None = None, *, write: bool = True) -> pd.DataFrame:
     """Table 10: the analysis queries against (a) the golds of all test pairs of the move, (b) of its silver pairs."""
-    from ..published import write_table
+    from ..reporting.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -333,7 +336,7 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | Non
         else:
             notes.append(f"{move}: silver absent, so the queries are the unfiltered test queries and pool (b) would equal pool (a); panel (b) is not shown.")
         for panel, pool_split in panels:
-            pool = analysis.oracle_pool(bench, move, pool_split)
+            pool = oracle_pool(bench, move, pool_split)
             pool_name = f"oracle-{pool_split}-{move}"
             per_system = {}
             for setup, tuned_on in (("Baseline", None), ("Tuned", move)):
@@ -401,7 +404,7 @@ class TransferResult:
 def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                         retrievers: Retrievers | None = None, *, write: bool = True) -> TransferResult:
     """MRR@10 of each tuned retriever on every move's queries, against the untuned model on the same queries."""
-    from ..published import write_table
+    from ..reporting.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -425,7 +428,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
             per_query[tuned_on] = tuned
             records.append(cell_record(diff, p, scope="tuned vs untuned", move=queried, query_set=split, metric="M@10",
                                    subject=f"tuned on {tuned_on}", reference="untuned"))
-            change = analysis.relative_change(float(tuned.mean()), float(base.mean()))
+            change = relative_change(float(tuned.mean()), float(base.mean()))
             rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
                          "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
                          "Untuned M@10": base_cell.text(), "Tuned M@10": cell(tuned, cache).text(),
@@ -438,7 +441,7 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | 
                                    subject=f"tuned on {queried}", reference=f"tuned on {other}"))
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
-    matrix = analysis.transfer_matrix(scores, untuned)
+    matrix = transfer_matrix(scores, untuned)
     table, figure = pd.DataFrame(rows), None
     shown = stats.with_p_text(table, params.n_resamples)
     if write and not table.empty:
@@ -460,7 +463,7 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, 
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from ..published import save_figure, set_figure_style
+    from ..reporting.published import save_figure, set_figure_style
 
     set_figure_style()
     annotations = matrix.copy().astype(object)

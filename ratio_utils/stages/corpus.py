@@ -2,7 +2,7 @@
 
 Reads the sources named in `corpus.sources`; writes `Paths.papers`, `Paths.sentences`,
 `Paths.corpus_report`, `Paths.quarantine`, tables/corpus_statistics, tables/corpus_cleaning and
-figures/corpus_papers_per_year (all through `ratio_utils.corpus`).
+figures/corpus_papers_per_year (all through `ratio_utils.corpora`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pandas as pd
 from IPython.display import Image, Markdown
 
 from ..config import Config
-from ..display import Stage
-from ..corpus import CorpusBuild, CorpusParams, build_corpus, cleaning_table, write_corpus_outputs
+from ..corpora import CorpusBuild, build_corpus, cleaning_table, write_corpus_outputs
+from ..param_sections import CorpusParams
+from ..reporting.display import Stage
 
 
 class CorpusStage(Stage):

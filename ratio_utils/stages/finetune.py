@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import train, train_colbert
+from .. import train
 from ..config import Config
-from ..display import Stage
+from ..reporting.display import Stage
+from ..reporting.run_records import record_reused
 from ..retrieval.systems import record_tuned_runs
-from ..run_records import record_reused
+from ..train import colbert as train_colbert
 from ..train.tables import write_table6, write_tuned_vs_baseline
 
 
@@ -34,7 +35,7 @@ class FinetuneStage(Stage):
         """Fine-tune the move(s); one row per move saying what was trained now and what was reused.
 
         Configurations finished by an earlier run with the same run key are read from disk, not trained again;
-        what was reused is recorded for the summary's time table (ratio_utils.run_records)."""
+        what was reused is recorded for the summary's time table (ratio_utils.reporting.run_records)."""
         results = train.finetune(self.cfg, self.move, self.params)
         for result in results:
             for line in result.reused():
@@ -61,7 +62,7 @@ class FinetuneStage(Stage):
     def paper_tables(self):
         """This move's tuned run files, then Tables 1, 7, 8 re-assembled from the run files of 08's and 09's
         systems and written; a pointer to them is shown (notebook 10 shows the tables, once every row can be filled)."""
-        from .. import paper_tables
+        from ..reporting import paper_tables
 
         record_tuned_runs(self.cfg, self.move)
         tables = paper_tables.assemble_tables(self.cfg, through=paper_tables.TUNED_STAGE)  # 08's rows and 09's

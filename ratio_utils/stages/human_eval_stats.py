@@ -20,19 +20,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import human_eval, stats
-from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
-from ..display import Stage
-from ..human_eval import SETUPS, HumanEvalParams
+from ..dataset.benchmark import Benchmark, load_benchmark
+from ..evaluation import stats
+from ..evaluation.stats import INDICATIVE_BELOW
+from ..human_eval import labels as study_labels
+from ..human_eval import packets as study_packets
+from ..human_eval import statistics as study_statistics
 from ..io import read_json_if_exists
 from ..models import model_name
-from ..params import TrainParams
-from ..published import write_table
-from ..retrieval.runs import system_name
+from ..param_sections import HumanEvalParams, TrainParams
+from ..reporting.display import Stage
+from ..reporting.published import write_table
 from ..retrieval.ranking import get_or_record_run
+from ..retrieval.runs import system_name
 from ..schema import GENERIC_PREFIXES, Move
-from ..stats import INDICATIVE_BELOW
 
 STAGE = "12_human_eval_stats"
 
@@ -89,11 +91,11 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> tuple
     retrieval = systems.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, cfg.section("train", TrainParams).base_model])
     checksum = bench.checksum()
-    files = human_eval.run_files_in(cfg.paths.retrieval_runs, params, bench)
+    files = study_packets.run_files_in(cfg.paths.retrieval_runs, params, bench)
     made = []
     for (setup, move_name), shared in files.items():
         move = Move.parse(move_name)
-        split = human_eval.packet_split(bench, move)
+        split = study_packets.packet_split(bench, move)
         wanted = params.system(setup, move)
         base = next((b for b in bases if system_name(model_name(b), "generic", setup.capitalize()) == wanted), None)
         if base is None:
@@ -123,13 +125,13 @@ def write_packets(cfg: Config) -> pd.DataFrame:
     params = load_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
     run_files, made = ensure_runs(cfg, params, bench)
-    packets = human_eval.build_packets(
+    packets = study_packets.build_packets(
         bench, run_files, params, params.seed if params.seed is not None else cfg.seed,
         distractors_path=cfg.paths.distractors, papers_path=cfg.paths.papers,
     )
     if made:
         packets.report["notes"].append(f"run files ranked here for the packets: {', '.join(made)}")
-    human_eval.write_packets(packets, cfg.paths.human_eval_packets, cfg.paths.human_eval_key, cfg.paths.human_eval_report, params.k)
+    study_packets.write_packets(packets, cfg.paths.human_eval_packets, cfg.paths.human_eval_key, cfg.paths.human_eval_report, params.k)
     print(f"Annotators get the packets folder only ({cfg.paths.relative(cfg.paths.human_eval_packets)}/); the unblinding key "
           f"({cfg.paths.relative(cfg.paths.human_eval_key)}) and {cfg.paths.relative(cfg.paths.human_eval_report)} stay "
           "with the study team.")
@@ -142,7 +144,7 @@ def write_packets(cfg: Config) -> pd.DataFrame:
 
 def _remove_old_key(cfg: Config) -> None:
     """Delete the key where earlier versions wrote it, beside the packets, if the new key holds the same."""
-    old = cfg.paths.human_eval / human_eval.KEY_FILE
+    old = cfg.paths.human_eval / study_packets.KEY_FILE
     if not old.exists():
         return
     if old.read_bytes() == cfg.paths.human_eval_key.read_bytes():
@@ -159,7 +161,7 @@ def packet_notes(cfg: Config) -> list[str]:
 
 def assignment_table(cfg: Config) -> pd.DataFrame:
     """Queries per annotator and move (a doubly labelled query counts for both annotators)."""
-    packet = human_eval.load_packet(cfg.paths.human_eval_packets)
+    packet = study_packets.load_packet(cfg.paths.human_eval_packets)
     rows = [{"annotator": name, "move": packet.items[i]["move"]} for name, items in packet.assignments.items() for i in items]
     if not rows:
         return pd.DataFrame(columns=["annotator", "total"])
@@ -194,25 +196,25 @@ def results(cfg: Config) -> HumanEvalResults:
     """Tables 2, 11, 12 and agreement from the label files; without label files, only a status."""
     params = load_params(cfg)
     folder = labels_dir(cfg, params)
-    files = human_eval.label_files(folder)
+    files = study_labels.label_files(folder)
     if not files:
         where = "human_eval.labels_dir is not set" if folder is None else f"{params.labels_dir} holds no <annotator>.jsonl"
         return HumanEvalResults(pd.DataFrame([{
             "status": "no labels yet",
             "detail": f"No human labels exist yet ({where}), so no numbers are reported. Annotators label the packets "
-                      f"with `python -m ratio_utils.annotate --packets data/human_eval/packets --annotator NAME`; then "
+                      f"with `python -m ratio_utils.human_eval.app --packets data/human_eval/packets --annotator NAME`; then "
                       "set human_eval.labels_dir to the labels folder and rerun this notebook.",
         }]))
-    key = human_eval.load_key(cfg.paths.human_eval_key)
-    labels = human_eval.load_labels(folder, key, params.k)
+    key = study_packets.load_key(cfg.paths.human_eval_key)
+    labels = study_labels.load_labels(folder, key, params.k)
     moves = list(params.moves)
     seed = params.seed if params.seed is not None else cfg.seed
     tables = {
-        "table2_human_eval": human_eval.table2(labels, moves, params.n_permutations, seed),
-        "table11_beyond_gold": human_eval.table11(labels, moves),
-        "table12_cross_paper": human_eval.table12(labels, moves),
-        "human_eval_agreement": human_eval.agreement(labels, moves),
-        "human_eval_gold_useful": human_eval.gold_marked_useful(labels),
+        "table2_human_eval": study_statistics.table2(labels, moves, params.n_permutations, seed),
+        "table11_beyond_gold": study_statistics.table11(labels, moves),
+        "table12_cross_paper": study_statistics.table12(labels, moves),
+        "human_eval_agreement": study_statistics.agreement(labels, moves),
+        "human_eval_gold_useful": study_statistics.gold_marked_useful(labels),
     }
     notes = _notes(cfg, params, labels, files)
     captions = {
@@ -235,7 +237,7 @@ def results(cfg: Config) -> HumanEvalResults:
     return HumanEvalResults(status.fillna(0).astype({"incomplete queries": int}), tables)
 
 
-def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels, files: list[Path]) -> list[str]:
+def _notes(cfg: Config, params: HumanEvalParams, labels: study_labels.StudyLabels, files: list[Path]) -> list[str]:
     report = read_json_if_exists(cfg.paths.human_eval_report) or {}
     notes = list(report.get("notes", []))
     systems = report.get("systems", {})
@@ -245,7 +247,7 @@ def _notes(cfg: Config, params: HumanEvalParams, labels: human_eval.StudyLabels,
                  f"{len(labels.incomplete)} incomplete annotation(s) left out. A query labelled twice counts once, its "
                  "annotators' scores averaged.")
     notes.append(f"p: two-sided paired sign-flip permutation test over queries ({params.n_permutations:,} permutations, "
-                 "ratio_utils.stats.paired_permutation_test).")
+                 "ratio_utils.evaluation.stats.paired_permutation_test).")
     n_queries = labels.candidates.groupby("move")["item"].nunique()
     small = [f"{m} ({n})" for m, n in n_queries.items() if n < INDICATIVE_BELOW]
     if small:

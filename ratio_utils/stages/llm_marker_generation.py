@@ -10,13 +10,13 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import lexicon as lx
-from .. import marker_llm
 from ..config import Config
-from ..display import Stage
 from ..io import write_parquet_atomic
+from ..lexicon import marker_llm
+from ..lexicon import markers as lx
 from ..llm import ReplayMiss
-from ..published import write_table
+from ..reporting.display import Stage
+from ..reporting.published import write_table
 
 # How the released file's counts relate to the paper's (Appendix A): read off the file, stated once here.
 RELEASED_LABEL_NOTES = [

@@ -2,7 +2,7 @@
 
 For every first-stage system of `rerank.systems` and every move, the queries of the split (silver; the
 unfiltered test split where a move has no silver split), all or a seeded sample, are reranked with
-`ratio_utils.rerank` through `ratio_utils.llm` (cost estimate, Batch API, cache, replay, dry run).
+`ratio_utils.retrieval.rerank` through `ratio_utils.llm` (cost estimate, Batch API, cache, replay, dry run).
 
 Reads:  the benchmark; cfg.paths.retrieval_runs/<system>/<move>/<split>.parquet + .run.json (notebooks 08/09).
 Writes: cfg.paths.retrieval_runs/<system> + rerank/<move>/<split>.parquet/.trec/.run.json (only with answers),
@@ -23,18 +23,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import paper_tables
-from ..benchmark_release import Benchmark, load_benchmark
 from ..config import REPO_ROOT, Config
-from ..display import Stage
+from ..dataset.benchmark import Benchmark, load_benchmark
 from ..io import write_json_atomic
-from ..label_sources import REPLAYED_FROM, rerank_source, silver_sources
 from ..llm import ChatRequest, ChatResult, LLMClient
-from ..published import write_table
-from ..rerank import (
+from ..param_sections import RerankParams
+from ..reporting import paper_tables
+from ..reporting.display import Stage
+from ..reporting.label_sources import REPLAYED_FROM, rerank_source, silver_sources
+from ..reporting.published import write_table
+from ..retrieval.rerank import (
     REPAIR_RULES,
     QueryCounts,
-    RerankParams,
     answer_status,
     custom_id,
     load_rerank_prompt,
@@ -43,7 +43,15 @@ from ..rerank import (
     rerank_request,
     reranked_order,
 )
-from ..retrieval.runs import RERANK_SUFFIX, info_path, read_run, read_run_info, reranked_system_name, run_path, write_system_run
+from ..retrieval.runs import (
+    RERANK_SUFFIX,
+    info_path,
+    read_run,
+    read_run_info,
+    reranked_system_name,
+    run_path,
+    write_system_run,
+)
 from ..schema import Move, Split
 
 STAGE = "10_llm_rerank"

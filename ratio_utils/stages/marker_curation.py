@@ -11,12 +11,12 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Image, Markdown
 
-from .. import curation
-from .. import lexicon as lx
 from ..config import REPO_ROOT, Config
 from ..io import atomic_path
-from ..published import set_figure_style, write_table
-from ..display import Stage, say, show_figure, written_files
+from ..lexicon import curation
+from ..lexicon import markers as lx
+from ..reporting.display import Stage, say, show_figure, written_files
+from ..reporting.published import set_figure_style, write_table
 
 
 class MarkerCurationStage(Stage):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import curation
-from .. import lexicon as lx
 from ..config import Config
-from ..display import Stage
 from ..io import write_parquet_atomic
-from ..published import write_table
+from ..lexicon import curation
+from ..lexicon import markers as lx
+from ..reporting.display import Stage
+from ..reporting.published import write_table
 
 
 class MarkerExtensionsStage(Stage):

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import lexicon as lx
 from .. import mining
 from ..config import Config
-from ..display import Stage
-from ..published import write_table
+from ..lexicon import markers as lx
+from ..param_sections import MiningParams
+from ..reporting.display import Stage
+from ..reporting.published import write_table
 
 TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data total is 809 "
                     "on 366.6M S2ORC pairs.")
@@ -22,7 +23,7 @@ TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of t
 class PairMiningStage(Stage):
     def __init__(self, cfg: Config):
         super().__init__(cfg)
-        self.params = self.cfg.section("mining", mining.MiningParams)
+        self.params = self.cfg.section("mining", MiningParams)
         self.result: mining.MiningResult | None = None
         self.lexicon_check = None
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import lexicon as lx
-from .. import marker_llm, patterns
 from ..config import REPO_ROOT, Config
+from ..lexicon import marker_llm, patterns
+from ..lexicon import markers as lx
 from ..llm import ReplayMiss
-from ..published import write_table
+from ..reporting.display import Stage, say
+from ..reporting.published import write_table
 from ..schema import MarkerSource
-from ..display import Stage, say
 
 TABLE4_PAPER_NOTE = (
     "The file files the paper's 257 Address pattern markers under LLM generation; paper per-source totals: "
@@ -85,7 +85,7 @@ class PatternExpansionStage(Stage):
         lx.write_lexicon(lexicon, self.cfg.paths.final_lexicon)
         table4 = lx.table4(lexicon.frame, None)
         write_table(table4, "table4_lexicon", self.cfg, caption="Table 4 (Lexicon columns): discourse markers by source and move",
-                    notes=["Data columns are filled after mining: notebook 05 calls ratio_utils.lexicon.table4(lexicon, pairs).",
+                    notes=["Data columns are filled after mining: notebook 05 calls ratio_utils.lexicon.markers.table4(lexicon, pairs).",
                            f"Markers are distinct normalised phrases: the released file's {lexicon.report['move_rows_in_file']:,} move rows give "
                            f"{int((lexicon.frame['kind'] == 'move').sum()):,} move markers (the rest repeat a marker up to case or a trailing comma).",
                            TABLE4_PAPER_NOTE, *lx.manual_count_notes(table4, self.released)],

@@ -2,7 +2,7 @@
 
 The rows and their retrievers are `ratio_utils.retrieval.systems` (which also writes the run files of notebook
 09's fine-tuned retrievers, `record_tuned_runs`), so that every system reaches Tables 1, 7 and 8 the same way:
-through a run file with its sidecar, assembled by `ratio_utils.paper_tables.assemble_tables`.
+through a run file with its sidecar, assembled by `ratio_utils.reporting.paper_tables.assemble_tables`.
 
 Reads:  the benchmark (cfg.paths.benchmark).
 Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json}   (run files + sidecars)
@@ -14,14 +14,14 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import paper_tables
-from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
-from ..display import Stage
+from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
-from ..params import RetrievalParams
-from ..retrieval.runs import system_name
+from ..param_sections import RetrievalParams
+from ..reporting import paper_tables
+from ..reporting.display import Stage
 from ..retrieval.ranking import record_run
+from ..retrieval.runs import system_name
 from ..retrieval.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, runnable
 from ..schema import Split
 

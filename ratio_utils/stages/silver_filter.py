@@ -11,8 +11,8 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ..config import Config
-from ..display import Stage
 from ..judge import SilverFilter
+from ..reporting.display import Stage
 
 
 class SilverFilterStage(Stage):

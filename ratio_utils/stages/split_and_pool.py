@@ -13,15 +13,16 @@ from IPython.display import Image, Markdown
 from .. import dataset
 from ..config import Config
 from ..models import contamination_note, encoders_used
-from ..published import set_figure_style, write_table
+from ..param_sections import DatasetParams
+from ..reporting.display import Stage, show_figure
+from ..reporting.published import set_figure_style, write_table
 from ..schema import MOVES
-from ..display import Stage, show_figure
 
 
 class SplitAndPoolStage(Stage):
     def __init__(self, cfg: Config):
         super().__init__(cfg)
-        self.params = self.cfg.section("dataset", dataset.DatasetParams)
+        self.params = self.cfg.section("dataset", DatasetParams)
         self.built: dataset.BuiltBenchmark | None = None
 
     def windows(self):

@@ -29,15 +29,15 @@ from typing import Any
 
 import pandas as pd
 
-from .. import claims, stats
 from ..config import Config
-from ..display import Stage
+from ..evaluation import stats
 from ..io import sha256_tree, write_text_atomic
-from ..label_sources import notes as label_notes
-from ..published import read_records
+from ..param_sections import SummaryParams
+from ..reporting import claims
+from ..reporting.display import Stage
+from ..reporting.label_sources import notes as label_notes
+from ..reporting.published import read_records
 from ..schema import MOVES, Split
-from ..params import SummaryParams
-
 
 # The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
 # text states them (its Table 1 body is not in the text available here). Values in %.
@@ -93,7 +93,7 @@ RESULT_COLUMNS = ["system", "prefix", "setup", "move", "metric", "value", "low",
 
 
 def results_long(records: pd.DataFrame, table: str) -> pd.DataFrame:
-    """The cells of one of Tables 1/7/8, read from its numeric records (`report.read_records`), as long rows:
+    """The cells of one of Tables 1/7/8, read from its numeric records (`ratio_utils.reporting.published.read_records`), as long rows:
     system (the row's model), prefix, setup, move, metric, value, low, high (%), queries; in the table's row order."""
     cells = records[(records["table"] == table) & records["reference"].isna() & records["model"].notna()]
     return cells.rename(columns={"model": "system", "n": "queries"})[RESULT_COLUMNS].reset_index(drop=True)
@@ -160,7 +160,7 @@ def tuned_vs_baseline(cfg: Config) -> pd.DataFrame:
 
 def queries_per_split(cfg: Config) -> pd.DataFrame:
     """Pairs and distinct queries of every move and split on disk (a query with two golds is one query, two pairs)."""
-    from ..benchmark_release import load_benchmark
+    from ..dataset.benchmark import load_benchmark
 
     if not Path(cfg.paths.benchmark).exists():
         return pd.DataFrame(columns=["move", "split", "pairs", "queries"])
@@ -294,7 +294,7 @@ def contamination_caveat(cfg: Config) -> str | None:
 
 def years_of_test_pairs(cfg: Config) -> tuple[int, int] | None:
     """First and last publication year of the test pairs (None without a benchmark or a test split)."""
-    from ..benchmark_release import load_benchmark
+    from ..dataset.benchmark import load_benchmark
 
     if not Path(cfg.paths.benchmark).exists():
         return None
@@ -320,7 +320,7 @@ PAPER_SETTING = {
 def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.DataFrame:
     """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources);
     `queries`: `queries_per_split`, for the test pairs behind the judged sample."""
-    from ..benchmark_release import load_benchmark
+    from ..dataset.benchmark import load_benchmark
 
     ours: dict[str, str] = {}
     if Path(cfg.paths.papers).exists():
@@ -359,9 +359,9 @@ def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.D
 
 def run_label_sources(cfg: Config) -> list:
     """The silver set's judge and every reranker whose runs this run's tables use."""
-    from ..benchmark_release import load_benchmark
-    from ..label_sources import rerank_source, silver_sources
-    from ..paper_tables import run_files
+    from ..dataset.benchmark import load_benchmark
+    from ..reporting.label_sources import rerank_source, silver_sources
+    from ..reporting.paper_tables import run_files
     from ..retrieval.runs import read_run_info
 
     if not Path(cfg.paths.benchmark).exists():
@@ -415,8 +415,8 @@ def find_timings(cfg: Config) -> Path | None:
 
 def wall_times(cfg: Config) -> pd.DataFrame:
     """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed),
-    with what each reused from earlier runs instead of computing it (ratio_utils.run_records)."""
-    from ..run_records import reused_by_notebook
+    with what each reused from earlier runs instead of computing it (ratio_utils.reporting.run_records)."""
+    from ..reporting.run_records import reused_by_notebook
 
     path = find_timings(cfg)
     if path is None:
@@ -428,7 +428,7 @@ def wall_times(cfg: Config) -> pd.DataFrame:
 
 
 def provenance(cfg: Config) -> dict[str, Any]:
-    from ..published import git_commit
+    from ..reporting.published import git_commit
 
     return {"git commit": git_commit() or "unknown", "params file": Path(cfg.source).name if cfg.source else None,
             "params name": cfg.name, "params sha256": params_hash(cfg)[:16], "seed": cfg.seed}
@@ -564,7 +564,7 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
 
 def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
     """Collect the summary, save its figures and write reports/summary.md."""
-    from ..published import save_figure, set_figure_style
+    from ..reporting.published import save_figure, set_figure_style
 
     set_figure_style()
     summary = collect(cfg, params)
@@ -583,7 +583,8 @@ def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
 
 def papers_per_year(cfg: Config):
     """Papers per year and corpus with the split windows drawn (None before notebook 00 has run)."""
-    from ..dataset import DatasetParams, papers_per_year_figure
+    from ..dataset import papers_per_year_figure
+    from ..param_sections import DatasetParams
 
     if not Path(cfg.paths.papers).exists():
         return None

@@ -1,35 +1,36 @@
 """Notebook 13_unified_retriever: one retriever for every move vs the per-move retrievers (beyond §5.1).
 
-Orchestration, tables and figures; the library is `ratio_utils.unified`.
+Orchestration, tables and figures; the library is `ratio_utils.train.unified`.
 
 Reads:  the benchmark, models/<base>__<move>/results.json (notebook 09, when present), the base model.
-Writes: models/<base>__unified/ (ratio_utils.unified), tables/unified_vs_per_move.*,
+Writes: models/<base>__unified/ (ratio_utils.train.unified), tables/unified_vs_per_move.*,
         tables/unified_move_sensitivity.*, tables/unified_own_vs_other.*, figures/unified_move_sensitivity.*
 """
 
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 
 import pandas as pd
 from IPython.display import Markdown
 
-from .. import stats, unified
-from ..benchmark_release import load_benchmark
+from ..retrieval_analysis import move_sensitivity
 from ..config import Config
-from ..display import Stage, show_figure
+from ..dataset.benchmark import load_benchmark
+from ..evaluation import stats
+from ..evaluation.intervals import IntervalCache, cell, paired_cell
+from ..evaluation.metrics import per_query_metrics
+from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..io import read_json_if_exists
-from ..label_sources import silver_sources
-from ..metrics import per_query_metrics
-from ..intervals import IntervalCache, cell, paired_cell
-from ..published import format_floats, set_figure_style, write_table
-from ..retrieval import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, DenseRetriever
-from ..run_records import record_reused
-from ..schema import Move, Split
-from ..stats import DAGGER, INDICATIVE_BELOW, format_p
-from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, TrainParams, base_name, move_model_dir
+from ..param_sections import TrainParams, UnifiedParams
+from ..reporting.display import Stage, show_figure
+from ..reporting.label_sources import silver_sources
+from ..reporting.published import format_floats, set_figure_style, write_table
+from ..reporting.run_records import record_reused
+from ..retrieval import DenseRetriever
+from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, Split
+from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, base_name, move_model_dir, unified
 
 
 class UnifiedRetrieverStage(Stage):
@@ -83,12 +84,12 @@ class UnifiedRetrieverStage(Stage):
         return Markdown(narrative(self.comparison_table, self.sensitivity_summary))
 
 
-def balance(cfg: Config, params: unified.UnifiedParams) -> pd.DataFrame:
+def balance(cfg: Config, params: UnifiedParams) -> pd.DataFrame:
     """Training pairs per move before and after balancing."""
     return unified.plan(cfg, params)
 
 
-def train(cfg: Config, params: unified.UnifiedParams) -> unified.UnifiedResult:
+def train(cfg: Config, params: UnifiedParams) -> unified.UnifiedResult:
     """Train (or reuse) the unified model; what was reused is recorded for the summary's time table."""
     result = unified.train_unified(cfg, params)
     for line in result.reused():
@@ -104,21 +105,21 @@ def formatted(table: "pd.DataFrame | Comparison"):
     return format_floats(table, "{:.1f}")
 
 
-def _per_move_results(cfg: Config, params: unified.UnifiedParams, move: Move) -> tuple[dict | None, str]:
+def _per_move_results(cfg: Config, params: UnifiedParams, move: Move) -> tuple[dict | None, str]:
     """The per-move model's results.json for the same base model and benchmark, or why there is none."""
     folder = move_model_dir(cfg, TrainParams(base_model=params.base_model), move)
     results = read_json_if_exists(folder / FINAL_RESULTS_FILE)
     return (results, "") if results is not None else (None, f"{folder.name} missing")
 
 
-def _baseline(cfg: Config, params: unified.UnifiedParams, evalset: EvalSet) -> pd.DataFrame:
+def _baseline(cfg: Config, params: UnifiedParams, evalset: EvalSet) -> pd.DataFrame:
     # The base model as notebooks 08/09 score it (generic prefixes, shared embedding cache), per query.
     retriever = DenseRetriever(params.base_model, GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX,
                                batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
     return per_query_metrics(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, COMPARED)
 
 
-def _unified_per_query(cfg: Config, params: unified.UnifiedParams, result: unified.UnifiedResult, move: Move,
+def _unified_per_query(cfg: Config, params: UnifiedParams, result: unified.UnifiedResult, move: Move,
                        evalset: EvalSet) -> pd.DataFrame:
     run = unified.move_run(str(result.model_dir), move, evalset, params.instruction_template, params.doc_prefix,
                            batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
@@ -209,7 +210,7 @@ def confound_notes(numeric: pd.DataFrame, per_move_configs: dict[str, str], unif
     return notes
 
 
-def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.UnifiedResult) -> Comparison:
+def comparison(cfg: Config, params: UnifiedParams, result: unified.UnifiedResult) -> Comparison:
     """MRR@10 per move and split: baseline, the per-move fine-tuned model, the unified model, over the same queries,
     with intervals, paired tests and each model's training pairs; written as a table."""
     bench = load_benchmark(cfg.paths.benchmark)
@@ -250,7 +251,7 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
         "split scored once there; its per-query values from its results.json); Unified: one model for all moves with the "
         "move's instruction on the query (notebook 13).",
         "Differences: mean paired difference over the same queries with its paired bootstrap interval; p: two-sided "
-        f"sign-flip permutation test ({stats.N_RESAMPLES:,} permutations, ratio_utils.stats). {DAGGER}: fewer than "
+        f"sign-flip permutation test ({stats.N_RESAMPLES:,} permutations, ratio_utils.evaluation.stats). {DAGGER}: fewer than "
         f"{INDICATIVE_BELOW} queries, indicative only.",
         f"Unified: {base_name(params.base_model)}, configuration {sel['id']} of {params.configs_file} (epochs "
         f"{sel['epochs']}, batch {sel['batch_size']}, lr {sel['learning_rate']}), selected by mean validation MRR@10 over "
@@ -273,9 +274,9 @@ def comparison(cfg: Config, params: unified.UnifiedParams, result: unified.Unifi
     return Comparison(numeric, shown, notes)
 
 
-def sensitivity_table(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame) -> pd.DataFrame:
+def sensitivity_table(cfg: Config, params: UnifiedParams, ranks: pd.DataFrame) -> pd.DataFrame:
     moves = params.selected_moves()
-    table = unified.sensitivity_summary(ranks, moves)
+    table = move_sensitivity.sensitivity_summary(ranks, moves)
     notes = [
         f"Each {params.sensitivity_split} query is issued three times to the unified retriever, once with each move's "
         "instruction. 'Top 10 changes': the set of the 10 best candidates is not the same under all three instructions "
@@ -284,7 +285,7 @@ def sensitivity_table(cfg: Config, params: unified.UnifiedParams, ranks: pd.Data
         "The paper's concern (§5.1): a retriever that ignores the move would return the same list for every move; "
         "a gold ranked higher under its own move than under the others shows the instruction steering the ranking.",
     ]
-    pairwise = unified.pairwise_own_vs_other(ranks, moves, seed=cfg.seed)
+    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, moves, seed=cfg.seed)
     reading = sensitivity_reading(table, pairwise)
     write_table(table, "unified_move_sensitivity", cfg, notes=[*notes, *reading], inputs=[cfg.paths.benchmark],
                 caption="Move sensitivity of the unified retriever", float_format="{:.1f}")
@@ -337,7 +338,7 @@ def sensitivity_reading(summary: pd.DataFrame, pairwise: pd.DataFrame) -> list[s
     return lines
 
 
-def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.DataFrame):
+def sensitivity_figure(cfg: Config, params: UnifiedParams, ranks: pd.DataFrame):
     """The move-sensitivity figure (`draw_sensitivity_figure`), saved under figures/ and shown once, from its file
     (display.show_figure closes the live figure)."""
     fig, title = draw_sensitivity_figure(params, ranks)
@@ -345,7 +346,7 @@ def sensitivity_figure(cfg: Config, params: unified.UnifiedParams, ranks: pd.Dat
                        notes=[f"{title}; unified retriever {result_name(params)}"])
 
 
-def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
+def draw_sensitivity_figure(params: UnifiedParams, ranks: pd.DataFrame):
     """(a) own vs each other move: % of golds ranked higher / equal / lower; (b) top-10 overlap with other moves.
     Each bar and box names its N (pairs), † below 30; the title names the query set. Returns the figure and its title."""
     import matplotlib.pyplot as plt
@@ -353,7 +354,7 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
 
     set_figure_style()
     moves = params.selected_moves()
-    pairwise = unified.pairwise_own_vs_other(ranks, moves, paired_test=False)  # shares; the test is in the table
+    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, moves, paired_test=False)  # shares; the test is in the table
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     labels = [f"{r['own move']}\nvs {r['other move']}\nN={r['pairs']}{stats.dagger(r['pairs'])}"
               for r in pairwise.to_dict(orient="records")]
@@ -370,7 +371,7 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
     counts = [int((ranks["move"] == m).sum()) for m in names]
     right.boxplot(data, tick_labels=[f"{m}\nN={n}{stats.dagger(n)}" for m, n in zip(names, counts)], showmeans=True)
     right.set_ylim(-0.5, 10.5)
-    right.set_ylabel(f"shared candidates in the top {unified.TOP}")
+    right.set_ylabel(f"shared candidates in the top {move_sensitivity.TOP}")
     right.set_title("(b) top-10 overlap, own move vs other moves")
     title = sensitivity_figure_title(params, counts)
     fig.suptitle(title, fontsize=9)
@@ -378,14 +379,14 @@ def draw_sensitivity_figure(params: unified.UnifiedParams, ranks: pd.DataFrame):
     return fig, title
 
 
-def sensitivity_figure_title(params: unified.UnifiedParams, counts: list[int]) -> str:
+def sensitivity_figure_title(params: UnifiedParams, counts: list[int]) -> str:
     small = any(stats.is_indicative(n) for n in counts)
     return (f"Move sensitivity of the unified retriever on the unfiltered {params.sensitivity_split} queries, "
             f"N = {sum(counts):,} query–gold pairs (per move below)"
             + (f"; {DAGGER} fewer than {INDICATIVE_BELOW} pairs, indicative" if small else ""))
 
 
-def result_name(params: unified.UnifiedParams) -> str:
+def result_name(params: UnifiedParams) -> str:
     return f"{base_name(params.base_model)}__{unified.UNIFIED_SUFFIX}"
 
 

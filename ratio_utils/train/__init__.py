@@ -32,7 +32,8 @@ The same code runs on one CPU, one GPU, or several GPUs under torchrun (see docs
 
 from __future__ import annotations
 
-from .params import (
+from .cli import main
+from .configurations import (
     EVAL_KS,
     EVALUATOR_NAME,
     FINAL_RESULTS_FILE,
@@ -41,25 +42,24 @@ from .params import (
     RUNS_DIRNAME,
     HyperParams,
     Schedule,
-    TrainParams,
     load_hyperparams,
     load_train_params,
     training_schedule,
 )
 from .data import EvalSet, training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
-from .run import RunResult, adopt_legacy_runs, train_configuration
+from .run import RunResult, train_configuration
 from .selection import (
     FINAL_SPLITS,
     NOT_BEATEN,
     MoveResult,
     base_name,
+    benchmark_fingerprints,
     baseline_scores,
     beats_baseline,
     describe_runs,
     finetune,
     finetune_move,
-    legacy_fingerprints,
     model_card,
     model_fingerprints,
     move_model_dir,
@@ -71,16 +71,15 @@ from .selection import (
     summary,
     usage_lines,
 )
-from .cli import main
 
 __all__ = [
     "EVAL_KS", "EVALUATOR_NAME", "FINAL_RESULTS_FILE", "PRIMARY", "RESULT_FILE", "RUNS_DIRNAME", "HyperParams",
-    "Schedule", "TrainParams", "load_hyperparams", "load_train_params", "training_schedule",
+    "Schedule", "load_hyperparams", "load_train_params", "training_schedule",
     "EvalSet", "training_data_fingerprint", "training_pairs",
     "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
-    "RunResult", "adopt_legacy_runs", "train_configuration",
+    "RunResult", "train_configuration",
     "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "describe_runs", "finetune",
-    "finetune_move", "legacy_fingerprints", "model_card", "model_fingerprints", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
+    "finetune_move", "benchmark_fingerprints", "model_card", "model_fingerprints", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
     "score_percent", "summary",
     "usage_lines",
     "main",

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..benchmark_release import Benchmark, candidates_path, pairs_path
+from ..dataset.benchmark import Benchmark, candidates_path, pairs_path
 from ..io import sha256_file
 from ..schema import Move, Split
-
 
 # ---------------------------------------------------------------------------------------------
 # Data

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .params import EVALUATOR_NAME, EVAL_KS, PRIMARY
+from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
 from .data import EvalSet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +32,7 @@ PER_QUERY_METRICS = ("MRR@10", "R@10", "R@100")  # kept per query: intervals and
 
 def per_query_values(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, list]:
     """{"qid": [...], "MRR@10": [...], ...}: the per-query values behind the reported means (JSON-ready)."""
-    from ..metrics import per_query_metrics
+    from ..evaluation.metrics import per_query_metrics
 
     frame = per_query_metrics(run, qrels, PER_QUERY_METRICS)
     return {"qid": [str(q) for q in frame.index], **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
@@ -47,7 +47,7 @@ def _sentence_evaluator_base():
 class PoolRetrievalEvaluator(_sentence_evaluator_base()):
     """MRR@10 (and Recall@k) of the live model ranking the whole pool, as the benchmark scores it.
 
-    Uses the project's retriever and metrics (ratio_utils.retrieval / ratio_utils.metrics) instead of
+    Uses the project's retriever and metrics (ratio_utils.retrieval / ratio_utils.evaluation.metrics) instead of
     sentence-transformers' InformationRetrievalEvaluator so that a validation score during training
     is the same number the benchmark reports for the saved model (same prefixes, self-exclusion, tie
     order). Every call is recorded in `history`.
@@ -69,7 +69,7 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         self._last_run: pd.DataFrame | None = None
 
     def score(self, model: "SentenceTransformer") -> dict[str, float]:
-        from ..metrics import evaluate_run
+        from ..evaluation.metrics import evaluate_run
         from ..retrieval import DenseRetriever
 
         retriever = DenseRetriever(model, query_prefix=self.query_prefix, doc_prefix=self.doc_prefix, batch_size=self.batch_size)
@@ -86,7 +86,7 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         # The weights' checksum ties each score to the weights scored: the restored model must match
         # the best epoch's checksum (tests/test_train.py checks it).
         self.history.append({"epoch": float(epoch), "step": int(steps), "weights": model_fingerprint(model)[:16], **scores})
-        if self._last_run is not None:  # a subclass scoring several query sets (ratio_utils.unified) keeps none
+        if self._last_run is not None:  # a subclass scoring several query sets (ratio_utils.train.unified) keeps none
             self.per_query[int(steps)] = per_query_values(self._last_run, self.evalset.qrels)
         metrics = self.prefix_name_to_metrics(scores, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)

@@ -2,7 +2,6 @@
 
 `train_configuration` trains the base model with MultipleNegativesRankingLoss (one CPU, one GPU or
 DDP under torchrun), evaluates after every epoch, restores the best epoch and records a `RunResult`.
-`adopt_legacy_runs` renames finished runs keyed by the whole benchmark checksum to their training-data key.
 
 Reads:  the base model folder, the training pairs, the validation evaluator.
 Writes: models/_runs/<base>__<move>/<config>-<key>/   the checkpoint and result.json (written last:
@@ -22,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..distributed import barrier, world_size
-from ..io import read_json_if_exists, write_json_atomic
+from ..param_sections import TrainParams
 from ..schema import Move
-from .params import FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, training_schedule
+from .configurations import PRIMARY, HyperParams, training_schedule
 from .evaluator import PoolRetrievalEvaluator
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,7 +87,7 @@ def train_configuration(
     """Train one configuration, restore its best epoch, save it to run_dir/model; return the result.
 
     `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
-    the unified retriever's move-mixing sampler, ratio_utils.unified).
+    the unified retriever's move-mixing sampler, ratio_utils.train.unified).
     """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -186,35 +185,3 @@ def train_configuration(
         validation_per_query=evaluator.per_query.get(int(best.get("step", -1)), {}),
     )
     return result, model
-
-
-def adopt_legacy_runs(runs_dir: Path, final_dir: Path, keys: list[tuple[str, str, str]]) -> list[str]:
-    """Give finished runs keyed by the whole benchmark checksum their training-data key (a one-time migration).
-
-    Runs used to be keyed by `Benchmark.checksum()`, so a new silver set retrained every move. `keys` holds
-    (configuration name, key, legacy key) per configuration, the legacy key computed on the current
-    benchmark: a folder under it was trained on exactly the current training inputs, so it is renamed to
-    the new key (its result.json and the published model's results.json follow) instead of trained again.
-    result.json is rewritten before the rename, so an interrupted migration is simply done again.
-    Returns the adopted folders as '<old name> -> <new name>'.
-    """
-    adopted: dict[str, str] = {}
-    for name, key, legacy in keys:
-        old, new = Path(runs_dir) / f"{name}-{legacy}", Path(runs_dir) / f"{name}-{key}"
-        result = read_json_if_exists(old / RESULT_FILE)
-        if key == legacy or result is None or new.exists():
-            continue
-        write_json_atomic(old / RESULT_FILE, {**result, "run_key": key})
-        old.rename(new)
-        adopted[legacy] = key
-    published = read_json_if_exists(Path(final_dir) / FINAL_RESULTS_FILE)
-    if published and published.get("selected_run_key") in adopted:
-        published["selected_run_key"] = adopted[published["selected_run_key"]]
-        for tried in published.get("configs_tried", []):
-            tried["run_key"] = adopted.get(tried.get("run_key"), tried.get("run_key"))
-        write_json_atomic(Path(final_dir) / FINAL_RESULTS_FILE, published)  # not part of the model's fingerprint
-    lines = [f"{name}-{legacy} -> {name}-{adopted[legacy]}" for name, _, legacy in keys if legacy in adopted]
-    if lines:
-        logger.warning("adopted %d run(s) keyed by the whole benchmark under their training-data key (%s): %s",
-                       len(lines), Path(runs_dir).name, "; ".join(lines))
-    return lines

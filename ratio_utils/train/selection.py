@@ -22,16 +22,25 @@ from typing import Any
 
 import pandas as pd
 
-from ..benchmark_release import Benchmark, load_benchmark
 from ..config import Config
+from ..dataset.benchmark import Benchmark, load_benchmark
 from ..distributed import barrier, init_process_group, is_main_process, world_size
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from ..models import model_name
+from ..param_sections import TrainParams
 from ..schema import Move, Split
-from .params import EVAL_KS, FINAL_RESULTS_FILE, HyperParams, PRIMARY, RESULT_FILE, TrainParams, load_hyperparams, load_train_params
+from .configurations import (
+    EVAL_KS,
+    FINAL_RESULTS_FILE,
+    PRIMARY,
+    RESULT_FILE,
+    HyperParams,
+    load_hyperparams,
+    load_train_params,
+)
 from .data import EvalSet, training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
-from .run import RunResult, adopt_legacy_runs, train_configuration
+from .run import RunResult, train_configuration
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +70,9 @@ def model_fingerprints(base_fingerprint: str, bench: Benchmark, move: Move) -> d
     return {"base_model": base_fingerprint, "training_data": training_data_fingerprint(bench, [move])}
 
 
-def legacy_fingerprints(base_fingerprint: str, bench: Benchmark) -> dict[str, str]:
-    """The fingerprints runs were keyed by before `model_fingerprints`: the whole benchmark. Kept for finding
-    (adopt_legacy_runs) runs trained before, and for the baseline's scores, which cover test and silver."""
+def benchmark_fingerprints(base_fingerprint: str, bench: Benchmark) -> dict[str, str]:
+    """The base model and the whole benchmark: what the baseline's scores and a published model's test and
+    silver scores depend on (a new silver set scores them again, without retraining)."""
     return {"base_model": base_fingerprint, "benchmark": bench.checksum()}
 
 
@@ -160,7 +169,7 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors).
 
     `per_query`, when given, receives each split's per-query values (per_query_values)."""
-    from ..metrics import evaluate_run
+    from ..evaluation.metrics import evaluate_run
     from ..retrieval import DenseRetriever
 
     retriever = DenseRetriever(str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
@@ -207,15 +216,11 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     bench = bench or load_benchmark(cfg.paths.benchmark)
     base_path = resolve_model_path(params.base_model)
     base_fingerprint = model_fingerprint(base_path)
-    fingerprints, legacy = model_fingerprints(base_fingerprint, bench, move), legacy_fingerprints(base_fingerprint, bench)
+    fingerprints, scored_on = model_fingerprints(base_fingerprint, bench, move), benchmark_fingerprints(base_fingerprint, bench)
     configs = load_hyperparams(params.configs_file, move, params.configs)
     runs_dir = move_runs_dir(cfg, params, move)
     final_dir = move_model_dir(cfg, params, move)
-    baseline = baseline_scores(cfg, params, bench, move, base_path, legacy)
-    if is_main_process():
-        adopt_legacy_runs(runs_dir, final_dir, [(hp.name, run_key(fingerprints, params, hp, move, cfg.seed, key_world_size(params)),
-                                                 run_key(legacy, params, hp, move, cfg.seed, key_world_size(params))) for hp in configs])
-    barrier()
+    baseline = baseline_scores(cfg, params, bench, move, base_path, scored_on)
 
     pairs = None
     validation = None
@@ -250,7 +255,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         trained_now.append(hp.id)
 
     test, published_now = _publish_selected(cfg, params, bench, move, selected, runs, baseline,
-                                            {**fingerprints, "benchmark": legacy["benchmark"]}, final_dir)
+                                            {**fingerprints, "benchmark": scored_on["benchmark"]}, final_dir)
     if is_main_process() and not params.keep_unselected_models:
         for run in runs:
             if run.run_key != selected.run_key:
@@ -405,16 +410,13 @@ def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> p
     params = params or load_train_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
     base_fingerprint = model_fingerprint(resolve_model_path(params.base_model))
-    legacy = legacy_fingerprints(base_fingerprint, bench)
     rows = []
     for m in params.selected_moves(move):
         n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
         fingerprints = model_fingerprints(base_fingerprint, bench, m)
         for hp in load_hyperparams(params.configs_file, m, params.configs):
             key = run_key(fingerprints, params, hp, m, cfg.seed, key_world_size(params))
-            # a run under its legacy key is adopted under this key by finetune_move (adopt_legacy_runs)
-            done = any((move_runs_dir(cfg, params, m) / f"{hp.name}-{k}" / RESULT_FILE).exists()
-                       for k in (key, run_key(legacy, params, hp, m, cfg.seed, key_world_size(params))))
+            done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
             rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
                          "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
                          "available pairs": n_pairs, "run key": key,

@@ -17,14 +17,22 @@ from typing import Any
 
 import pandas as pd
 
-from .. import stats
-from ..benchmark_release import load_benchmark
 from ..config import REPO_ROOT, Config
+from ..dataset.benchmark import load_benchmark
+from ..evaluation import stats
 from ..io import read_json_if_exists
-from ..label_sources import silver_sources
-from ..published import records_frame, write_table
+from ..param_sections import TrainParams
+from ..reporting.label_sources import silver_sources
+from ..reporting.published import records_frame, write_table
 from ..schema import MOVES, Move
-from .params import FINAL_RESULTS_FILE, PRIMARY, RESULT_FILE, RUNS_DIRNAME, TrainParams, load_hyperparams, load_train_params
+from .configurations import (
+    FINAL_RESULTS_FILE,
+    PRIMARY,
+    RESULT_FILE,
+    RUNS_DIRNAME,
+    load_hyperparams,
+    load_train_params,
+)
 from .run import RunResult
 from .selection import NOT_BEATEN, base_name, move_model_dir
 

@@ -1,0 +1,126 @@
+"""The benchmark on disk, in the layout of the official Ratio release; read by every stage after 06.
+
+    <root>/data/{address,broaden,specify}/{train,validation,test,silver}.parquet   query–gold pairs
+    <root>/candidates/{train,validation,test}.parquet                              shared pools
+    <root>/provenance/silver.json                     who judged the silver set (ratio_utils.reporting.label_sources)
+
+Pair files carry the authors' columns (`corpusid`, `year`, `publicationdate`, `queryTerm`,
+`queryTerm_group`, `querySentence`, `goldSentence`) and, in our rebuild, `query_id` and `gold_id`.
+A directory of the official release may lack our ids or name the candidate columns differently:
+`load_benchmark` fills ids from the text (`schema.sentence_id`) and maps the known aliases, so
+one loader serves both. `ratio_utils.dataset` writes this layout; nothing else does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import InputError, require_columns, sha256_tree, write_parquet_atomic
+from ..schema import CANDIDATE_COLUMNS, PAIR_COLUMNS, POOL_SPLITS, Move, Split, sentence_id
+
+# Candidate-column aliases seen or plausible in other exports of the same data.
+_CANDIDATE_ALIASES = {
+    "docid": ("docid", "doc_id", "candidate_id", "sentence_id", "id"),
+    "text": ("text", "sentence", "candidate", "candidateSentence"),
+    "source": ("source", "group", "queryTerm_group", "origin"),
+    "corpusid": ("corpusid", "corpus_id", "paper_id"),
+}
+_REQUIRED_PAIR_COLUMNS = ("querySentence", "goldSentence")
+PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.reporting.label_sources)
+
+
+def pairs_path(root: Path, move: Move, split: Split) -> Path:
+    return Path(root) / "data" / Move.parse(move).value / f"{Split.parse(split).value}.parquet"
+
+
+def candidates_path(root: Path, split: Split) -> Path:
+    return Path(root) / "candidates" / f"{Split.parse(split).pool_split.value}.parquet"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """Read access to one benchmark directory. Frames are returned fresh on every call."""
+
+    root: Path
+
+    def has(self, move: Move | str, split: Split | str) -> bool:
+        return pairs_path(self.root, Move.parse(move), Split.parse(split)).exists()
+
+    def query_split(self, move: Move | str) -> Split:
+        """The query set of a move's headline numbers: silver where it holds a pair, else the unfiltered test set.
+
+        Every stage that falls back from silver asks here, so an empty silver file means the same everywhere."""
+        import pyarrow.parquet as pq
+
+        path = pairs_path(self.root, Move.parse(move), Split.SILVER)
+        return Split.SILVER if path.exists() and pq.read_metadata(path).num_rows > 0 else Split.TEST
+
+    def queries(self, move: Move | str, split: Split | str) -> pd.DataFrame:
+        """The pairs of one move and split, with `query_id` and `gold_id` always present."""
+        path = pairs_path(self.root, Move.parse(move), Split.parse(split))
+        if not path.exists():
+            raise FileNotFoundError(f"no {Split.parse(split).value} pairs for {Move.parse(move).value}: {path}")
+        frame = pd.read_parquet(path)
+        require_columns(frame, _REQUIRED_PAIR_COLUMNS, path)
+        if "query_id" not in frame.columns:
+            frame["query_id"] = frame["querySentence"].map(sentence_id)
+        if "gold_id" not in frame.columns:
+            frame["gold_id"] = frame["goldSentence"].map(sentence_id)
+        return frame
+
+    def qrels(self, move: Move | str, split: Split | str) -> pd.DataFrame:
+        """One relevant candidate per query: columns qid, docid."""
+        frame = self.queries(move, split)
+        return frame[["query_id", "gold_id"]].rename(columns={"query_id": "qid", "gold_id": "docid"})
+
+    def pool(self, split: Split | str) -> pd.DataFrame:
+        """The candidate pool shared by the three moves (silver uses the test pool)."""
+        path = candidates_path(self.root, Split.parse(split))
+        if not path.exists():
+            raise FileNotFoundError(f"no candidate pool for split {Split.parse(split).value}: {path}")
+        frame = pd.read_parquet(path)
+        renamed = {}
+        for canonical, aliases in _CANDIDATE_ALIASES.items():
+            if canonical in frame.columns:
+                continue
+            found = next((a for a in aliases if a in frame.columns), None)
+            if found:
+                renamed[found] = canonical
+        frame = frame.rename(columns=renamed)
+        if "text" not in frame.columns:
+            raise InputError(path, f"no candidate text column (tried {_CANDIDATE_ALIASES['text']}); found {list(frame.columns)}")
+        if "docid" not in frame.columns:
+            frame["docid"] = frame["text"].map(sentence_id)
+        return frame
+
+    def checksum(self) -> str:
+        """The data's checksum: pairs and pools; the label provenance records under `provenance/` describe
+        who labelled the data (label_sources) and are left out, so recording them changes no run key."""
+        return sha256_tree(self.root, exclude=(PROVENANCE_DIR,))
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    """Open our rebuilt benchmark or a directory in the official release layout."""
+    root = Path(path)
+    if not (root / "data").is_dir() or not (root / "candidates").is_dir():
+        raise FileNotFoundError(
+            f"{root} is not a Ratio benchmark directory: expected data/<move>/<split>.parquet and "
+            "candidates/<split>.parquet (build one with notebook 06, or point at the official release)"
+        )
+    return Benchmark(root)
+
+
+def write_pairs(frame: pd.DataFrame, root: Path, move: Move | str, split: Split | str) -> Path:
+    require_columns(frame, PAIR_COLUMNS, f"pairs for {move}/{split}")
+    return write_parquet_atomic(frame, pairs_path(root, Move.parse(move), Split.parse(split)))
+
+
+def write_pool(frame: pd.DataFrame, root: Path, split: Split | str) -> Path:
+    split = Split.parse(split)
+    if split not in POOL_SPLITS:
+        raise ValueError(f"pools exist only for {[s.value for s in POOL_SPLITS]}, not {split.value}")
+    require_columns(frame, CANDIDATE_COLUMNS, f"pool {split.value}")
+    return write_parquet_atomic(frame, candidates_path(root, split))

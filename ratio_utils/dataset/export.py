@@ -1,0 +1,147 @@
+"""The benchmark in the formats other tools read: `python -m ratio_utils.dataset.export` (docs/search.md, "Exports").
+
+    python -m ratio_utils.dataset.export --format beir|trec --move specify --split test OUT/
+
+* **BEIR** (BEIR's `GenericDataLoader`, MTEB-style harnesses): `corpus.jsonl` ({"_id", "title", "text"}),
+  `queries.jsonl` ({"_id", "text", "metadata"}), `qrels/<split>.tsv` (header `query-id corpus-id score`).
+* **TREC** (trec_eval, ir_measures, Pyserini/Anserini): `topics.tsv` (Anserini's TSV topics: qid TAB text),
+  `qrels.txt` (`qid 0 docid 1`), `collection.jsonl` (Pyserini's JsonCollection: {"id", "contents"}).
+
+Both hold one move and split (`--move all` writes one folder per move): the queries of that move, and as
+corpus the split's candidate pool, the pool shared by the three moves (silver queries use the test
+pool), so a system scores every move against the same candidates, as in the paper.
+
+**A query's own sentence** may be in the pool (it is another query's candidate). Ids are text hashes
+(`schema.sentence_id`), so that candidate has exactly the query's id. Convention (the compendium's,
+architecture.md): it is never a candidate for its own query. The corpus keeps it and the qrels never
+list it; a run must not rank it for that query. BEIR's `EvaluateRetrieval.evaluate` drops it by
+default (`ignore_identical_ids=True`); for trec_eval / ir_measures, drop run lines whose docid equals
+the qid (run files of `ratio_utils.retrieval` never contain them). `export.json` counts such queries.
+
+Reads: the benchmark (ratio_utils.dataset.benchmark). Writes: OUT/ (default data/processed/exports/<format>/<move>/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ..io import atomic_path, write_json_atomic
+from ..schema import MOVES, Move, Split
+from .benchmark import Benchmark, load_benchmark
+
+FORMATS = ("beir", "trec")
+CONVENTION = ("a query's own sentence (candidate id == query id) is never relevant and must be removed from its "
+              "ranking; BEIR's EvaluateRetrieval(ignore_identical_ids=True) does this")
+
+
+def _write_jsonl(path: Path, records) -> int:
+    count = 0
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for record in records:
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+    return count
+
+
+def _write_lines(path: Path, lines) -> int:
+    count = 0
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+                count += 1
+    return count
+
+
+def _clean(text: str) -> str:
+    # TSV and one-line formats: a tab or newline inside a sentence would split the record.
+    return " ".join(str(text).split())
+
+
+def export_data(bench: Benchmark, move: Move | str, split: Split | str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(queries: qid, text; qrels: qid, docid; pool: docid, text) of one move and split."""
+    from ..retrieval import benchmark_queries
+
+    move, split = Move.parse(move), Split.parse(split)
+    queries, qrels = benchmark_queries(bench, move, split)
+    pool = bench.pool(split)[["docid", "text"]].drop_duplicates("docid")
+    own = qrels["qid"] == qrels["docid"]
+    if own.any():  # cannot happen for mined pairs (query and gold are consecutive, different sentences)
+        raise ValueError(f"{int(own.sum())} {move.value}/{split.value} pair(s) have the query as their own gold")
+    return queries, qrels.drop_duplicates(), pool
+
+
+def export(bench: Benchmark, move: Move | str, split: Split | str, out_dir: Path, fmt: str) -> dict:
+    """Write one move and split in `fmt` (beir|trec) to out_dir; return the export.json record."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    move, split = Move.parse(move), Split.parse(split)
+    queries, qrels, pool = export_data(bench, move, split)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if fmt == "beir":
+        files = {
+            "corpus.jsonl": _write_jsonl(out_dir / "corpus.jsonl", ({"_id": d, "title": "", "text": t} for d, t in pool.itertuples(index=False))),
+            "queries.jsonl": _write_jsonl(out_dir / "queries.jsonl", ({"_id": q, "text": t, "metadata": {"move": move.value}} for q, t in queries.itertuples(index=False))),
+            f"qrels/{split.value}.tsv": _write_lines(out_dir / "qrels" / f"{split.value}.tsv",
+                                                     ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t1" for q, d in qrels.itertuples(index=False))]) - 1,
+        }
+    else:
+        files = {
+            "topics.tsv": _write_lines(out_dir / "topics.tsv", (f"{q}\t{_clean(t)}" for q, t in queries.itertuples(index=False))),
+            "qrels.txt": _write_lines(out_dir / "qrels.txt", (f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False))),
+            "collection.jsonl": _write_jsonl(out_dir / "collection.jsonl", ({"id": d, "contents": t} for d, t in pool.itertuples(index=False))),
+        }
+    record = {
+        "format": fmt,
+        "move": move.value,
+        "split": split.value,
+        "pool_split": split.pool_split.value,
+        "queries": int(len(queries)),
+        "qrels": int(len(qrels)),
+        "pool": int(len(pool)),
+        "queries_whose_own_sentence_is_in_the_pool": int(queries["qid"].isin(set(pool["docid"])).sum()),
+        "convention": CONVENTION,
+        "files": files,
+    }
+    write_json_atomic(out_dir / "export.json", record)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.dataset.export", description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, nargs="?", default=None,
+                        help="output folder (default: data/processed/exports/<format>/); --move all adds <move>/")
+    parser.add_argument("--format", dest="fmt", choices=FORMATS, required=True)
+    parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
+    parser.add_argument("--split", default="test", help="test (default), silver, validation or train")
+    parser.add_argument("--benchmark", type=Path, default=None, help="benchmark folder (default: the one of --params)")
+    parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
+    args = parser.parse_args(argv)
+    from ..config import load_config
+
+    cfg = load_config(args.params)
+    try:
+        bench = load_benchmark(args.benchmark or cfg.paths.benchmark)
+        moves = list(MOVES) if args.move.strip().lower() == "all" else [Move.parse(args.move)]
+        split = Split.parse(args.split)
+        out = args.out or cfg.paths.exports / args.fmt
+        for move in moves:
+            target = out / move.value if len(moves) > 1 else out
+            record = export(bench, move, split, target, args.fmt)
+            print(f"{move.value}/{split.value}: {record['queries']} queries, {record['qrels']} qrels, "
+                  f"{record['pool']} candidates -> {target}")
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"ratio-export: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Scoring a retriever on the benchmark: the Python API first, the command line on top of it.
+
+* `evaluation/scoring` — `evaluate(model_or_retriever, benchmark, split, move)`, also `ratio_utils.evaluate`;
+* `evaluation/__main__` — its command line (`python -m ratio_utils.evaluation`, the `ratio-evaluate` script);
+* `evaluation/metrics` — Recall@k, MRR@k, hit rate per query, run and qrels I/O (checked against ranx);
+* `evaluation/stats` — bootstrap intervals, paired bootstrap, sign-flip permutation test (checked against scipy);
+* `evaluation/intervals` — the interval cells of every result table and their cache.
+
+`evaluate` is imported on first use: `metrics` and `stats` are imported by training and the tables, which must
+not pull in the scoring path.
+"""
+
+__all__ = ["evaluate"]
+
+
+def __getattr__(name: str):
+    if name == "evaluate":
+        from .scoring import evaluate
+
+        return evaluate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

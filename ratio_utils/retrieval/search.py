@@ -1,0 +1,373 @@
+"""Inspiration search: sentences that address, broaden or specify a researcher's own statement.
+
+    python -m ratio_utils.retrieval.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
+    python -m ratio_utils.retrieval.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
+
+The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
+or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
+with any model folder, and searched in an exhaustive faiss inner-product index over a sentence table
+(data/interim/sentences.parquet of notebook 00 with papers.parquet, or any table of that shape). Each
+hit is printed as the paper wrote it (original case) with its paper id, title, year and the sentence
+before it.
+
+An index folder holds index.faiss, sentences.parquet (what is shown per hit) and index.json (the
+model's fingerprint, the candidate prefix, the source tables' checksums). Candidates are embedded the
+way the benchmark's pool is (`text_clean`, lower-cased like mining's sentences) through the
+embedding cache of `retrieval.dense`, so rebuilding after an interruption or for a second model
+reuses what was encoded. A model whose fingerprint differs from the index's is an error (a stale
+index gives meaningless scores).
+
+Reads:  a model folder, a sentence table (+ papers table). Writes: data/search_index/<model>/ (Paths.search_indexes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
+from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, sentence_id
+from .dense import DenseRetriever, build_inner_product_index
+
+INDEX_FILE = "index.faiss"
+META_FILE = "index.json"
+ROWS_FILE = "sentences.parquet"
+INDEX_FORMAT = 1
+RESULT_COLUMNS = ("rank", "score", "paper_id", "title", "year", "previous", "sentence")
+
+
+class SearchError(RuntimeError):
+    """A request the search cannot answer (unknown move, empty statement, missing or stale index)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Which model, and how to phrase a query for it
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryModel:
+    """A retriever folder and the prefixes it was trained with."""
+
+    path: Path
+    kind: str  # "per-move", "unified" or "other"
+    query_prefixes: dict[str, str]  # move -> prefix (the same for every move unless unified)
+    doc_prefix: str
+
+    def query_prefix(self, move: Move) -> str:
+        return self.query_prefixes[move.value]
+
+
+def describe_model(path: Path) -> QueryModel:
+    """The prefixes of a model folder: unified.json (unified retriever), results.json (per-move), else generic."""
+    from ..train.unified import FORMAT_FILE
+
+    path = Path(path)
+    unified = path / FORMAT_FILE
+    if unified.exists():
+        fmt = json.loads(unified.read_text(encoding="utf-8"))
+        return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"])
+    results = path / "results.json"
+    prefixes = json.loads(results.read_text(encoding="utf-8")).get("prefixes") if results.exists() else None
+    query, doc = (prefixes["query"], prefixes["document"]) if prefixes else (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
+    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc)
+
+
+def resolve_query_model(cfg, move: Move | None, model: str | None) -> QueryModel:
+    """--model PATH, --model unified, or (no --model) the move's fine-tuned retriever of notebook 09."""
+    from ..models import ModelNotAvailableError, resolve_model_path
+    from ..train import load_train_params, move_model_dir
+    from ..train.unified import load_unified_params, unified_model_dir
+
+    if model is not None and model.strip().lower() == "unified":
+        path = unified_model_dir(cfg, load_unified_params(cfg))
+        if not path.exists():
+            raise SearchError(f"no unified retriever at {path}: run notebook 13 (ratio_utils.train.unified) first, or pass --model PATH")
+        return describe_model(path)
+    if model is not None:
+        try:
+            return describe_model(resolve_model_path(model))
+        except ModelNotAvailableError as exc:
+            raise SearchError(str(exc)) from None
+    if move is None:
+        raise SearchError("name a move (--move address|broaden|specify) or a model (--model PATH|unified)")
+    path = move_model_dir(cfg, load_train_params(cfg), move)
+    if not path.exists():
+        raise SearchError(
+            f"no fine-tuned {move.value} retriever at {path}: run notebook 09 "
+            f"(python -m ratio_utils.train --move {move.value}), or pass --model PATH or --model unified"
+        )
+    return describe_model(path)
+
+
+def default_index_dir(cfg, model: QueryModel) -> Path:
+    return cfg.paths.search_indexes / model.path.name
+
+
+def parse_move(value: str | Move) -> Move:
+    try:
+        return Move.parse(value)
+    except ValueError as exc:
+        raise SearchError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Building an index
+# ---------------------------------------------------------------------------------------------
+
+
+def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The searchable sentences with what a hit shows: docid, paper_id, title, year, previous, sentence, text.
+
+    Kept sentences only (`drop_reason` empty; dropped ones still give the previous sentence);
+    `text` is what gets embedded (`text_clean`, lower-cased as mining does), `sentence` what is shown
+    (the corpus's own text). Sentences whose normalised text repeats are indexed once (ids are text
+    hashes); the counts say how many were dropped for which reason.
+    """
+    require_columns(sentences, ("paper_id", "text"), "the sentence table")
+    frame = sentences.copy()
+    order = [c for c in ("paper_id", "para", "sent") if c in frame.columns]
+    frame = frame.sort_values(order, kind="mergesort").reset_index(drop=True)
+    frame["previous"] = frame.groupby("paper_id", sort=False)["text"].shift(1).fillna("")
+    clean = frame["text_clean"] if "text_clean" in frame.columns else frame["text"]
+    frame["embed"] = clean.fillna("").astype(str).str.strip().str.lower()
+    counts = {"sentences": int(len(frame))}
+    kept = frame["drop_reason"].isna() if "drop_reason" in frame.columns else pd.Series(True, index=frame.index)
+    counts["dropped by the corpus cleaning rules"] = int((~kept).sum())
+    empty = frame["embed"] == ""
+    counts["empty after cleaning"] = int((kept & empty).sum())
+    frame = frame[kept & ~empty].copy()
+    frame["docid"] = frame["embed"].map(sentence_id)
+    repeated = frame["docid"].duplicated()
+    counts["repeated text (indexed once)"] = int(repeated.sum())
+    frame = frame[~repeated]
+    if papers is not None and {"paper_id", "title"} <= set(papers.columns):
+        info = papers.drop_duplicates("paper_id").set_index("paper_id")
+        frame["title"] = frame["paper_id"].map(info["title"])
+        if "year" not in frame.columns and "year" in info.columns:
+            frame["year"] = frame["paper_id"].map(info["year"])
+    for column in ("title", "year"):
+        if column not in frame.columns:
+            frame[column] = None
+    counts["indexed"] = int(len(frame))
+    out = frame.rename(columns={"text": "sentence", "embed": "text"})
+    out["year"] = pd.to_numeric(out["year"], errors="coerce").astype("Int64")
+    return out[["docid", "paper_id", "title", "year", "previous", "sentence", "text"]].reset_index(drop=True), counts
+
+
+def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, model: QueryModel | None,
+                sources: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder."""
+    import faiss
+
+    if rows.empty:
+        raise SearchError("no sentence to index")
+    vectors, cache_key = encoder.embeddings(list(rows["docid"]), list(rows["text"]), encoder.doc_prefix, "encoding corpus")
+    index = build_inner_product_index(vectors, use_gpu=False)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / INDEX_FILE) as tmp:
+        faiss.write_index(index, str(tmp))
+    write_parquet_atomic(rows.drop(columns=["text"]), out_dir / ROWS_FILE)
+    meta = {
+        "format": INDEX_FORMAT,
+        "model": model.path.name if model else encoder.model_label,
+        "model_kind": model.kind if model else None,
+        "model_fingerprint": encoder.fingerprint(),
+        "doc_prefix": encoder.doc_prefix,
+        "lowercase": True,
+        "size": int(index.ntotal),
+        "dim": int(vectors.shape[1]),
+        "sources_sha256": sources or {},
+        "counts": counts or {},
+        "embedding_cache": Path(cache_key).name if cache_key else None,
+    }
+    write_json_atomic(out_dir / META_FILE, meta)  # last: a folder without it is not an index
+    return meta
+
+
+def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir: Path | None = None,
+                            batch_size: int = 64, paper_ids: list[str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The CLI's `index` command: a sentence table (folder or file) -> an index folder for `model`
+    (only the papers `paper_ids` when given)."""
+    corpus = Path(corpus) if corpus is not None else cfg.paths.interim
+    sentences_path = corpus / "sentences.parquet" if corpus.is_dir() else corpus
+    papers_path = sentences_path.parent / "papers.parquet"
+    if not sentences_path.exists():
+        raise SearchError(f"no sentence table at {sentences_path}: run notebook 00 or pass --corpus DIR|FILE.parquet")
+    papers = pd.read_parquet(papers_path) if papers_path.exists() else None
+    sentences = pd.read_parquet(sentences_path)
+    if paper_ids:
+        unknown = sorted(set(paper_ids) - set(sentences["paper_id"]))
+        if unknown:
+            raise SearchError(f"--papers names paper(s) not in {sentences_path.name}: {unknown}")
+        sentences = sentences[sentences["paper_id"].isin(set(paper_ids))]
+    rows, counts = sentence_rows(sentences, papers)
+    sources = {sentences_path.name: sha256_file(sentences_path)}
+    if papers is not None:
+        sources[papers_path.name] = sha256_file(papers_path)
+    encoder = DenseRetriever(str(model.path), doc_prefix=model.doc_prefix, batch_size=batch_size,
+                             cache_dir=cfg.paths.embedding_cache)
+    out_dir = Path(out_dir) if out_dir is not None else default_index_dir(cfg, model)
+    return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Searching
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchIndex:
+    """An opened index folder, checked against the model that will embed the queries."""
+
+    folder: Path
+    meta: dict[str, Any]
+    index: Any
+    rows: pd.DataFrame
+
+    @classmethod
+    def open(cls, folder: Path, fingerprint: str, build_hint: str = "python -m ratio_utils.retrieval.search index") -> "SearchIndex":
+        import faiss
+
+        folder = Path(folder)
+        if not (folder / META_FILE).exists() or not (folder / INDEX_FILE).exists():
+            raise SearchError(f"no search index at {folder}; build it with: {build_hint}")
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        if meta.get("model_fingerprint") != fingerprint:
+            raise SearchError(
+                f"stale index {folder}: built with model {meta.get('model')} (fingerprint "
+                f"{str(meta.get('model_fingerprint'))[:12]}), but the query model's fingerprint is {fingerprint[:12]}; "
+                f"scores across two models mean nothing. Rebuild it: {build_hint}"
+            )
+        index = faiss.read_index(str(folder / INDEX_FILE))
+        rows = pd.read_parquet(folder / ROWS_FILE)
+        if index.ntotal != len(rows):
+            raise SearchError(f"broken index {folder}: {index.ntotal} vectors but {len(rows)} sentences; rebuild it")
+        return cls(folder, meta, index, rows)
+
+
+def search_index(statement: str, move: Move | str, encoder: DenseRetriever, index: SearchIndex, query_prefix: str,
+                 top: int = 10) -> pd.DataFrame:
+    """The `top` sentences of the index for `statement` under `move` (the statement itself excluded)."""
+    parse_move(move)  # the move decides the model/prefix upstream; still refuse an unknown one here
+    if not statement or not statement.strip():
+        raise SearchError("the statement is empty: give the sentence you want inspiration for")
+    if top < 1:
+        raise SearchError(f"--top must be >= 1, got {top}")
+    text = statement.strip().lower() if index.meta.get("lowercase", True) else statement.strip()
+    vector = encoder.encode([text], query_prefix, "encoding the statement")
+    width = min(top + 1, index.index.ntotal)  # one spare slot: the statement may be in the index
+    scores, hits = index.index.search(np.ascontiguousarray(vector, dtype=np.float32), width)
+    own = sentence_id(text)
+    picked = [(i, s) for i, s in zip(hits[0], scores[0]) if i >= 0 and index.rows["docid"].iloc[i] != own][:top]
+    frame = index.rows.iloc[[i for i, _ in picked]].copy()
+    frame.insert(0, "score", [float(s) for _, s in picked])
+    frame.insert(0, "rank", range(1, len(frame) + 1))
+    return frame[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+
+def inspire(statement: str, move: str = "specify", *, cfg=None, model: str | None = None, index_dir: Path | None = None,
+            top: int = 10) -> pd.DataFrame:
+    """Notebook form of the command: ranked sentences (original case) with paper id, title, year, previous sentence."""
+    from ..config import load_config
+
+    cfg = cfg or load_config()
+    move = parse_move(move)
+    if not statement or not statement.strip():
+        raise SearchError("the statement is empty: give the sentence you want inspiration for")
+    qmodel = resolve_query_model(cfg, move, model)
+    folder = Path(index_dir) if index_dir is not None else default_index_dir(cfg, qmodel)
+    encoder = DenseRetriever(str(qmodel.path), doc_prefix=qmodel.doc_prefix)
+    hint = "python -m ratio_utils.retrieval.search index " + (f"--model {model}" if model else f"--move {move.value}")
+    index = SearchIndex.open(folder, encoder.fingerprint(), hint + (f" --out {folder}" if index_dir else ""))
+    return search_index(statement, move, encoder, index, qmodel.query_prefix(move), top)
+
+
+def format_results(statement: str, move: Move | str, results: pd.DataFrame) -> str:
+    """Plain-text listing for the terminal."""
+    lines = [f"{Move.parse(move).value.capitalize()} — {statement.strip()}", ""]
+    for row in results.itertuples(index=False):
+        year = "" if pd.isna(row.year) else f", {row.year}"
+        title = row.title if isinstance(row.title, str) and row.title else "(no title)"
+        lines.append(f"{row.rank:>2}. [{row.score:.3f}] {row.sentence}")
+        lines.append(f"    {row.paper_id}{year} · {title}")
+        if row.previous:
+            lines.append(f"    before: {row.previous}")
+    return "\n".join(lines)
+
+
+def results_json(statement: str, move: Move | str, results: pd.DataFrame) -> str:
+    records = json.loads(results.to_json(orient="records", force_ascii=False))
+    return json.dumps({"statement": statement, "move": Move.parse(move).value, "results": records}, ensure_ascii=False, indent=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def _query_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.search",
+                                     description="Find sentences that address, broaden or specify your statement "
+                                                 "(`python -m ratio_utils.retrieval.search index --help` builds the index).")
+    parser.add_argument("statement", help="the sentence you want inspiration for")
+    parser.add_argument("--move", default="specify", help="address, broaden or specify (default: %(default)s)")
+    parser.add_argument("--top", type=int, default=10, help="sentences to show (default: %(default)s)")
+    parser.add_argument("--model", default=None, help="a model folder, or 'unified' (default: the move's fine-tuned retriever)")
+    parser.add_argument("--index", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
+    parser.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def _index_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.search index",
+                                     description="Build a search index over a sentence table for one retriever.")
+    parser.add_argument("--corpus", type=Path, default=None,
+                        help="folder with sentences.parquet (+ papers.parquet), or a sentences parquet file "
+                             "(default: data/interim of the params)")
+    parser.add_argument("--move", default=None, help="index for this move's fine-tuned retriever")
+    parser.add_argument("--model", default=None, help="index for this model folder, or 'unified'")
+    parser.add_argument("--out", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
+    parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
+    parser.add_argument("--papers", default=None, help="comma-separated paper ids: index only these papers")
+    parser.add_argument("--batch-size", type=int, default=64)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import load_config
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["index"]:
+            args = _index_parser().parse_args(argv[1:])
+            cfg = load_config(args.params)
+            move = parse_move(args.move) if args.move else None
+            qmodel = resolve_query_model(cfg, move, args.model)
+            paper_ids = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
+            folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size, paper_ids)
+            print(f"indexed {meta['size']} sentences with {meta['model']} -> {folder}")
+            for reason, count in meta["counts"].items():
+                print(f"  {reason}: {count}")
+            return 0
+        args = _query_parser().parse_args(argv)
+        cfg = load_config(args.params)
+        results = inspire(args.statement, args.move, cfg=cfg, model=args.model, index_dir=args.index, top=args.top)
+    except (SearchError, InputError) as exc:
+        print(f"ratio-search: error: {exc}", file=sys.stderr)
+        return 2
+    print(results_json(args.statement, args.move, results) if args.json else format_results(args.statement, args.move, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
