@@ -38,7 +38,7 @@ def scan_sentences(path: "str | Path") -> pl.LazyFrame:
 def scan_sentence_parts(path: "str | Path") -> list[pl.LazyFrame]:
     """scan_sentences of each part on its own (a single-file table is its one part), in part order.
 
-    A part never cuts a paper (corpus/partitioned), so steps that pair a sentence with the one before
+    A part never cuts a paper (corpora/partitioned), so steps that pair a sentence with the one before
     it can run part by part."""
     path = Path(path)
     files = part_files(path)

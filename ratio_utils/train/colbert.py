@@ -234,7 +234,7 @@ def train_colbert(cfg: Config, move: str = "all", params: TrainParams | None = N
 
 
 def skipped_reason(params: TrainParams, move: str = "all") -> str:
-    """Why `train_colbert` trained nothing for this call (notebook 09 shows it instead of a table)."""
+    """Why `train/colbert` trained nothing for this call (notebook 09 shows it instead of a table)."""
     if not params.colbert:
         return "train.colbert is false: no late-interaction row"
     if not params.selected_moves(move):
