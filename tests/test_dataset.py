@@ -24,7 +24,7 @@ from ratio_utils import dataset, mining
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import LeakageError, assign_split, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.param_sections import DatasetParams
+from ratio_utils.param_sections import SPLITS, DatasetParams
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"

@@ -13,7 +13,7 @@ from IPython.display import Image, Markdown
 from .. import dataset
 from ..config import Config
 from ..models import contamination_note, encoders_used
-from ..param_sections import DatasetParams
+from ..param_sections import SPLITS, DatasetParams
 from ..reporting.display import Stage, show_figure
 from ..reporting.published import set_figure_style, write_table
 from ..schema import MOVES
@@ -61,5 +61,5 @@ class SplitAndPoolStage(Stage):
         bench = dataset.load_benchmark(self.cfg.paths.benchmark)
         return pd.DataFrame(
             [{"split": s, "pool": len(bench.pool(s)), **{m.value: len(bench.queries(m, s)) for m in MOVES}}
-             for s in dataset.SPLITS]
+             for s in SPLITS]
         )
