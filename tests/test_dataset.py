@@ -560,6 +560,6 @@ def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypat
     cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "bucket_bytes": 10_000}
     built = dataset.build(cfg)
     report = json.loads(cfg.paths.split_report.read_text())
-    assert report["pool"]["size"] == {s: len(built.pools[s]) for s in dataset.SPLITS} and built.pools["test"].shape[0] > 0
+    assert report["pool"]["size"] == {s: len(built.pools[s]) for s in SPLITS} and built.pools["test"].shape[0] > 0
     bench = load_benchmark(cfg.paths.benchmark)
     assert sum(len(bench.queries(m, "train")) for m in ("address", "broaden", "specify")) > 0
