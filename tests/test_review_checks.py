@@ -15,7 +15,7 @@ from test_dataset import YEARS, distractor, frames, pair
 from ratio_utils import dataset, mining
 from ratio_utils.dataset import LeakageError, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.evaluation.scoring import main as evaluate_main
+from ratio_utils.evaluation.__main__ import main as evaluate_main
 from ratio_utils.lexicon import markers as lexicon
 from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import Move
