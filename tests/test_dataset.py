@@ -192,7 +192,7 @@ def test_fraction_split_is_the_same_in_every_process_order_and_machine():
     assert _decided(params, reversed(PAPER_IDS[:400]))["split"].to_dict() == here
     script = (
         "import json, sys\n"
-        "from ratio_utils.dataset import DatasetParams, assign_split\n"
+        "from ratio_utils.dataset import assign_split\nfrom ratio_utils.param_sections import DatasetParams\n"
         "params = DatasetParams(split_by='year', splits=json.loads(sys.argv[1]))\n"
         "print(json.dumps({i: assign_split(2025, None, params, paper_id=i)[0] for i in json.loads(sys.argv[2])}))\n"
     )

@@ -241,11 +241,11 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
     papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1], "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
     papers.to_parquet(tmp_path / "papers.parquet")
     params = toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]})
-    packets = packets.build_packets(bench, packets.run_files_in(tmp_path / "runs", params, bench), params,
-                                       seed=1, papers_path=tmp_path / "papers.parquet")
-    by_item = {i["item"]: i["subfield"] for i in packets.items}
+    study = packets.build_packets(bench, packets.run_files_in(tmp_path / "runs", params, bench), params,
+                                  seed=1, papers_path=tmp_path / "papers.parquet")
+    by_item = {i["item"]: i["subfield"] for i in study.items}
     assert set(by_item.values()) == {"ACL", "EMNLP"}
-    assert all(by_item[i] == "ACL" for i in packets.assignments["acl"]) and all(by_item[i] == "EMNLP" for i in packets.assignments["emnlp"])
+    assert all(by_item[i] == "ACL" for i in study.assignments["acl"]) and all(by_item[i] == "EMNLP" for i in study.assignments["emnlp"])
 
 
 @pytest.mark.parametrize("change, message", [

@@ -31,6 +31,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -167,51 +168,97 @@ def build_bounded(pairs_table: "str | Path", distractors_table: "str | Path", pa
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path, n: int) -> BuiltBenchmark:
-    counts: Counter = Counter()
-    _zero_counts(counts)
-    pair_columns = list(PAIR_TABLE_COLUMNS) + list(ORDER)
-    by_pair = _Buckets(work / "pairs_by_query_gold", pair_columns)
-    by_doc = _Buckets(work / "distractors_by_docid", list(DISTRACTOR_TABLE_COLUMNS) + list(ORDER))
-    by_gold = _Buckets(work / "pairs_by_gold_id", pair_columns + ["split"])
-    by_query = _Buckets(work / "queries_by_query_id", ["query_id", "split", "_part", "_row"])
-    pools_of = _Buckets(work / "pools_by_docid", POOL_COLUMNS + ["split", "_source_rank", *ORDER])
+@dataclass
+class _Work:
+    """What the phases of `_build` hand on: the counts every phase adds to and the bucket folders one phase
+    writes and a later one reads (under the work folder, removed by `build_bounded`)."""
 
-    # 1. every mined part once: papers kept, rows scattered
+    folder: Path
+    n: int  # hash buckets
+    counts: Counter
+    pair_columns: list[str]
+    by_pair: _Buckets
+    by_doc: _Buckets
+    by_gold: _Buckets
+    by_query: _Buckets
+    pools_of: _Buckets
+
+    @classmethod
+    def start(cls, folder: Path, n: int) -> _Work:
+        counts: Counter = Counter()
+        _zero_counts(counts)
+        pair_columns = list(PAIR_TABLE_COLUMNS) + list(ORDER)
+        return cls(
+            folder, n, counts, pair_columns,
+            by_pair=_Buckets(folder / "pairs_by_query_gold", pair_columns),
+            by_doc=_Buckets(folder / "distractors_by_docid", list(DISTRACTOR_TABLE_COLUMNS) + list(ORDER)),
+            by_gold=_Buckets(folder / "pairs_by_gold_id", pair_columns + ["split"]),
+            by_query=_Buckets(folder / "queries_by_query_id", ["query_id", "split", "_part", "_row"]),
+            pools_of=_Buckets(folder / "pools_by_docid", POOL_COLUMNS + ["split", "_source_rank", *ORDER]),
+        )  # fmt: skip
+
+
+def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path, n: int) -> BuiltBenchmark:
+    state = _Work.start(work, n)
+    papers = _scatter_mined(pairs_table, distractors_table, state)
+    papers = _split_papers(papers, params, state.counts)
+    split_of = papers.set_index(["corpus", "paper_id"])["split"]
+    _dedupe_and_split(state, split_of)
+    leaks = _pools_and_leaks(state, split_of, params)
+    _drop_leaks_check_and_chunk(state, leaks)
+    _write_release(state, root)
+    return BuiltBenchmark(_summary(root), _pool_sources(root), papers, state.counts)
+
+
+def _scatter_mined(pairs_table: Path, distractors_table: Path, state: _Work) -> list[pd.DataFrame]:
+    """Phase 1: every mined part read once; its papers kept, its rows scattered."""
     papers = []
+    counts, n = state.counts, state.n
     counts["pairs.mined"] = 0
     for part, path in enumerate(part_files(pairs_table)):
         frame = object_text(pd.read_parquet(path))
         require_columns(frame, PAIR_TABLE_COLUMNS, path)
         counts["pairs.mined"] += len(frame)
         papers.append(frame[PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
-        by_pair.scatter(_with_order(frame, part, timed=True), bucket_of(frame[["query", "gold"]], n), f"part-{part:05d}")
+        state.by_pair.scatter(_with_order(frame, part, timed=True), bucket_of(frame[["query", "gold"]], n), f"part-{part:05d}")
     for part, path in enumerate(part_files(distractors_table)):
         frame = object_text(pd.read_parquet(path))
         require_columns(frame, DISTRACTOR_TABLE_COLUMNS, path)
         papers.append(frame[PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
-        by_doc.scatter(_with_order(frame, part, timed=False), bucket_of(frame["docid"], n), f"part-{part:05d}")
+        state.by_doc.scatter(_with_order(frame, part, timed=False), bucket_of(frame["docid"], n), f"part-{part:05d}")
+    return papers
+
+
+def _split_papers(papers: list[pd.DataFrame], params: DatasetParams, counts: Counter) -> pd.DataFrame:
+    """The end of phase 1: the split of every paper (the one global table), counted."""
     papers = paper_splits(papers, params)
     for reason, count in papers["excluded_reason"].value_counts().items():
         counts[f"papers.excluded.{reason}"] = int(count)
     for split, count in papers["split"].value_counts().items():
         counts[f"papers.assigned.{split}"] = int(count)
-    split_of = papers.set_index(["corpus", "paper_id"])["split"]
+    return papers
 
-    # 2. per (query, gold) bucket: dedupe (the earliest copy) and split
+
+def _dedupe_and_split(state: _Work, split_of: pd.Series) -> None:
+    """Phase 2, per (query, gold) bucket: dedupe (the earliest copy) and split."""
+    counts, n = state.counts, state.n
     for bucket in range(n):
-        ordered = _in_order(by_pair.read(bucket))
+        ordered = _in_order(state.by_pair.read(bucket))
         deduped = ordered.drop_duplicates(["query", "gold"], keep="first")
         counts["pairs.dropped.duplicate_query_gold"] += len(ordered) - len(deduped)
         kept = with_split(deduped, split_of, counts, "pairs")
-        by_gold.scatter(kept, bucket_of(kept["gold_id"], n), f"from-{bucket:05d}")
-        by_query.scatter(kept[["query_id", "split", "_part", "_row"]], bucket_of(kept["query_id"], n), f"from-{bucket:05d}")
+        state.by_gold.scatter(kept, bucket_of(kept["gold_id"], n), f"from-{bucket:05d}")
+        state.by_query.scatter(kept[["query_id", "split", "_part", "_row"]], bucket_of(kept["query_id"], n), f"from-{bucket:05d}")
 
-    # 3. per id bucket: distractors equal to a gold, pools, test sentences out of the train pool
+
+def _pools_and_leaks(state: _Work, split_of: pd.Series, params: DatasetParams) -> set[int]:
+    """Phase 3, per id bucket: distractors equal to a gold, pools, test sentences out of the train pool.
+    Returns the row keys of the train pairs built on a test sentence."""
+    counts = state.counts
     leaks: set[int] = set()
-    for bucket in range(n):
-        golds = _in_order(by_gold.read(bucket))
-        distractors = with_split(_in_order(by_doc.read(bucket)), split_of, counts, "distractors")
+    for bucket in range(state.n):
+        golds = _in_order(state.by_gold.read(bucket))
+        distractors = with_split(_in_order(state.by_doc.read(bucket)), split_of, counts, "distractors")
         is_gold = distractors["docid"].isin(set(golds["gold_id"]))
         counts["distractors.dropped.equal_to_a_gold"] += int(is_gold.sum())
         distractors = sample_distractors(distractors[~is_gold], params, counts)
@@ -219,7 +266,7 @@ def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, ro
         pools = {split: pool_of_split(golds[golds["split"] == split].assign(_source_rank=0),
                               distractors[distractors["split"] == split].assign(_source_rank=1), counts, split, carry)
                  for split in SPLITS}  # fmt: skip
-        queries = by_query.read(bucket)
+        queries = state.by_query.read(bucket)
         test_ids = set(pools["test"]["docid"]) | set(queries.loc[queries["split"] == "test", "query_id"])
         shared = pools["train"]["docid"].isin(test_ids)
         counts["pool.dropped_from_train_as_in_test"] += int(shared.sum())
@@ -229,17 +276,21 @@ def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, ro
         leaks.update(_row_keys(train_queries[train_queries["query_id"].isin(test_ids)]))
         pool_rows = pd.concat(list(pools.values()), ignore_index=True)
         if len(pool_rows):
-            pools_of.scatter(pool_rows, np.full(len(pool_rows), bucket), "pools")
+            state.pools_of.scatter(pool_rows, np.full(len(pool_rows), bucket), "pools")
     counts["pairs.dropped.train_pair_touching_test"] = len(leaks)
+    return leaks
 
-    # 4. per id bucket: the train pairs built on a test sentence dropped, leakage checks, output chunks
+
+def _drop_leaks_check_and_chunk(state: _Work, leaks: set[int]) -> None:
+    """Phase 4, per id bucket: the train pairs built on a test sentence dropped, leakage checks, output chunks."""
+    counts, out = state.counts, state.folder / "out"
     leak_keys = np.fromiter(leaks, dtype=np.int64, count=len(leaks))
-    for bucket in range(n):
-        golds = by_gold.read(bucket)
+    for bucket in range(state.n):
+        golds = state.by_gold.read(bucket)
         golds = golds[~_row_keys(golds).isin(leak_keys)] if len(golds) else golds
-        queries = by_query.read(bucket)
+        queries = state.by_query.read(bucket)
         queries = queries[~_row_keys(queries).isin(leak_keys)] if len(queries) else queries
-        pool_rows = pools_of.read(bucket)
+        pool_rows = state.pools_of.read(bucket)
         pools = {split: pool_rows[pool_rows["split"] == split] for split in SPLITS}
         check_no_pair_in_two_splits(golds)  # the same (query, gold) has the same gold id: one bucket
         check_test_pool_disjoint_from_train(pools)
@@ -249,23 +300,25 @@ def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, ro
         for split in SPLITS:
             counts[f"pool.size.{split}"] += len(pools[split])
             if len(pools[split]):
-                _scatter_chunks(pools[split], _chunk_name(pools[split], with_source=True), work / "out" / "pool" / split, bucket)
+                _scatter_chunks(pools[split], _chunk_name(pools[split], with_source=True), out / "pool" / split, bucket)
             for move in MOVES:
                 rows = golds[(golds["split"] == split) & (golds["move"] == move.value)]
                 counts[f"pairs.kept.{split}.{move.value}"] += len(rows)
                 if len(rows):
-                    _scatter_chunks(rows, _chunk_name(rows, with_source=False), work / "out" / "pairs" / split / move.value, bucket)
+                    _scatter_chunks(rows, _chunk_name(rows, with_source=False), out / "pairs" / split / move.value, bucket)
 
-    # 5. the release files, chunk by chunk
-    empty_pairs = pd.DataFrame(columns=pair_columns)
+
+def _write_release(state: _Work, root: Path) -> None:
+    """Phase 5: the release files, chunk by chunk."""
+    out = state.folder / "out"
+    empty_pairs = pd.DataFrame(columns=state.pair_columns)
     empty_pool = pd.DataFrame(columns=POOL_COLUMNS)
     for split in SPLITS:
         for move in MOVES:
-            write_parquet_chunks_atomic(_release_chunks(work / "out" / "pairs" / split / move.value, empty_pairs, release_pairs),
+            write_parquet_chunks_atomic(_release_chunks(out / "pairs" / split / move.value, empty_pairs, release_pairs),
                                         pairs_path(root, Move.parse(move), Split.parse(split)))
-        write_parquet_chunks_atomic(_release_chunks(work / "out" / "pool" / split, empty_pool, lambda c: c[POOL_COLUMNS]),
+        write_parquet_chunks_atomic(_release_chunks(out / "pool" / split, empty_pool, lambda c: c[POOL_COLUMNS]),
                                     candidates_path(root, Split.parse(split)))
-    return BuiltBenchmark(_summary(root), _pool_sources(root), papers, counts)
 
 
 def _summary(root: Path) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -156,86 +156,132 @@ def run_files_in(runs_dir: Path, params: HumanEvalParams, bench: Benchmark) -> d
             for move in (Move.parse(m) for m in params.moves) for setup in SETUPS}
 
 
+@dataclass
+class _PacketBuild:
+    """What the phases of `build_packets` share: its inputs, the one generator every draw takes from (in the
+    order the committed packets were drawn), and the rows, notes and counts each move adds, in move order."""
+
+    bench: Benchmark
+    params: HumanEvalParams
+    rng: np.random.Generator
+    distractors_path: Path | None
+    items: list[dict] = field(default_factory=list)
+    key: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    per_move: list[dict] = field(default_factory=list)
+
+
 def build_packets(bench: Benchmark, run_files: dict[tuple[str, str], Path], params: HumanEvalParams, seed: int, *,
                   distractors_path: Path | None = None, papers_path: Path | None = None) -> StudyPackets:
     """Sample the queries, take both systems' top k, shuffle List A/B per query, assign annotators.
 
     `run_files`: (setup, move) -> the run file of that system (`run_files_in` for one folder)."""
     params.check()
-    rng = np.random.default_rng(seed)
-    notes: list[str] = []
-    per_move: list[dict] = []
-    items, key = [], []
+    build = _PacketBuild(bench, params, np.random.default_rng(seed), distractors_path)
     for move in (Move.parse(m) for m in params.moves):
         split = packet_split(bench, move)
         if split is Split.TEST:
-            notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are sampled "
-                         "from the unfiltered test set instead.")
-        pairs = bench.queries(move, split)
-        golds = pairs.groupby("query_id")["gold_id"].agg(list)
-        queries = pairs.drop_duplicates("query_id").reset_index(drop=True)
-        queries["subfield"] = _subfield(queries, params.subfield_column, papers_path)
-        stats = {"move": move.value, "split": split.value, "queries": len(queries)}
-        if params.subfield_values is not None:
-            keep = queries["subfield"].astype(str).isin([str(v) for v in params.subfield_values])
-            stats["outside_subfields"] = int((~keep).sum())
-            queries = queries[keep].reset_index(drop=True)
-        tops = {}
-        for setup in SETUPS:
-            path = run_files.get((setup, move.value))
-            if path is None or not path.exists():
-                raise FileNotFoundError(f"no run file for {params.system(setup, move)!r} on {move.value}/{split.value}: "
-                                        f"{path} (notebooks 08/09 write run files; set human_eval.{setup}_system)")
-            tops[setup] = _top_k(read_run(path), params.k)
-        in_both = queries["query_id"].isin(tops["baseline"].keys()) & queries["query_id"].isin(tops["tuned"].keys())
-        stats["not_in_both_runs"] = int((~in_both).sum())
-        queries = queries[in_both].reset_index(drop=True)
-        pool = sample_by_marker(queries, params.pool_per_move, rng)
-        labelled = sample_by_marker(pool, params.labelled_per_move, rng)
-        stats.update(pool=len(pool), markers_in_pool=int(pool["queryTerm"].nunique()) if len(pool) else 0, labelled=len(labelled))
-        per_move.append(stats)
-
-        pool_of = bench.pool(split).drop_duplicates("docid").set_index("docid")
-        originals = original_texts(bench, split, distractors_path)
-        shown_lowercase = 0
-        for row in labelled.itertuples(index=False):
-            item_id = f"{move.value}/{row.query_id}"
-            a_is_tuned = bool(rng.integers(2))
-            lists = {"A": tops["tuned" if a_is_tuned else "baseline"][row.query_id],
-                     "B": tops["baseline" if a_is_tuned else "tuned"][row.query_id]}
-            shown = {}
-            for name, docids in lists.items():
-                shown[name] = []
-                for rank, docid in enumerate(docids, start=1):
-                    text = originals.get(docid)
-                    if text is None:
-                        shown_lowercase += 1
-                        text = str(pool_of.at[docid, "text"]) if docid in pool_of.index else ""
-                    shown[name].append({"rank": rank, "candidate_id": docid, "text": text})
-            query_text = getattr(row, "query_original", None)
-            items.append({"item": item_id, "move": move.value, "query_id": row.query_id,
-                          "query": query_text if isinstance(query_text, str) and query_text.strip() else row.querySentence,
-                          "lists": shown, "subfield": row.subfield})
-            setups = {"A": "tuned" if a_is_tuned else "baseline", "B": "baseline" if a_is_tuned else "tuned"}
-            key.append({
-                "item": item_id, "move": move.value, "query_id": row.query_id, "split": split.value,
-                "marker": row.queryTerm, "query_paper": str(row.corpusid), "gold_ids": golds[row.query_id],
-                "lists": {name: {"setup": setups[name], "system": params.system(setups[name], move),
-                                 "candidates": [{"rank": c["rank"], "candidate_id": c["candidate_id"],
-                                                 "paper": _paper(pool_of, c["candidate_id"])} for c in shown[name]]}
-                          for name in LISTS},
-            })
-        if shown_lowercase:
-            notes.append(f"{move.value}: {shown_lowercase} shown candidate(s) have no original-case text in the benchmark "
-                         "or stage 05's distractors and are shown as the lower-cased benchmark text.")
-    assignments, counts = assign(items, params.annotators, params.double_labelled_per_move, rng)
+            build.notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are sampled "
+                               "from the unfiltered test set instead.")
+        queries, golds, stats = _queries_of_move(bench, move, split, params, papers_path)
+        tops = _top_lists(run_files, params, move, split)
+        labelled = _sample_move(queries, tops, params, build.rng, stats)
+        build.per_move.append(stats)
+        # the A/B draws of a move follow its sampling and precede the next move's: the seeded packets depend on it
+        _add_items(build, move, split, labelled, tops, golds)
+    assignments, counts = assign(build.items, params.annotators, params.double_labelled_per_move, build.rng)
     if counts["unassigned"]:
-        notes.append(f"{counts['unassigned']} sampled quer(ies) match no annotator's subfields and are in no packet.")
+        build.notes.append(f"{counts['unassigned']} sampled quer(ies) match no annotator's subfields and are in no packet.")
     report = {"seed": seed, "ab_order": "List A is the tuned system's top k with probability 1/2, per query, "
-              "drawn from numpy.random.default_rng(seed) after the sampling", "per_move": per_move,
-              "assignment": counts, "notes": notes,
+              "drawn from numpy.random.default_rng(seed) after the sampling", "per_move": build.per_move,
+              "assignment": counts, "notes": build.notes,
               "systems": {m: {s: params.system(s, Move.parse(m)) for s in SETUPS} for m in params.moves}}
-    return StudyPackets(items, assignments, key, report)
+    return StudyPackets(build.items, assignments, build.key, report)
+
+
+def _queries_of_move(bench: Benchmark, move: Move, split: Split, params: HumanEvalParams,
+                     papers_path: Path | None) -> tuple[pd.DataFrame, pd.Series, dict]:
+    """(one row per query with its subfield, query id -> gold ids, the move's counts so far)."""
+    pairs = bench.queries(move, split)
+    golds = pairs.groupby("query_id")["gold_id"].agg(list)
+    queries = pairs.drop_duplicates("query_id").reset_index(drop=True)
+    queries["subfield"] = _subfield(queries, params.subfield_column, papers_path)
+    stats = {"move": move.value, "split": split.value, "queries": len(queries)}
+    if params.subfield_values is not None:
+        keep = queries["subfield"].astype(str).isin([str(v) for v in params.subfield_values])
+        stats["outside_subfields"] = int((~keep).sum())
+        queries = queries[keep].reset_index(drop=True)
+    return queries, golds, stats
+
+
+def _top_lists(run_files: dict[tuple[str, str], Path], params: HumanEvalParams, move: Move,
+               split: Split) -> dict[str, dict[str, list[str]]]:
+    """Setup -> query id -> that system's top k."""
+    tops = {}
+    for setup in SETUPS:
+        path = run_files.get((setup, move.value))
+        if path is None or not path.exists():
+            raise FileNotFoundError(f"no run file for {params.system(setup, move)!r} on {move.value}/{split.value}: "
+                                    f"{path} (notebooks 08/09 write run files; set human_eval.{setup}_system)")
+        tops[setup] = _top_k(read_run(path), params.k)
+    return tops
+
+
+def _sample_move(queries: pd.DataFrame, tops: dict[str, dict[str, list[str]]], params: HumanEvalParams,
+                 rng: np.random.Generator, stats: dict) -> pd.DataFrame:
+    """The labelled queries of a move, drawn from a pool drawn from the queries both systems ranked."""
+    in_both = queries["query_id"].isin(tops["baseline"].keys()) & queries["query_id"].isin(tops["tuned"].keys())
+    stats["not_in_both_runs"] = int((~in_both).sum())
+    queries = queries[in_both].reset_index(drop=True)
+    pool = sample_by_marker(queries, params.pool_per_move, rng)
+    labelled = sample_by_marker(pool, params.labelled_per_move, rng)
+    stats.update(pool=len(pool), markers_in_pool=int(pool["queryTerm"].nunique()) if len(pool) else 0, labelled=len(labelled))
+    return labelled
+
+
+def _add_items(build: _PacketBuild, move: Move, split: Split, labelled: pd.DataFrame,
+               tops: dict[str, dict[str, list[str]]], golds: pd.Series) -> None:
+    """A packet row and a key row per labelled query, List A/B drawn per query in the sample's order."""
+    params = build.params
+    pool_of = build.bench.pool(split).drop_duplicates("docid").set_index("docid")
+    originals = original_texts(build.bench, split, build.distractors_path)
+    shown_lowercase = 0
+    for row in labelled.itertuples(index=False):
+        item_id = f"{move.value}/{row.query_id}"
+        a_is_tuned = bool(build.rng.integers(2))
+        setups = {"A": "tuned" if a_is_tuned else "baseline", "B": "baseline" if a_is_tuned else "tuned"}
+        shown, lowercase = _shown_lists({name: tops[setups[name]][row.query_id] for name in LISTS}, originals, pool_of)
+        shown_lowercase += lowercase
+        query_text = getattr(row, "query_original", None)
+        build.items.append({"item": item_id, "move": move.value, "query_id": row.query_id,
+                            "query": query_text if isinstance(query_text, str) and query_text.strip() else row.querySentence,
+                            "lists": shown, "subfield": row.subfield})
+        build.key.append({
+            "item": item_id, "move": move.value, "query_id": row.query_id, "split": split.value,
+            "marker": row.queryTerm, "query_paper": str(row.corpusid), "gold_ids": golds[row.query_id],
+            "lists": {name: {"setup": setups[name], "system": params.system(setups[name], move),
+                             "candidates": [{"rank": c["rank"], "candidate_id": c["candidate_id"],
+                                             "paper": _paper(pool_of, c["candidate_id"])} for c in shown[name]]}
+                      for name in LISTS},
+        })
+    if shown_lowercase:
+        build.notes.append(f"{move.value}: {shown_lowercase} shown candidate(s) have no original-case text in the benchmark "
+                           "or stage 05's distractors and are shown as the lower-cased benchmark text.")
+
+
+def _shown_lists(lists: dict[str, list[str]], originals: dict[str, str],
+                 pool_of: pd.DataFrame) -> tuple[dict[str, list[dict]], int]:
+    """(list name -> the candidates as shown, how many are shown lower-cased for want of the original text)."""
+    shown, lowercase = {}, 0
+    for name, docids in lists.items():
+        shown[name] = []
+        for rank, docid in enumerate(docids, start=1):
+            text = originals.get(docid)
+            if text is None:
+                lowercase += 1
+                text = str(pool_of.at[docid, "text"]) if docid in pool_of.index else ""
+            shown[name].append({"rank": rank, "candidate_id": docid, "text": text})
+    return shown, lowercase
 
 
 def _paper(pool: pd.DataFrame, docid: str) -> str | None:

@@ -224,6 +224,15 @@ def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: s
       different match keys (e.g. `specifically,` vs `specifically`; longest match decides);
     * `clause_marker` — a key with words after its comma; its opening phrase ends at that comma.
     """
+    usable, rejected = _lexicon_rows(lexicon, source)
+    conflicts = _conflicts(usable, rejected)
+    entries = _entries(usable)
+    check = LexiconCheck(conflicts=conflicts, n_entries=len(entries), n_rejected=len(rejected))
+    return MarkerMatcher(entries, extension_max_words), check
+
+
+def _lexicon_rows(lexicon: pd.DataFrame, source: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the rows a marker can match, with their match key and label; the rejected rows), the table checked."""
     require_columns(lexicon, LEXICON_COLUMNS, source)
     frame = lexicon.copy()
     frame["kind"] = frame["kind"].astype(str).str.lower()
@@ -240,28 +249,20 @@ def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: s
     usable = frame[frame["kind"] != MarkerKind.REJECTED.value].copy()
     usable["label"] = usable.apply(_label, axis=1)
     rejected = frame[frame["kind"] == MarkerKind.REJECTED.value]
+    return usable, rejected
 
-    findings: list[dict] = []
 
-    def finding(marker: str, issue: str, rows: pd.DataFrame) -> None:
-        findings.append(
-            {
-                "marker": marker,
-                "issue": issue,
-                "kinds": "|".join(sorted(set(rows["kind"]))),
-                "labels": "|".join(sorted(set(rows.get("label", rows["group"]).astype(str)))),
-                "raws": " || ".join(rows["raw"].astype(str)),
-            }
-        )
+def _ambiguous(rows: pd.DataFrame) -> bool:
+    """Rows of one match key with different labels: no rule of the paper says which wins."""
+    return len(set(rows["label"])) > 1
 
+
+def _entries(usable: pd.DataFrame) -> list[MarkerEntry]:
+    """One entry per match key, in key order; an ambiguous key has none."""
     entries: list[MarkerEntry] = []
     for key, rows in usable.groupby("key", sort=True):
-        labels = set(rows["label"])
-        if len(labels) > 1:
-            finding(rows["marker"].iloc[0], "ambiguous_key", rows)
+        if _ambiguous(rows):
             continue
-        if len(rows) > 1:
-            finding(rows["marker"].iloc[0], "duplicate_rows", rows)
         first = rows.iloc[0]
         entries.append(
             MarkerEntry(
@@ -273,18 +274,38 @@ def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: s
                 extendable=bool(rows["extendable"].fillna(False).astype(bool).any()),
             )
         )
+    return entries
+
+
+def _conflicts(usable: pd.DataFrame, rejected: pd.DataFrame) -> pd.DataFrame:
+    """The findings of `build_matcher` (its docstring lists them), one row each: those of each match key in key
+    order, then the move markers also rejected, then those also distractors."""
+    findings: list[dict] = []
+    for key, rows in usable.groupby("key", sort=True):
+        if _ambiguous(rows):
+            findings.append(_finding(rows["marker"].iloc[0], "ambiguous_key", rows))
+            continue
+        if len(rows) > 1:
+            findings.append(_finding(rows["marker"].iloc[0], "duplicate_rows", rows))
         if "," in key.rstrip(","):
-            finding(first["marker"], "clause_marker", rows)
+            findings.append(_finding(rows["marker"].iloc[0], "clause_marker", rows))
     moves = usable[usable["kind"] == MarkerKind.MOVE.value]
     rejected_markers = set(rejected["marker"])
     for marker, rows in moves[moves["marker"].isin(rejected_markers)].groupby("marker"):
         both = pd.concat([rows, rejected[rejected["marker"] == marker].assign(label="BLACKLIST")])
-        finding(marker, "move_and_rejected", both)
+        findings.append(_finding(marker, "move_and_rejected", both))
     distractor_markers = set(usable.loc[usable["kind"] == MarkerKind.DISTRACTOR.value, "marker"])
     for marker, rows in moves[moves["marker"].isin(distractor_markers)].groupby("marker"):
         both = pd.concat([rows, usable[(usable["marker"] == marker) & (usable["kind"] == MarkerKind.DISTRACTOR.value)]])
-        finding(marker, "move_and_distractor", both)
+        findings.append(_finding(marker, "move_and_distractor", both))
+    return pd.DataFrame(findings, columns=["marker", "issue", "kinds", "labels", "raws"])
 
-    conflicts = pd.DataFrame(findings, columns=["marker", "issue", "kinds", "labels", "raws"])
-    check = LexiconCheck(conflicts=conflicts, n_entries=len(entries), n_rejected=len(rejected))
-    return MarkerMatcher(entries, extension_max_words), check
+
+def _finding(marker: str, issue: str, rows: pd.DataFrame) -> dict:
+    return {
+        "marker": marker,
+        "issue": issue,
+        "kinds": "|".join(sorted(set(rows["kind"]))),
+        "labels": "|".join(sorted(set(rows.get("label", rows["group"]).astype(str)))),
+        "raws": " || ".join(rows["raw"].astype(str)),
+    }

@@ -26,7 +26,7 @@ Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -51,7 +51,7 @@ from ..retrieval.systems import STAGE as BASELINE_STAGE
 from ..retrieval.systems import TUNED_STAGE
 from ..schema import MOVES, Move, Split
 from .label_sources import notes as label_notes
-from .label_sources import rerank_source, silver_sources
+from .label_sources import LabelSource, rerank_source, silver_sources
 from .published import records_frame
 
 DAGGER = stats.DAGGER
@@ -534,6 +534,24 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
     return notes
 
 
+@dataclass
+class _Assembly:
+    """What the phases of `assemble_tables` share: the scored runs and the interval cache every cell is drawn
+    from, who produced the labels, and the tables laid out so far, by name, in the order they are written."""
+
+    scored: dict[tuple, ScoredRun]
+    cache: IntervalCache
+    silver_moves: list[str]
+    silver: list[LabelSource]  # [] where no move queries silver
+    rerankers: list[LabelSource | None]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    numeric: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    captions: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, list[LabelSource | None]] = field(default_factory=dict)
+    records: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
 def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool = True,
                     expected: Expected | None = None, through: str = ROW_STAGES[-1],
                     n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
@@ -543,7 +561,33 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
 
     bench = bench or load_benchmark(cfg.paths.benchmark)
     expected = expected if expected is not None else expected_rows(cfg, through)
-    runs_dir = cfg.paths.retrieval_runs
+    infos, files, foreign = _expected_runs(cfg.paths.retrieval_runs, bench, expected)
+    scored = _score_runs(bench, infos, files)
+    silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
+    silver = silver_sources(bench)
+    rerankers = [rerank_source(run.info.retriever) for run in scored.values() if run.info.setup.endswith("rerank")]
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
+    out = _Assembly(scored, cache, silver_moves, silver, rerankers)
+    # the cache hands out intervals in the order they are asked for: paper tables, rerank, baselines
+    _add_paper_tables(out, expected, _notes_of_every_table(infos, silver_moves, foreign))
+    _add_rerank_table(out)
+    _add_baseline_table(out)
+    _name_label_sources(out)
+    cache.save()
+    runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
+                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
+    result = PaperTables(out.tables, out.numeric, out.notes, out.captions, runs)
+    if write:
+        inputs = [cfg.paths.benchmark, *files]
+        for name in out.tables:
+            write_table(out.numeric[name], name, cfg, caption=out.captions[name], notes=out.notes[name], inputs=inputs,
+                        shown=out.tables[name], labels=out.labels[name], records=out.records[name])
+    return result
+
+
+def _expected_runs(runs_dir: Path, bench: Benchmark, expected: Expected) -> tuple[list[RunInfo], list[Path], list[str]]:
+    """(the sidecars of the expected systems' run files, those files, the system folders no notebook of these
+    params writes); a run computed on another benchmark raises ForeignRunError."""
     files, left_out = expected_run_files(runs_dir, expected.systems())
     # rows a later notebook adds are left out silently; a system no notebook of these params writes is named
     later = {system_slug(name) for name in dataclasses.replace(expected, stages=ROW_STAGES).systems()}
@@ -551,65 +595,75 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     infos = check_runs(files, bench.checksum(), runs_dir)
     wanted = expected.systems()  # a folder name can stand for two spellings of a system: the sidecar decides
     infos, files = [i for i in infos if i.system in wanted], [p for i, p in zip(infos, files) if i.system in wanted]
+    return infos, files, foreign
+
+
+def _score_runs(bench: Benchmark, infos: list[RunInfo], files: list[Path]) -> dict[tuple, ScoredRun]:
+    """(model, prefix, setup, move, split) -> the run scored on every metric any table shows."""
     metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
     scored: dict[tuple, ScoredRun] = {}
     for info, path in zip(infos, files):
         run = score_run(bench, info, path, metrics)
         scored[(*run.key, info.move, info.split)] = run
-    silver_moves = [m.value for m in MOVES if bench.query_split(m) is Split.SILVER]
-    silver = silver_sources(bench)  # [] where no move queries silver
-    rerankers = [rerank_source(run.info.retriever) for run in scored.values() if run.info.setup.endswith("rerank")]
-    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
-    planned = _planned(expected)
-    ranks = _model_rank(expected)
+    return scored
+
+
+def _notes_of_every_table(infos: list[RunInfo], silver_moves: list[str], foreign: list[str]) -> list[str]:
     common = _common_notes(infos, silver_moves)
     if foreign:
         common.append(f"Left out: run files of systems these params do not ask for ({', '.join(foreign)}; "
                       "paper_tables.expected_rows).")
-    tables, numeric, notes, captions, labels, records = {}, {}, {}, {}, {}, {}
+    return common
+
+
+def _add_paper_tables(out: _Assembly, expected: Expected, common: list[str]) -> None:
+    """Tables 1, 7 and 8."""
+    planned = _planned(expected)
+    ranks = _model_rank(expected)
     for name, spec in TABLE_SPECS.items():
-        shown, numbers, row_notes, records[name] = _paper_table(spec, scored, planned, ranks, silver_moves, cache)
-        label = query_set_label(silver_moves, spec.split)
+        shown, numbers, row_notes, out.records[name] = _paper_table(spec, out.scored, planned, ranks, out.silver_moves, out.cache)
+        label = query_set_label(out.silver_moves, spec.split)
         counts = _query_counts(numbers)
-        tables[name], numeric[name] = shown, numbers
-        captions[name] = spec.caption.format(query_set=label)
-        notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
-        notes[name] = notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
-        labels[name] = (silver if spec.split == "silver" else []) + (rerankers if spec.rerank_rows else [])
-    shown, numbers, records[RERANK_TABLE] = _rerank_table(scored, cache)
-    tables[RERANK_TABLE], numeric[RERANK_TABLE] = shown, numbers
-    captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set_label(silver_moves, 'silver')}), "
-                              "with a paired bootstrap interval of the difference and a paired permutation p-value.")
-    notes[RERANK_TABLE] = ([] if not shown.empty else [f"No reranked run file: {_NO_LLM}."]) + [
+        out.tables[name], out.numeric[name] = shown, numbers
+        out.captions[name] = spec.caption.format(query_set=label)
+        out.notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
+        out.notes[name] = out.notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
+        out.labels[name] = (out.silver if spec.split == "silver" else []) + (out.rerankers if spec.rerank_rows else [])
+
+
+def _add_rerank_table(out: _Assembly) -> None:
+    shown, numbers, out.records[RERANK_TABLE] = _rerank_table(out.scored, out.cache)
+    out.tables[RERANK_TABLE], out.numeric[RERANK_TABLE] = shown, numbers
+    query_set = query_set_label(out.silver_moves, "silver")
+    out.captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set}), "
+                                  "with a paired bootstrap interval of the difference and a paired permutation p-value.")
+    out.notes[RERANK_TABLE] = ([] if not shown.empty else [f"No reranked run file: {_NO_LLM}."]) + [
         "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
         f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
     ]
-    shown, records[BASELINE_TABLE] = _baseline_comparisons(scored, cache)
-    tables[BASELINE_TABLE], numeric[BASELINE_TABLE] = shown, records[BASELINE_TABLE]
-    captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
-                                "BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned retriever vs the best "
-                                "BM25, MRR@10 (%), per move and query set.")
-    notes[BASELINE_TABLE] = [
+
+
+def _add_baseline_table(out: _Assembly) -> None:
+    shown, out.records[BASELINE_TABLE] = _baseline_comparisons(out.scored, out.cache)
+    out.tables[BASELINE_TABLE], out.numeric[BASELINE_TABLE] = shown, out.records[BASELINE_TABLE]
+    out.captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
+                                    "BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned retriever vs the best "
+                                    "BM25, MRR@10 (%), per move and query set.")
+    out.notes[BASELINE_TABLE] = [
         "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
         f"sign-flip permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
         "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
         "the same queries, as the paper's 'best retriever for each move'); best tuned and best BM25 likewise, among the "
         "fine-tuned runs (notebook 09, first stage only) and the BM25 n-gram variants.",
     ]
-    labels[BASELINE_TABLE] = silver
-    labels[RERANK_TABLE] = [*silver, *rerankers]
-    for name in tables:  # who produced the labels, first, in the notebook's display as in the written table
-        notes[name] = label_notes(labels[name]) + notes[name]
-    cache.save()
-    runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
-                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
-    result = PaperTables(tables, numeric, notes, captions, runs)
-    if write:
-        inputs = [cfg.paths.benchmark, *files]
-        for name in tables:
-            write_table(numeric[name], name, cfg, caption=captions[name], notes=notes[name], inputs=inputs, shown=tables[name],
-                        labels=labels[name], records=records[name])
-    return result
+
+
+def _name_label_sources(out: _Assembly) -> None:
+    """The comparison tables' label sources, and every table's notes opened by them."""
+    out.labels[BASELINE_TABLE] = out.silver
+    out.labels[RERANK_TABLE] = [*out.silver, *out.rerankers]
+    for name in out.tables:  # who produced the labels, first, in the notebook's display as in the written table
+        out.notes[name] = label_notes(out.labels[name]) + out.notes[name]
 
 
 def _query_counts(numbers: pd.DataFrame) -> str:

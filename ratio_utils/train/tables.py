@@ -92,7 +92,8 @@ def table6_notes(params: TrainParams) -> list[str]:
         "Val M@10 = MRR@10 (%) on the whole validation pool, after restoring the run's best epoch; "
         "the selected configuration (✓) has the best Val M@10 of its move and is the only one scored on the test split.",
         f"Reduced relative to the paper: base model {base_name(params.base_model)} instead of the paper's "
-        "all-mpnet-base-v2 (installable here, about 7x slower on CPU; train.base_model selects it), "
+        "all-mpnet-base-v2 (installable here; on 2 CPU cores it trains 5x and encodes 7x slower than MiniLM, "
+        "benchmarks/training.py --mpnet; train.base_model selects it), "
         "ModernBERT-embed-large and Stella-en-1.5B-v5 (not available offline); "
         + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs else "")
         + _configs_note(params)
