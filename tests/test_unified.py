@@ -206,11 +206,6 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     assert unified.summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
     runs_dir = unified.unified_runs_dir(cfg, params)
     assert runs_dir.is_relative_to(cfg.paths.models / "unified") and not (cfg.paths.models / "_runs").exists()
-    old_layout = cfg.paths.models / "_runs" / f"{result.model_dir.name}"
-    old_layout.parent.mkdir(parents=True)
-    runs_dir.rename(old_layout)  # as an earlier version left it, inside notebook 09's models/_runs/
-    migrated = unified.train_unified(cfg, params)  # moved back to notebook 13's folder: nothing retrained
-    assert migrated.trained_now == [] and migrated.final == again.final and not old_layout.exists()
 
     # What notebook 13 shows: the figure once (from its file, no live figure left to show again), floats formatted.
     import matplotlib.pyplot as plt
