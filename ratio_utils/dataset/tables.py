@@ -38,7 +38,6 @@ PAPER_FIGURES_AS_WRITTEN = {
 }
 
 
-
 def corpus_papers_per_split(cfg, params: DatasetParams) -> dict[str, int] | None:
     """Papers of the whole corpus per split (papers.parquet), or None when that table is absent."""
     if not Path(cfg.paths.papers).exists():

@@ -18,6 +18,7 @@ from .packets import LABEL_FIELDS, LABELS, LISTS, MAX_COMMENT, PREFERENCES
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
+
 # The fields a label row repeats for every candidate of its query.
 QUERY_FIELDS = ("move", "query_id", "preference", "preference_at", "comment", "comment_at")
 

@@ -1,14 +1,15 @@
-"""The blinded inspiration study (paper §5.3, Appendix G): packets, label files, and their statistics.
+"""Packets of the blinded inspiration study (paper §5.3, Appendix G): what annotators see, and the unblinding key.
 
-Serves notebook 12 (ratio_utils.stages.human_eval_stats) and the annotation app (ratio_utils.human_eval.app).
+Serves notebook 12 (ratio_utils.stages.human_eval_stats) and the annotation app (ratio_utils.human_eval.app),
+which reads packets back with `load_packet` and `load_key`.
 
 Reads:  the benchmark (silver pairs, or unfiltered test where silver is absent), the run files of two
-        systems (data/retrieval_runs/<system>/<move>/<split>.parquet), stage 05's distractors (for the
-        sentences as the paper wrote them), and, once people have annotated, their label files.
+        systems (data/retrieval_runs/<system>/<move>/<split>.parquet) and stage 05's distractors (for the
+        sentences as the paper wrote them).
 Writes: <packets>/study.json, queries.jsonl, assignments.json   what annotators see (no system names)
         <key folder>/unblinding_key.jsonl                         which list is which system; gold; papers,
                                                                   outside the packets and their parent folder
-Label files (<labels_dir>/<annotator>.jsonl) are written by the app; their format is in docs/human_eval.md.
+Label files are read by ratio_utils.human_eval.labels, their statistics by ratio_utils.human_eval.statistics.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ MOVE_INSTRUCTIONS: dict[Move, str] = {
     ),
 }
 
+
 @dataclass(frozen=True)
 class PromptStyle:
     """How a model's developers ask for inputs to be prefixed."""

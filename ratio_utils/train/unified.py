@@ -20,6 +20,7 @@ Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models
 Writes: models/unified/_runs/<base>/<config>-<key>/result.json   one per configuration tried (resume marker), in
         notebook 13's own folder
         models/<base>__unified/  the selected model, unified.json (its query format), results.json, README.md
+        the move-sensitivity ranks of the published model (ratio_utils.retrieval_analysis.move_sensitivity), beside its runs
 """
 
 from __future__ import annotations
