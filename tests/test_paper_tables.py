@@ -261,6 +261,33 @@ def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
     assert shown == stats.format_p(p, 200) and shown != ""
 
 
+def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
+    """Notebook 10 with rerank.max_queries reranks a listed sample (RunInfo.qids): its rows, its comparison
+    with the first stage and the claim it decides name the sample and its size; full runs say nothing."""
+    from ratio_utils.reporting.claims import CLAIMS, claims_table
+    from ratio_utils.reporting.published import read_records
+
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    queries, qrels = benchmark_queries(bench, "specify", "test")
+    sample = sorted(queries["qid"])[::2]
+    reranked = first_stage[first_stage["qid"].isin(sample)]
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, qids=sample, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(reranked, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    said = f"a seeded sample of {len(sample)} of the {len(queries)} test queries"
+    notes = [n for n in result.notes["table8_silver_full"] if said in n]
+    assert notes == [f"all-MiniLM-L6-v2 (generic, Tuned + rerank, specify): {said} "
+                     "(rerank.max_queries, the same queries for every first stage)."]
+    comparison = result.tables[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10"]
+    assert comparison["Queries"] == len(sample) and said in comparison["Note"]
+    claim = claims_table(read_records(cfg), tuple(c for c in CLAIMS if c.table == paper_tables.RERANK_TABLE))
+    evidence = claim.set_index("move").loc["Specify", "unfiltered test: evidence"]
+    assert evidence.startswith(said) and f"n {len(sample)}" in evidence
+    assert not any("seeded sample" in n for n in result.notes["table7_test_full"] if "(generic, Tuned, " in n)
+
+
 def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables():
     """Notebook 09's tuned-vs-baseline table and notebook 11's transfer table compare the same per-query
     values (tuned vs untuned on a move's queries): same seed, count and query order, so the same p and text."""

@@ -247,10 +247,19 @@ class ScoredRun:
     info: RunInfo
     path: Path
     per_query: pd.DataFrame  # index qid (sorted), one column per metric name ('MRR@10', ...)
+    all_queries: int  # the queries of its move and split in the benchmark, covered or not
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.info.model, self.info.prefix, self.info.setup)
+
+    @property
+    def sample_note(self) -> str | None:
+        """What a run on a listed sample of the queries covers (notebook 10's rerank.max_queries), or None."""
+        if self.info.qids is None or len(self.per_query) >= self.all_queries:
+            return None
+        return (f"a seeded sample of {len(self.per_query):,} of the {self.all_queries:,} {self.info.split} queries "
+                "(rerank.max_queries, the same queries for every first stage)")
 
 
 STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
@@ -326,7 +335,7 @@ def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -
     if qrels.empty:
         raise InputError(path, f"no query of {info.move}/{info.split} in the benchmark matches this run")
     per_query = per_query_metrics(read_run(path), qrels, metrics).sort_index()
-    return ScoredRun(info, path, per_query)
+    return ScoredRun(info, path, per_query, bench.queries(info.move, info.split)["query_id"].nunique())
 
 
 # -- assembly -----------------------------------------------------------------------------------------
@@ -418,7 +427,8 @@ def _paper_table(
                                            model=model, prefix=prefix, setup=setup))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
-            notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in (run.info.notes if run else [])]
+            run_notes = ([run.sample_note] if run and run.sample_note else []) + (run.info.notes if run else [])
+            notes += [f"{model} ({prefix}, {setup}, {move.value}): {note}." for note in run_notes]
         if len(absent) == len(MOVES):
             notes.append(f"{model} ({prefix}, {setup}): {why.get(key, 'no run file')}.")
         elif absent:
@@ -454,14 +464,14 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
                                "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
-                               "Note": ""})
+                               "Note": run.sample_note or ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
                                  "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
                                  "p (permutation)": p})
             records.append(cell_record(diff, p, move=run.info.move, query_set=run.info.split, metric=column,
-                                   subject=run.info.system, reference=first_name))
+                                   subject=run.info.system, reference=first_name, scope=run.sample_note))
     numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
     return pd.DataFrame(shown_rows, columns=columns), numeric, records_frame(records)
 

@@ -115,7 +115,8 @@ class LLMRerankStage(Stage):
         print(f"LLM reranker: {self.model}; {how}")
         info = {"reranker model (configured)": self.model, "what happens": how, "first-stage systems": self.params.systems,
                 "split": self.params.split, "moves": self.params.moves,
-                "queries per move": self.params.max_queries or "all", "top_n": self.params.top_n, "k": self.params.k,
+                "queries per move": (f"a seeded sample of {self.params.max_queries} (seed {self.cfg.seed})"
+                                     if self.params.max_queries else "all"), "top_n": self.params.top_n, "k": self.params.k,
                 "prompts": {m.value: f"{p.label} ({p.sha256[:12]})" for m, p in self.prompts.items()},
                 "key": self.client.describe()["key"], "llm mode": self.client.settings.mode}
         return pd.DataFrame({"setting": list(info), "value": [str(v) for v in info.values()]})
