@@ -82,6 +82,7 @@ class CorpusParams:
     min_word_token_ratio: float | None = None
     strict: bool = False  # raise InputError on the first bad record instead of quarantining it
     jsonl: dict[str, str] = field(default_factory=dict)  # corpus name -> generic JSONL(.gz) path
+    licences: dict[str, str] = field(default_factory=dict)  # corpus name -> its licence, for the dataset card
     acl_scisumm_dir: str | None = None  # default: <shared>/corpora/acl_scisumm/raw, else downloaded
     aclsum_dir: str | None = None  # default: <shared>/corpora/aclsum/raw, else downloaded
     download_base_url: str = "https://raw.githubusercontent.com/WING-NUS/scisumm-corpus"

@@ -41,6 +41,13 @@ def _s2orc(cfg: Config, params: CorpusParams) -> CorpusReader:
 
 
 READERS: dict[str, ReaderFactory] = {"acl_scisumm": _acl_scisumm, "aclsum": _aclsum, "s2orc": _s2orc}
+# The licence of each built-in source, as its PROVENANCE.md records it (the dataset card quotes it);
+# a JSONL source names its own under `corpus.licences`.
+LICENCES: dict[str, str] = {
+    "acl_scisumm": "CC BY 4.0 (the scisumm-corpus licence; ACL Anthology papers)",
+    "aclsum": "MIT (the aclsum wheel's metadata; ACL Anthology papers)",
+    "s2orc": "ODC-By 1.0 (S2ORC)",
+}
 
 
 def make_readers(cfg: Config, params: CorpusParams) -> list[CorpusReader]:

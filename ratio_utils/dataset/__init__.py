@@ -9,6 +9,7 @@ beside it, and Table 5 (through the stage). One job per module:
 * `dataset/bounded` — the same benchmark hash bucket by hash bucket, past `dataset.max_in_memory_bytes`;
 * `dataset/leakage` — the leakage checks (`LeakageError`), on whole tables or one bucket of ids;
 * `dataset/release` — the official release layout;
+* `dataset/card` — the release directory's dataset card, for Hugging Face `datasets`;
 * `dataset/tables` — Table 5, its notes and the figures;
 * `dataset/stage` — notebook 06 end to end.
 """

@@ -3,6 +3,7 @@
     <root>/data/{address,broaden,specify}/{train,validation,test,silver}.parquet   query–gold pairs
     <root>/candidates/{train,validation,test}.parquet                              shared pools
     <root>/provenance/silver.json                     who judged the silver set (ratio_utils.reporting.label_sources)
+    <root>/README.md                                  the dataset card, for Hugging Face `datasets` (ratio_utils.dataset.card)
 
 Pair files carry the authors' columns (`corpusid`, `year`, `publicationdate`, `queryTerm`,
 `queryTerm_group`, `querySentence`, `goldSentence`) and, in our rebuild, `query_id` and `gold_id`.
@@ -30,6 +31,7 @@ _CANDIDATE_ALIASES = {
 }
 _REQUIRED_PAIR_COLUMNS = ("querySentence", "goldSentence")
 PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.reporting.label_sources)
+CARD_FILE = "README.md"  # <root>/README.md: the dataset card (ratio_utils.dataset.card)
 
 
 def pairs_path(root: Path, move: Move, split: Split) -> Path:
@@ -98,8 +100,9 @@ class Benchmark:
 
     def checksum(self) -> str:
         """The data's checksum: pairs and pools; the label provenance records under `provenance/` describe
-        who labelled the data (label_sources) and are left out, so recording them changes no run key."""
-        return sha256_tree(self.root, exclude=(PROVENANCE_DIR,))
+        who labelled the data (label_sources) and the dataset card describes the directory (dataset.card):
+        both are left out, so writing them changes no run key."""
+        return sha256_tree(self.root, exclude=(PROVENANCE_DIR, CARD_FILE))
 
 
 def load_benchmark(path: str | Path) -> Benchmark:

@@ -2,7 +2,7 @@
 
 The work is `ratio_utils.judge.SilverFilter` (reads the benchmark, the prompts, `judge.labels_dir`;
 writes the silver pairs, annotation sheets, Table 9); this stage runs its steps in the notebook's
-order and shows its notes.
+order, rewrites the benchmark's dataset card with the silver configs (ratio_utils.dataset.card) and shows its notes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ..config import Config
+from ..dataset.card import write_run_card
 from ..judge import SilverFilter
 from ..reporting.display import Stage
 
@@ -46,6 +47,10 @@ class SilverFilterStage(Stage):
 
     def anaphora(self) -> pd.DataFrame:
         return self.silver.anaphora()
+
+    def dataset_card(self) -> Markdown:
+        """The benchmark directory's dataset card, now with the silver configs."""
+        return Markdown(write_run_card(self.cfg))
 
     def notes(self) -> Markdown:
         """What could not be done here, and why."""

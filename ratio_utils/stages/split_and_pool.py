@@ -2,7 +2,8 @@
 checks, the benchmark in the release layout (paper §4.2, Appendix B.2, Table 5).
 
 Reads `Paths.pairs`, `Paths.distractors`, `Paths.papers`; writes `Paths.benchmark`,
-`Paths.split_report`, tables/table5_split_and_pool and figures/marker_frequency_per_move.
+`Paths.split_report`, the benchmark's dataset card (ratio_utils.dataset.card), tables/table5_split_and_pool and
+figures/marker_frequency_per_move.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from IPython.display import Image, Markdown
 
 from .. import dataset
 from ..config import Config
+from ..dataset.card import write_run_card
 from ..models import contamination_note, encoders_used
 from ..param_sections import SPLITS, DatasetParams
 from ..reporting.display import Stage, show_figure
@@ -63,3 +65,7 @@ class SplitAndPoolStage(Stage):
             [{"split": s, "pool": len(bench.pool(s)), **{m.value: len(bench.queries(m, s)) for m in MOVES}}
              for s in SPLITS]
         )
+
+    def dataset_card(self) -> Markdown:
+        """The benchmark directory's dataset card (README.md), so that Hugging Face `datasets` loads it."""
+        return Markdown(write_run_card(self.cfg))

@@ -1,0 +1,191 @@
+"""The release directory's dataset card (`<benchmark>/README.md`), so that Hugging Face `datasets` reads it offline.
+
+    datasets.load_dataset("<benchmark dir>", "corpus", split="test")      # the shared candidate pool of a split
+    datasets.load_dataset("<benchmark dir>", "specify", split="silver")   # a move's query–gold pairs
+
+The YAML header lists one config per table: `corpus` (one split per pool: train, validation, test; silver
+queries search the test pool) and one per move (its pairs: the query, its gold candidate's id, the paper). A
+split without pairs is left out of the configs and named in the card. The prose is generated from the directory
+and the run that wrote it: counts, the publication dates each split spans, who produced the silver labels
+(`provenance/silver.json`), the corpora and their licences (`corpus.licences`, `corpora.registry.LICENCES`).
+
+Written by notebooks 06 (no silver yet) and 07 (with the silver set); `Benchmark.checksum` leaves the card out,
+so writing it changes no run key. Reads the benchmark directory; writes `<benchmark>/README.md`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..io import write_text_atomic
+from ..schema import MOVES, POOL_SPLITS, Split
+from .benchmark import CARD_FILE, PROVENANCE_DIR, Benchmark, candidates_path, pairs_path
+
+CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)
+PAPER = ("Ratio (Retrieval Across Typed Ideation Operations), a benchmark for scientific inspiration retrieval: "
+         "given a statement from a paper and a move, find a sentence that addresses the problem it states (Address), "
+         "broadens it (Broaden) or specifies it (Specify)")
+
+
+@dataclass(frozen=True)
+class CardSources:
+    """What the directory cannot say about itself: the run's name and the corpora it was built from."""
+
+    name: str  # the params' name, e.g. "default", "ml"
+    licences: dict[str, str] = field(default_factory=dict)  # corpus source -> licence
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows if path.exists() else 0
+
+
+def card_configs(bench: Benchmark) -> tuple[list[dict], list[str]]:
+    """(the `configs:` entries, the (move, split) files left out because they hold no pairs)."""
+    root = Path(bench.root)
+    corpus = [{"split": s.value, "path": candidates_path(root, s).relative_to(root).as_posix()}
+              for s in POOL_SPLITS if _rows(candidates_path(root, s))]
+    configs, left_out = [{"config_name": "corpus", "data_files": corpus}], []
+    for move in MOVES:
+        files = []
+        for split in CARD_SPLITS:
+            path = pairs_path(root, move, split)
+            if _rows(path):
+                files.append({"split": split.value, "path": path.relative_to(root).as_posix()})
+            elif path.exists() or split is not Split.SILVER:
+                left_out.append(f"{move.value}/{split.value}")
+        if files:
+            configs.append({"config_name": move.value, "data_files": files})
+    return configs, left_out
+
+
+def _date_span(pairs: pd.DataFrame) -> str:
+    dates = pd.to_datetime(pairs.get("publicationdate"), errors="coerce").dropna() if "publicationdate" in pairs else pd.Series(dtype="datetime64[ns]")
+    if not dates.empty:
+        return f"{dates.min():%Y-%m-%d} to {dates.max():%Y-%m-%d}"
+    years = pd.to_numeric(pairs.get("year"), errors="coerce").dropna() if "year" in pairs else pd.Series(dtype=float)
+    return f"{int(years.min())} to {int(years.max())}" if not years.empty else "no dates"
+
+
+def split_summary(bench: Benchmark) -> pd.DataFrame:
+    """One row per split: the publication dates its pairs span, its pool, and pairs / distinct queries per move."""
+    rows = []
+    for split in CARD_SPLITS:
+        present = [m for m in MOVES if bench.has(m, split)]
+        if not present:
+            continue
+        frames = {m: bench.queries(m, split) for m in present}
+        row = {"split": split.value, "publication dates": _date_span(pd.concat(frames.values())),
+               "pool sentences": f"{_rows(candidates_path(bench.root, split)):,}"}
+        for move in MOVES:
+            frame = frames.get(move)
+            row[move.value.capitalize()] = "-" if frame is None else f"{len(frame):,} ({frame['query_id'].nunique():,})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _silver_text(bench: Benchmark) -> str:
+    path = Path(bench.root) / PROVENANCE_DIR / "silver.json"
+    if not any(_rows(pairs_path(bench.root, m, Split.SILVER)) for m in MOVES):
+        return "This directory has no silver set: the LLM judge (notebook 07) has not written one."
+    if not path.exists():
+        return "The silver set's labels carry no provenance record (`provenance/silver.json` is absent)."
+    record = json.loads(path.read_text(encoding="utf-8"))
+    who = ", ".join(record.get("answered_by") or []) or "unknown"
+    configured = record.get("configured")
+    detail = record.get("detail", {})
+    text = f"Silver labels: answered by {who}" + (f", standing in for the configured judge {configured}" if configured and configured != who else "")
+    if record.get("replayed_from"):
+        text += " (recorded answers, replayed)"
+    text += "."
+    if detail.get("rule"):
+        text += f" Rule: {detail['rule']}."
+    silver, sampled = detail.get("silver pairs", {}), detail.get("sampled pairs", {})
+    if silver:
+        text += " Kept / judged pairs: " + "; ".join(
+            f"{m} {silver.get(m, 0):,} / {sampled.get(m, 0):,}" for m in (mv.value for mv in MOVES) if m in sampled) + "."
+    return text
+
+
+def _licence_text(bench: Benchmark, sources: CardSources) -> list[str]:
+    counts: dict[str, int] = {}
+    for move in MOVES:
+        for split in CARD_SPLITS:
+            if bench.has(move, split):
+                frame = bench.queries(move, split)
+                if "corpus" in frame:
+                    for corpus, n in frame["corpus"].value_counts().items():
+                        counts[str(corpus)] = counts.get(str(corpus), 0) + int(n)
+    if not counts:
+        return ["The pairs do not name the corpus they were mined from; their licence is that of the release they come from."]
+    return [f"- `{corpus}` ({n:,} pairs): {sources.licences.get(corpus, 'licence not stated in the run parameters')}"
+            for corpus, n in sorted(counts.items())]
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def dataset_card(bench: Benchmark, sources: CardSources) -> str:
+    """The card's text: YAML header (configs) and prose, every number read from the directory."""
+    from ..retrieval.dense import MOVE_INSTRUCTIONS
+
+    configs, left_out = card_configs(bench)
+    header = {"pretty_name": f"Ratio, rebuilt ({sources.name} run)", "language": ["en"],
+              "task_categories": ["text-retrieval"], "tags": ["scientific-inspiration-retrieval"], "configs": configs}
+    lines = [
+        "---", yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip(), "---", "",
+        f"# Ratio, rebuilt by the ratio compendium ({sources.name} run)", "",
+        f"{PAPER}. This directory is the compendium's rebuild from the corpora listed below, in the layout of the "
+        "authors' release; it is **not** the authors' official release.", "",
+        "## Moves", "",
+        *[f"- **{move.value.capitalize()}**: {MOVE_INSTRUCTIONS[move]}" for move in MOVES], "",
+        "## Splits", "",
+        "Pairs are split by the publication date of their paper; each split has one candidate pool shared by the three "
+        "moves, and silver queries (the judge-filtered subset of test) search the test pool. Cells: pairs (distinct queries).", "",
+        _markdown_table(split_summary(bench)), "",
+        _silver_text(bench), "",
+        "## Configs", "",
+        "`corpus` has one split per pool (`docid`, `text`, `source`, `corpusid`); each move's config has its pairs "
+        "(`querySentence` and `query_id`, `goldSentence` and `gold_id`, the paper's `corpusid`, `year`, `publicationdate`). "
+        "A query sentence in two pairs of a move is one query with two relevant candidates; a query's own sentence is "
+        "never a candidate for it." + (f" Left out (no pairs): {', '.join(left_out)}." if left_out else ""), "",
+        "```python", "from datasets import load_dataset",
+        'pool = load_dataset("<this directory>", "corpus", split="test")',
+        'pairs = load_dataset("<this directory>", "specify", split="test")', "```", "",
+        "## Corpora and licences", "", *_licence_text(bench, sources), "",
+        "Generated by `ratio_utils.dataset.card` from this directory.", "",
+    ]
+    return "\n".join(lines)
+
+
+def write_dataset_card(bench: Benchmark, sources: CardSources) -> Path:
+    path = Path(bench.root) / CARD_FILE
+    write_text_atomic(path, dataset_card(bench, sources))
+    return path
+
+
+def card_sources(cfg) -> CardSources:
+    """The run's name and the licence of each corpus it reads (params `corpus.licences` over the registry's)."""
+    from ..corpora.registry import LICENCES
+    from ..param_sections import CorpusParams
+
+    params = cfg.section("corpus", CorpusParams)
+    return CardSources(cfg.name, {**LICENCES, **params.licences})
+
+
+
+def write_run_card(cfg) -> str:
+    """Write the card of the run's benchmark (cfg.paths.benchmark); its prose, for the notebook to show."""
+    from .benchmark import load_benchmark
+
+    path = write_dataset_card(load_benchmark(cfg.paths.benchmark), card_sources(cfg))
+    return path.read_text(encoding="utf-8").split("\n---\n", 1)[1]

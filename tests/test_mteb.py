@@ -1,0 +1,130 @@
+"""The benchmark where retrieval researchers already work: its dataset card loads every config with Hugging Face
+`datasets` offline, row for row, and MTEB's scores of a real model equal `ratio_utils.evaluate`'s (0.1 point)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from ratio_utils.dataset.benchmark import (
+    CARD_FILE, PROVENANCE_DIR, candidates_path, load_benchmark, pairs_path, write_pairs, write_pool,
+)
+from ratio_utils.dataset.card import CardSources, card_configs, split_summary, write_dataset_card
+from ratio_utils.schema import MOVES, Move, Split
+
+LICENCES = {"fixture": "CC BY 4.0 (invented for the tests)"}
+
+
+@pytest.fixture
+def bench(tmp_path, tiny_benchmark):
+    """The tiny benchmark with a silver split for Address and Specify (two of their test pairs each), a corpus
+    column, dates, and who judged it; Broaden has no silver pairs (an empty file). The test pool also holds the
+    Address query sentences, as a real pool can: each must never be retrieved for its own query."""
+    root = tmp_path / "release"
+    shutil.copytree(tiny_benchmark, root)
+    for move in MOVES:
+        for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
+            frame = pd.read_parquet(pairs_path(root, move, split)).assign(corpus="fixture")
+            frame["publicationdate"] = {"train": "2010-03-01", "validation": "2011-05-02", "test": "2012-07-03"}[split.value]
+            write_pairs(frame, root, move, split)
+        test = pd.read_parquet(pairs_path(root, move, Split.TEST))
+        write_pairs(test.head(0 if move is Move.BROADEN else 2), root, move, Split.SILVER)
+    pool = pd.read_parquet(candidates_path(root, Split.TEST))
+    queries = pd.read_parquet(pairs_path(root, Move.ADDRESS, Split.TEST))
+    own = pd.DataFrame({"docid": queries["query_id"], "text": queries["querySentence"], "source": "distractor",
+                        "corpusid": queries["corpusid"]})
+    write_pool(pd.concat([pool, own], ignore_index=True), root, Split.TEST)
+    (root / PROVENANCE_DIR).mkdir(exist_ok=True)
+    (root / PROVENANCE_DIR / "silver.json").write_text(json.dumps(
+        {"answered_by": ["judge-x"], "configured": "judge-y", "detail": {"rule": "both prompts accept",
+                                                                        "silver pairs": {"address": 2, "specify": 2},
+                                                                        "sampled pairs": {"address": 3, "specify": 3}}}))
+    return load_benchmark(root)
+
+
+def test_the_card_lists_every_table_and_changes_no_run_key(bench):
+    before = bench.checksum()
+    text = write_dataset_card(bench, CardSources("fixture-run", LICENCES)).read_text(encoding="utf-8")
+    assert bench.checksum() == before  # the card is described data, not data: run keys stay valid
+    configs, left_out = card_configs(bench)
+    names = [c["config_name"] for c in configs]
+    assert names == ["corpus", "address", "broaden", "specify"]
+    splits = {c["config_name"]: [f["split"] for f in c["data_files"]] for c in configs}
+    assert splits["address"] == ["train", "validation", "test", "silver"] and "silver" not in splits["broaden"]
+    assert left_out == ["broaden/silver"] and "Left out (no pairs): broaden/silver." in text
+    # prose from the directory: dates, counts, who judged, licences
+    assert "| test | 2012-07-03 to 2012-07-03 |" in text
+    assert "answered by judge-x, standing in for the configured judge judge-y" in text
+    assert "`fixture` (" in text and "CC BY 4.0 (invented for the tests)" in text
+    assert "not** the authors' official release" in text
+    summary = split_summary(bench).set_index("split")
+    assert summary.loc["silver", "Address"] == "2 (2)"
+
+
+def test_every_config_loads_offline_with_datasets_and_counts_equal_the_parquet_files(bench, monkeypatch, tmp_path):
+    import datasets
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    write_dataset_card(bench, CardSources("fixture-run", LICENCES))
+    configs, _ = card_configs(bench)
+    assert set(datasets.get_dataset_config_names(str(bench.root))) == {c["config_name"] for c in configs}
+    for config in configs:
+        loaded = datasets.load_dataset(str(bench.root), config["config_name"], cache_dir=str(tmp_path / "hf"))
+        for entry in config["data_files"]:
+            assert loaded[entry["split"]].num_rows == pq.read_metadata(bench.root / entry["path"]).num_rows, entry
+
+
+def test_a_directory_without_silver_says_so_and_has_no_silver_split(tiny_benchmark, tmp_path):
+    root = tmp_path / "plain"
+    shutil.copytree(tiny_benchmark, root)
+    bench = load_benchmark(root)
+    text = write_dataset_card(bench, CardSources("plain", {})).read_text(encoding="utf-8")
+    assert "no silver set" in text and "split: silver" not in text
+    assert (root / CARD_FILE).exists()
+    assert "do not name the corpus" in text  # the fixture's pairs carry no corpus column
+
+
+# -- MTEB ------------------------------------------------------------------------------------------------------
+
+
+def test_tasks_describe_the_directory(bench):
+    pytest.importorskip("mteb")
+    from ratio_utils.evaluation.mteb_tasks import ratio_tasks
+
+    tasks = {t.metadata.name: t for t in ratio_tasks(bench.root, licences=LICENCES)}
+    assert sorted(tasks) == ["RatioAddress", "RatioBroaden", "RatioSpecify"]
+    assert tasks["RatioAddress"].metadata.eval_splits == ["test", "silver"]
+    assert tasks["RatioBroaden"].metadata.eval_splits == ["test"]  # its silver file holds no pair
+    meta = tasks["RatioSpecify"].metadata
+    assert meta.main_score == "mrr_at_10" and meta.license == "cc-by-4.0"
+    assert meta.date == ("2012-07-03", "2012-07-03")
+    assert "not the authors' official release" in meta.description
+    task = tasks["RatioSpecify"]
+    task.load_data()
+    split = task.dataset["default"]["silver"]
+    assert len(split["corpus"]) == len(bench.pool("test")) and len(split["queries"]) == 2
+    assert all(len(golds) == 1 for golds in split["relevant_docs"].values())
+
+
+@pytest.mark.models
+def test_mteb_scores_equal_the_projects_evaluation(bench):
+    """MiniLM with the generic prefixes: MTEB's MRR@10, R@10 and R@100 equal ratio_utils.evaluate's on every
+    move and split (test and silver). Independent paths: MTEB encodes and ranks itself, then drops a query's own
+    sentence (ignore_identical_ids); the project excludes it before ranking."""
+    pytest.importorskip("mteb")
+    from ratio_utils.evaluation.mteb_tasks import (
+        SCORE_NAMES, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks, side_by_side,
+    )
+
+    prompts = generic_prompts()
+    frame = side_by_side(mteb_scores(mteb_model("all-MiniLM-L6-v2", prompts), ratio_tasks(bench.root)),
+                         project_scores("all-MiniLM-L6-v2", bench.root, prompts))
+    assert set(zip(frame["move"], frame["split"])) == {("address", "test"), ("address", "silver"), ("broaden", "test"),
+                                                       ("specify", "test"), ("specify", "silver")}
+    for name in SCORE_NAMES:
+        assert frame[f"{name} difference"].abs().max() <= 0.1, frame
+    assert frame["MRR@10 (MTEB)"].between(0, 100).all() and frame["MRR@10 (MTEB)"].nunique() > 1
