@@ -128,3 +128,28 @@ def test_mteb_scores_equal_the_projects_evaluation(bench):
     for name in SCORE_NAMES:
         assert frame[f"{name} difference"].abs().max() <= 0.1, frame
     assert frame["MRR@10 (MTEB)"].between(0, 100).all() and frame["MRR@10 (MTEB)"].nunique() > 1
+
+
+@pytest.mark.models
+def test_the_datasets_example_prints_the_projects_scores(bench):
+    """docs/examples/datasets_evaluation.py (datasets + sentence-transformers + ranx, nothing of the benchmark's
+    own code) prints the MRR@10 and R@10 that ratio_utils.evaluate gives, on every move and split with pairs."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ratio_utils.evaluation.mteb_tasks import generic_prompts, project_scores
+
+    write_dataset_card(bench, CardSources("fixture-run", LICENCES))
+    script = Path(__file__).resolve().parents[1] / "docs" / "examples" / "datasets_evaluation.py"
+    out = subprocess.run([sys.executable, str(script), str(bench.root)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "HF_DATASETS_OFFLINE": "1"}).stdout
+    printed = {(m, s): (float(mrr), float(r10)) for m, s, mrr, r10 in
+               re.findall(r"^(\w+)\s+(\w+)\s+queries\s+[\d,]+\s+MRR@10\s+([\d.]+)\s+R@10\s+([\d.]+)$", out, re.M)}
+    ours = project_scores("all-MiniLM-L6-v2", bench.root, generic_prompts())
+    assert set(printed) == set(zip(ours["move"], ours["split"])), out
+    for row in ours.to_dict("records"):
+        mrr, r10 = printed[(row["move"], row["split"])]
+        assert abs(mrr - row["MRR@10"]) <= 0.1 and abs(r10 - row["R@10"]) <= 0.1, (out, ours)

@@ -87,18 +87,28 @@ def _configs_note(params: TrainParams) -> str:
             "(the paper tries 3-5 per model and move); ")
 
 
+# Measured by benchmarks/training.py --mpnet (128 pairs, batch 16, 2 CPU cores, other work running beside it). No GPU
+# was lent to measure a GPU run, so the note gives the CPU cost and the work a run does, not a GPU time.
+MPNET_COST = (
+    "Fine-tuning all-mpnet-base-v2 stays a GPU job: on 2 CPU cores it trains 0.7 training pairs/s (MiniLM 3.8, 5.2x "
+    "slower) and encodes 10.9 sentences/s (MiniLM 78, 7.2x slower; benchmarks/training.py --mpnet). A run trains "
+    "pairs x epochs per configuration, encodes the validation pool once per configuration and epoch and the test pool "
+    "once per move; its time on a GPU was not measured here (no GPU was lent)."
+)
+
+
 def table6_notes(params: TrainParams) -> list[str]:
     return [
         "Val M@10 = MRR@10 (%) on the whole validation pool, after restoring the run's best epoch; "
         "the selected configuration (✓) has the best Val M@10 of its move and is the only one scored on the test split.",
         f"Reduced relative to the paper: base model {base_name(params.base_model)} instead of the paper's "
-        "all-mpnet-base-v2 (installable here; on 2 CPU cores it trains 5x and encodes 7x slower than MiniLM, "
-        "benchmarks/training.py --mpnet; train.base_model selects it), "
-        "ModernBERT-embed-large and Stella-en-1.5B-v5 (not available offline); "
+        "all-mpnet-base-v2 (installable here; train.base_model selects it; untuned, it is a baseline of Tables 1, 7, 8 "
+        "where retrieval.dense_models names it), ModernBERT-embed-large and Stella-en-1.5B-v5 (not available offline); "
         + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs else "")
         + _configs_note(params)
         + f"max sequence length {params.max_seq_length}; one device (CPU unless a GPU is present), so in-batch "
         "candidates per query = Batch, where the paper used four GPUs for Address and Specify.",
+        MPNET_COST,
         "Pairs/s = training pairs per second, evaluation time excluded.",
         f"Steps = optimizer steps taken. A move with fewer than {params.min_steps_per_epoch} steps per pass over its pairs "
         "repeats the pass within each epoch (Nx/ep) until an epoch has that many steps (train.min_steps_per_epoch); the "
