@@ -55,6 +55,7 @@ def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -
         "year": pd.array([2000 + (i // 200) % 20 for i in range(size)], dtype="Int64"),
         "previous": [f"Sentence {i - 1} of the pool." for i in range(size)],
         "sentence": [f"Sentence {i} of the pool." for i in range(size)],
+        "next": [f"Sentence {i + 1} of the pool." for i in range(size)],
     })
     rows.to_parquet(folder / ROWS_FILE, index=False)
     write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2", "model_fingerprint": fingerprint,

@@ -19,6 +19,7 @@ from human_eval_helpers import make_packets
 from ratio_utils.human_eval import app as annotate
 from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
+from ratio_utils.local_server import TOKEN_SLOT
 
 
 @pytest.fixture
@@ -192,7 +193,7 @@ def test_reads_need_the_host_and_the_token_the_page_carries(server):
     with urllib.request.urlopen(request, timeout=10) as response:
         page = response.read().decode()
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
-    assert f'content="{server.token}"' in page and annotate.TOKEN_SLOT not in page
+    assert f'content="{server.token}"' in page and TOKEN_SLOT not in page
     # a random token per server
     other = annotate.AnnotateServer(server.store, port=0)
     try:
@@ -266,7 +267,7 @@ def test_malformed_answers_get_a_400_not_a_dropped_connection(server, packets_di
         assert (status, message in body.get("error", "")) == (400, True), (change, body)
     status, body = _request(server, "api/answer", b"{not json")
     assert status == 400 and "not JSON" in body["error"]
-    status, body = _request(server, "api/answer", b"x" * (annotate.MAX_BODY + 1))
+    status, body = _request(server, "api/answer", b"x" * (server.max_body + 1))
     assert status == 413
     port = server.server_address[1]
     head = (f"POST /api/answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n"

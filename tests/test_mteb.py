@@ -153,3 +153,29 @@ def test_the_datasets_example_prints_the_projects_scores(bench):
     for row in ours.to_dict("records"):
         mrr, r10 = printed[(row["move"], row["split"])]
         assert abs(mrr - row["MRR@10"]) <= 0.1 and abs(r10 - row["R@10"]) <= 0.1, (out, ours)
+
+
+def test_a_release_without_ids_or_card_gets_one_from_the_command_line(tiny_benchmark, tmp_path, monkeypatch, capsys):
+    """The official release's layout: pairs without query_id / gold_id, a candidate file with other column names,
+    no card. `python -m ratio_utils.dataset.card` writes one that names the files' own columns, and every config loads."""
+    import datasets
+
+    from ratio_utils.dataset.card import main
+
+    root = tmp_path / "official"
+    shutil.copytree(tiny_benchmark, root)
+    for move in MOVES:
+        for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
+            path = pairs_path(root, move, split)
+            pd.read_parquet(path).drop(columns=["query_id", "gold_id"]).to_parquet(path)
+    for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
+        path = candidates_path(root, split)
+        pd.read_parquet(path).rename(columns={"docid": "candidate_id", "text": "sentence"}).to_parquet(path)
+    assert main([str(root), "--licence", "fixture=CC BY 4.0 (invented)"]) == 0
+    assert "configs corpus, address, broaden, specify" in capsys.readouterr().out
+    text = (root / CARD_FILE).read_text(encoding="utf-8")
+    assert "(`candidate_id`, `sentence`," in text and "`query_id`" not in text
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    loaded = datasets.load_dataset(str(root), "corpus", split="test", cache_dir=str(tmp_path / "hf"))
+    assert loaded.num_rows == pq.read_metadata(candidates_path(root, Split.TEST)).num_rows
+    assert main([str(tmp_path / "missing")]) == 2 and "ratio-card: error" in capsys.readouterr().err

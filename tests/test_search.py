@@ -49,6 +49,7 @@ def test_sentence_rows_keep_original_case_previous_sentence_and_count_what_is_le
     assert dropout["text"] == dropout["sentence"].lower()  # embedded as the benchmark's (lower-cased) sentences
     assert (dropout["previous"], dropout["title"], dropout["year"]) == ("Neural Parsers need large Treebanks.", "Regularising parsers", 2011)
     assert rows[rows.sentence.str.startswith("We evaluate")]["previous"].iloc[0] == "Table 3"  # reading order, dropped ones too
+    assert dropout["next"] == "Table 3" and rows[rows.sentence.str.startswith("We evaluate")]["next"].iloc[0] == ""
 
 
 def test_search_returns_ranked_sentences_with_paper_context(fixture_index):
@@ -88,6 +89,10 @@ def test_errors_unknown_move_empty_statement_missing_and_stale_index(fixture_ind
         search.SearchIndex.open(tmp_path / "nowhere", "fake-model-1")
     with pytest.raises(search.SearchError, match="stale index"):
         search.SearchIndex.open(folder, "fake-model-2")
+    meta = json.loads((folder / search.META_FILE).read_text())
+    (folder / search.META_FILE).write_text(json.dumps({**meta, "format": 1}))
+    with pytest.raises(search.SearchError, match="has format 1.*rebuild it"):
+        search.SearchIndex.open(folder, "fake-model-1")
 
 
 def test_cli_errors_exit_2_with_a_message(cfg, capsys, fixture_index):

@@ -2,6 +2,7 @@
 
     datasets.load_dataset("<benchmark dir>", "corpus", split="test")      # the shared candidate pool of a split
     datasets.load_dataset("<benchmark dir>", "specify", split="silver")   # a move's query–gold pairs
+    python -m ratio_utils.dataset.card DIR [--licence CORPUS=TEXT]          # a card for any release-layout directory
 
 The YAML header lists one config per table: `corpus` (one split per pool: train, validation, test; silver
 queries search the test pool) and one per move (its pairs: the query, its gold candidate's id, the paper). A
@@ -15,7 +16,9 @@ so writing it changes no run key. Reads the benchmark directory; writes `<benchm
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +66,15 @@ def card_configs(bench: Benchmark) -> tuple[list[dict], list[str]]:
         if files:
             configs.append({"config_name": move.value, "data_files": files})
     return configs, left_out
+
+
+def _columns(root: Path, config: dict) -> str:
+    """The columns of a config's first file, as `datasets` will read them."""
+    import pyarrow.parquet as pq
+
+    if not config["data_files"]:
+        return "no files"
+    return ", ".join(f"`{name}`" for name in pq.read_schema(root / config["data_files"][0]["path"]).names)
 
 
 def _date_span(pairs: pd.DataFrame) -> str:
@@ -154,8 +166,8 @@ def dataset_card(bench: Benchmark, sources: CardSources) -> str:
         _markdown_table(split_summary(bench)), "",
         _silver_text(bench), "",
         "## Configs", "",
-        "`corpus` has one split per pool (`docid`, `text`, `source`, `corpusid`); each move's config has its pairs "
-        "(`querySentence` and `query_id`, `goldSentence` and `gold_id`, the paper's `corpusid`, `year`, `publicationdate`). "
+        f"`corpus` has one split per pool ({_columns(bench.root, configs[0])}); each move's config has its pairs "
+        f"({_columns(bench.root, configs[1]) if len(configs) > 1 else 'no pairs'}). "
         "A query sentence in two pairs of a move is one query with two relevant candidates; a query's own sentence is "
         "never a candidate for it." + (f" Left out (no pairs): {', '.join(left_out)}." if left_out else ""), "",
         "```python", "from datasets import load_dataset",
@@ -182,10 +194,38 @@ def card_sources(cfg) -> CardSources:
     return CardSources(cfg.name, {**LICENCES, **params.licences})
 
 
-
 def write_run_card(cfg) -> str:
     """Write the card of the run's benchmark (cfg.paths.benchmark); its prose, for the notebook to show."""
     from .benchmark import load_benchmark
 
     path = write_dataset_card(load_benchmark(cfg.paths.benchmark), card_sources(cfg))
     return path.read_text(encoding="utf-8").split("\n---\n", 1)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the card of a directory that no run of ours wrote (the official release, say)."""
+    from ..corpora.registry import LICENCES
+    from .benchmark import load_benchmark
+
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.dataset.card", description=__doc__.splitlines()[0])
+    parser.add_argument("benchmark", type=Path, help="a directory in the release layout")
+    parser.add_argument("--name", default=None, help="what the card calls the directory (default: its folder name)")
+    parser.add_argument("--licence", action="append", default=[], metavar="CORPUS=TEXT",
+                        help="the licence of a corpus its pairs name (repeatable; built-in sources are known)")
+    args = parser.parse_args(argv)
+    try:
+        licences = dict(item.split("=", 1) for item in args.licence)
+    except ValueError:
+        parser.error("--licence takes CORPUS=TEXT")
+    try:
+        bench = load_benchmark(args.benchmark)
+        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name, {**LICENCES, **licences}))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"ratio-card: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: configs {', '.join(c['config_name'] for c in card_configs(bench)[0])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

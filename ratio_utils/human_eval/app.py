@@ -7,12 +7,12 @@ queries: both lists side by side, useful / not useful per candidate, a preferenc
 Writes <labels>/<annotator>.jsonl (default <packets>/labels/), rewritten atomically after every answer,
 so a closed tab or a killed server loses nothing; the format is in docs/human_eval.md.
 
-Standard library http.server plus a static page (ratio_utils/human_eval/app_static/): the app has two
-JSON endpoints and one page, so a web framework would add a dependency and nothing else.
+The server is `ratio_utils.local_server` (standard library http.server) with a static page
+(ratio_utils/human_eval/app_static/) and two JSON endpoints.
 
 Safety (docs/human_eval.md, "Security"):
-- Only this machine's own page can read or write: the server listens on 127.0.0.1, answers only
-  requests whose Host is 127.0.0.1 or localhost on its port (no DNS rebinding), takes answers only as
+- Only this machine's own page can read or write (`local_server`): the server listens on 127.0.0.1, answers
+  only requests whose Host is 127.0.0.1 or localhost on its port (no DNS rebinding), takes answers only as
   application/json from its own Origin, and every state read and answer carries a random token that
   the page gets with its HTML and other origins cannot read.
 - It refuses to start when an unblinding key lies inside or beside the packets it would serve.
@@ -28,68 +28,29 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import hmac
 import json
 import os
-import secrets
 import sys
 import tempfile
 import threading
-import traceback
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from ..io import InputError, atomic_path
+from ..local_server import Conflict, LocalServer, NotFound, RequestError
 from ..param_sections import ANNOTATOR_NAME
 from .labels import now, read_label_file
 from .packets import LABEL_FIELDS, LABELS, LISTS, MAX_COMMENT, PREFERENCES, Packet, exposed_keys, load_packet
 
 STATIC = Path(__file__).parent / "app_static"
-MAX_BODY = 64 * 1024  # bytes of one answer; a comment of MAX_COMMENT characters fits
 TOKEN_HEADER = "X-Annotate-Token"
-TOKEN_SLOT = "{{token}}"  # in index.html, replaced by the server's token
 # The fields of each kind of answer, besides etag, kind and item.
 ANSWER_FIELDS = {"label": ("list", "rank", "value"), "preference": ("value",), "comment": ("value",)}
-SECURITY_HEADERS = {
-    "Cache-Control": "no-store",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    # no other page may frame this one (keystrokes could be steered into it) or run scripts in it
-    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-}
 
 
-class AnnotateError(Exception):
-    """A request or start-up problem with a message for the person at the screen."""
-
-    status = HTTPStatus.BAD_REQUEST
-
-
-class Conflict(AnnotateError):
-    status = HTTPStatus.CONFLICT
-
-
-class Forbidden(AnnotateError):
-    status = HTTPStatus.FORBIDDEN
-
-
-class NotFound(AnnotateError):
-    status = HTTPStatus.NOT_FOUND
-
-
-class UnsupportedType(AnnotateError):
-    status = HTTPStatus.UNSUPPORTED_MEDIA_TYPE
-
-
-class TooLarge(AnnotateError):
-    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-
-
-class LengthRequired(AnnotateError):
-    status = HTTPStatus.LENGTH_REQUIRED
+class AnnotateError(RequestError):
+    """A request or start-up problem of the annotation app, with a message for the person at the screen."""
 
 
 def lock_path(packets_root: Path, annotator: str) -> Path:
@@ -267,110 +228,24 @@ class LabelStore:
             return {"etag": self.etag, "progress": self.progress(), "complete": self.is_complete(item["item"])}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: "AnnotateServer"
-    timeout = 30  # seconds a connection may idle, so a body shorter than its Content-Length cannot hold a thread
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet unless asked
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in SECURITY_HEADERS.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _json(self, status: int, obj: dict) -> None:
-        self._send(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"), "application/json; charset=utf-8")
-
-    def _check_host(self) -> None:
-        host = self.headers.get("Host", "")
-        if host not in self.server.hosts:
-            raise Forbidden(f"this server answers only requests for {self.server.url} (Host: {host!r})")
-
-    def _check_token(self) -> None:
-        token = self.headers.get(TOKEN_HEADER, "")
-        if not hmac.compare_digest(token.encode("utf-8"), self.server.token.encode("utf-8")):
-            raise Forbidden("this request does not carry the page's token: open the address the server printed")
-
-    def _check_write(self) -> None:
-        origin = self.headers.get("Origin")
-        if origin != f"http://{self.headers['Host']}":
-            raise Forbidden(f"answers are taken only from this server's own page (Origin: {origin!r})")
-        if self.headers.get_content_type() != "application/json":
-            raise UnsupportedType(f"answers are sent as application/json, not {self.headers.get('Content-Type')!r}")
-        self._check_token()
-
-    def _body(self) -> object:
-        length = self.headers.get("Content-Length")
-        if length is None:
-            raise LengthRequired("an answer needs a Content-Length")
-        if not (length.isascii() and length.isdigit()):
-            raise AnnotateError(f"bad Content-Length {length!r}")
-        if int(length) > MAX_BODY:
-            raise TooLarge(f"an answer is at most {MAX_BODY} bytes")
-        try:
-            return json.loads(self.rfile.read(int(length)).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise AnnotateError(f"the answer is not JSON ({exc})") from None
-
-    def _respond(self, handle) -> None:
-        """Run `handle` after the Host check; every failure is answered in JSON, never with a dropped connection."""
-        try:
-            self._check_host()
-            handle()
-        except AnnotateError as exc:
-            self._json(exc.status, {"error": str(exc)})
-        except OSError as exc:
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"could not save the labels ({exc}); nothing was changed"})
-        except Exception as exc:  # a defect of the app: say so on the page, and the traceback in the terminal
-            traceback.print_exc()
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"the annotation server failed ({exc!r}); nothing was changed"})
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self._respond(self._get)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._respond(self._post)
-
-    def _get(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/api/state":
-            self._check_token()
-            return self._json(HTTPStatus.OK, self.server.store.state())
-        if path == "/":
-            return self._send(HTTPStatus.OK, self.server.page, "text/html; charset=utf-8")
-        files = {"/static/app.js": ("app.js", "text/javascript"), "/static/app.css": ("app.css", "text/css")}
-        if path not in files:
-            raise NotFound(f"no such page: {path}")
-        name, kind = files[path]
-        self._send(HTTPStatus.OK, (STATIC / name).read_bytes(), f"{kind}; charset=utf-8")
-
-    def _post(self) -> None:
-        if self.path != "/api/answer":
-            raise NotFound(f"no such endpoint: {self.path}")
-        self._check_write()
-        self._json(HTTPStatus.OK, self.server.store.answer(self._body()))
-
-
-class AnnotateServer(ThreadingHTTPServer):
-    daemon_threads = True
+class AnnotateServer(LocalServer):
+    app_name = "annotation server"
+    token_header = TOKEN_HEADER
+    max_body = 64 * 1024  # bytes of one answer; a comment of MAX_COMMENT characters fits
 
     def __init__(self, store: LabelStore, port: int = 8765, verbose: bool = False):
-        super().__init__(("127.0.0.1", port), _Handler)
-        self.store, self.verbose = store, verbose
-        self.token = secrets.token_urlsafe(32)
-        bound = self.server_address[1]
-        self.hosts = {f"127.0.0.1:{bound}", f"localhost:{bound}"}
-        self.page = (STATIC / "index.html").read_text(encoding="utf-8").replace(TOKEN_SLOT, self.token).encode("utf-8")
+        super().__init__(STATIC, port, verbose=verbose)
+        self.store = store
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/"
+    def get(self, path: str, request) -> dict:
+        if path != "/api/state":
+            raise NotFound(f"no such endpoint: {path}")
+        return self.store.state()
+
+    def post(self, path: str, body: object) -> dict:
+        if path != "/api/answer":
+            raise NotFound(f"no such endpoint: {path}")
+        return self.store.answer(body)
 
 
 def open_store(packets: str | Path, annotator: str, labels: str | Path | None = None) -> LabelStore:

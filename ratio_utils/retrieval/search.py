@@ -39,8 +39,8 @@ from .dense import DenseRetriever, build_inner_product_index
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 ROWS_FILE = "sentences.parquet"
-INDEX_FORMAT = 1
-RESULT_COLUMNS = ("rank", "score", "paper_id", "title", "year", "previous", "sentence")
+INDEX_FORMAT = 2  # 2: rows hold the next sentence too (the explorer shows both neighbours)
+RESULT_COLUMNS = ("rank", "score", "docid", "paper_id", "title", "year", "previous", "sentence", "next")
 
 
 class SearchError(RuntimeError):
@@ -124,7 +124,7 @@ def parse_move(value: str | Move) -> Move:
 
 
 def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The searchable sentences with what a hit shows: docid, paper_id, title, year, previous, sentence, text.
+    """The searchable sentences with what a hit shows: docid, paper_id, title, year, previous, sentence, next, text.
 
     Kept sentences only (`drop_reason` empty; dropped ones still give the previous sentence);
     `text` is what gets embedded (`text_clean`, lower-cased as mining does), `sentence` what is shown
@@ -136,6 +136,7 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
     order = [c for c in ("paper_id", "para", "sent") if c in frame.columns]
     frame = frame.sort_values(order, kind="mergesort").reset_index(drop=True)
     frame["previous"] = frame.groupby("paper_id", sort=False)["text"].shift(1).fillna("")
+    frame["next"] = frame.groupby("paper_id", sort=False)["text"].shift(-1).fillna("")
     clean = frame["text_clean"] if "text_clean" in frame.columns else frame["text"]
     frame["embed"] = clean.fillna("").astype(str).str.strip().str.lower()
     counts = {"sentences": int(len(frame))}
@@ -159,7 +160,7 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
     counts["indexed"] = int(len(frame))
     out = frame.rename(columns={"text": "sentence", "embed": "text"})
     out["year"] = pd.to_numeric(out["year"], errors="coerce").astype("Int64")
-    return out[["docid", "paper_id", "title", "year", "previous", "sentence", "text"]].reset_index(drop=True), counts
+    return out[["docid", "paper_id", "title", "year", "previous", "sentence", "next", "text"]].reset_index(drop=True), counts
 
 
 def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, model: QueryModel | None,
@@ -241,6 +242,9 @@ class SearchIndex:
         if not (folder / META_FILE).exists() or not (folder / INDEX_FILE).exists():
             raise SearchError(f"no search index at {folder}; build it with: {build_hint}")
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        if meta.get("format") != INDEX_FORMAT:
+            raise SearchError(f"index {folder} has format {meta.get('format')}, this code reads format {INDEX_FORMAT} "
+                              f"(rows with the sentence before and after each hit); rebuild it: {build_hint}")
         if meta.get("model_fingerprint") != fingerprint:
             raise SearchError(
                 f"stale index {folder}: built with model {meta.get('model')} (fingerprint "
