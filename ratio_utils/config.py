@@ -182,6 +182,11 @@ class Paths:
         return self.root / "data" / "search_index"
 
     @property
+    def explorer_judgments(self) -> Path:
+        """The inspiration explorer's marks, useful / not useful per hit (ratio_utils.retrieval.explorer)."""
+        return self.root / "data" / "explorer" / "judgments.jsonl"
+
+    @property
     def exports(self) -> Path:
         """The benchmark in BEIR / TREC formats (ratio_utils.dataset.export): exports/<format>/<move>/."""
         return self.processed / "exports"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,22 @@ def tiny_benchmark(tmp_path) -> Path:
     for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
         write_pool(pool, root, split)
     return root
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through Selenium, for the pages of the annotation app and the explorer."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt)")
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    if not (Path(binary).exists() and Path(driver).exists()):
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/bootstrap.sh does as root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    chrome = webdriver.Chrome(options=options, service=Service(driver))
+    chrome.set_page_load_timeout(30)
+    yield chrome
+    chrome.quit()

@@ -362,24 +362,6 @@ def test_one_server_per_annotator_and_packets_whatever_the_labels_folder(packets
 # --- the page in a real browser -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt)")
-    from selenium.webdriver.chrome.service import Service
-
-    binary, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not (Path(binary).exists() and Path(driver).exists()):
-        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/bootstrap.sh does as root)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(arg)
-    chrome = webdriver.Chrome(options=options, service=Service(driver))
-    chrome.set_page_load_timeout(30)
-    yield chrome
-    chrome.quit()
-
-
 def _wait_saved(browser):
     from selenium.webdriver.support.ui import WebDriverWait
 

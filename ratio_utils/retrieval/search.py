@@ -3,6 +3,8 @@
     python -m ratio_utils.retrieval.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
     python -m ratio_utils.retrieval.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
 
+The same indexes in the browser, three moves side by side: `python -m ratio_utils.retrieval.explorer` (retrieval/explorer).
+
 The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
 or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
 with any model folder, and searched in an exhaustive faiss inner-product index over a sentence table

@@ -1,0 +1,307 @@
+"""The inspiration explorer: one statement, three moves side by side, in the browser.
+
+    python -m ratio_utils.retrieval.explorer [--model PATH|NAME] [--top 10] [--port 8770] [--judgments FILE]
+
+A local page over the indexes that `python -m ratio_utils.retrieval.search index` builds: a text box for a problem
+statement and three columns (Address, Broaden, Specify), each the top k sentences of that move's retriever, with
+score, paper title, year and id, and the sentences before and after it in its paper (expandable). Above the
+columns a selector chooses the retrievers: the fine-tuned one per move (notebook 09), the unified one with the move
+as instruction (notebook 13), or one model for all three moves (`--model`, e.g. an untuned baseline). A column whose
+model is not trained yet, or whose index is missing or was built from another model or corpus, says so instead of
+answering.
+
+A hit can be marked useful / not useful; the marks go to a JSONL file of the user's (`--judgments`, default
+`data/explorer/judgments.jsonl` under the output root; nothing is sent anywhere), one line per (statement, move,
+sentence), rewritten atomically after every mark, so the page doubles as a way to collect inspiration judgments.
+
+The server is `ratio_utils.local_server` (standard library): the page has three JSON endpoints, and the annotation
+app's server already brings the safety the explorer needs (loopback only unless asked, Host check, writes only as
+JSON from the page's own Origin with its token). Gradio, the usual choice for model demos, would add a large
+dependency tree for what one static page does here (docs/search.md, "Explorer").
+
+Reads: model folders, index folders (index.json, index.faiss, sentences.parquet), the run's sentence table (its
+checksum, to refuse an index of another corpus). Writes: the judgments file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..io import InputError, atomic_path, iter_jsonl, sha256_file
+from ..local_server import LocalServer, NotFound, RequestError
+from ..schema import MOVES, Move
+from .dense import DenseRetriever
+from .search import QueryModel, SearchError, SearchIndex, default_index_dir, resolve_query_model, search_index
+
+STATIC = Path(__file__).parent / "explorer_static"
+MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
+MAX_TOP = 50
+LABELS = ("useful", "not_useful")
+PER_MOVE, UNIFIED = "per-move", "unified"
+
+
+@dataclass
+class Column:
+    """One move under one choice of retrievers: what answers it, or why nothing can."""
+
+    move: Move
+    retrievers: str
+    model: str | None = None  # the model folder's name
+    index: str | None = None  # the index folder's name
+    size: int = 0  # sentences in the index
+    problem: str | None = None
+    encoder: DenseRetriever | None = field(default=None, repr=False)
+    search: SearchIndex | None = field(default=None, repr=False)
+    query_prefix: str = ""
+
+    def describe(self) -> dict:
+        return {"move": self.move.value, "model": self.model, "index": self.index, "size": self.size,
+                "problem": self.problem}
+
+
+def corpus_problem(meta: dict, expected: dict[str, str] | None) -> str | None:
+    """Why an index's source tables are not the corpus the page expects (None: they are, or nothing to compare)."""
+    built = meta.get("sources_sha256") or {}
+    for name, digest in (expected or {}).items():
+        if name in built and built[name] != digest:
+            return (f"its index was built from another {name} (sha256 {built[name][:12]}, the run's is {digest[:12]}): "
+                    "rebuild it with python -m ratio_utils.retrieval.search index")
+    return None
+
+
+def open_column(move: Move, retrievers: str, model: QueryModel, folder: Path, encoders: dict[str, DenseRetriever],
+                expected_sources: dict[str, str] | None, build_hint: str) -> Column:
+    """The column of `move` answered by `model` over the index in `folder`; a column with a problem if it cannot."""
+    column = Column(move, retrievers, model=model.path.name, index=folder.name, query_prefix=model.query_prefix(move))
+    key = str(model.path)
+    if key not in encoders:
+        encoders[key] = DenseRetriever(key, doc_prefix=model.doc_prefix)
+    try:
+        column.search = SearchIndex.open(folder, encoders[key].fingerprint(), build_hint)
+    except SearchError as exc:
+        column.problem = str(exc)
+        return column
+    column.problem = corpus_problem(column.search.meta, expected_sources)
+    column.encoder, column.size = encoders[key], int(column.search.index.ntotal)
+    return column
+
+
+class Explorer:
+    """Every column the page can show, loaded once at start-up, and the answer to one statement."""
+
+    def __init__(self, columns: dict[str, dict[Move, Column]], top: int = 10):
+        self.columns, self.top = columns, top
+
+    @classmethod
+    def load(cls, cfg, *, model: str | None = None, indexes: Path | None = None, top: int = 10,
+             progress: Callable[[str], None] = print) -> "Explorer":
+        """Per-move and unified retrievers of the run `cfg` (and `model` for all moves, when given), each with its
+        index under `indexes` (default: the run's data/search_index/<model folder>)."""
+        expected = {cfg.paths.sentences.name: sha256_file(cfg.paths.sentences)} if cfg.paths.sentences.exists() else None
+        encoders: dict[str, DenseRetriever] = {}
+        choices = {PER_MOVE: None, UNIFIED: "unified"} | ({model: model} if model else {})
+        columns: dict[str, dict[Move, Column]] = {}
+        for retrievers, model_arg in choices.items():
+            columns[retrievers] = {}
+            for move in MOVES:
+                try:
+                    qmodel = resolve_query_model(cfg, move, model_arg)
+                except SearchError as exc:
+                    columns[retrievers][move] = Column(move, retrievers, problem=str(exc))
+                    continue
+                folder = (Path(indexes) / qmodel.path.name) if indexes else default_index_dir(cfg, qmodel)
+                hint = "python -m ratio_utils.retrieval.search index " + (
+                    f"--model {model_arg}" if model_arg else f"--move {move.value}")
+                progress(f"loading {retrievers} / {move.value}: model {qmodel.path.name}, index {folder.name} ...")
+                columns[retrievers][move] = open_column(move, retrievers, qmodel, folder, encoders, expected, hint)
+        return cls(columns, top)
+
+    def info(self) -> dict:
+        return {"top": self.top, "max_top": MAX_TOP, "max_statement": MAX_STATEMENT,
+                "retrievers": {name: [c.describe() for c in cols.values()] for name, cols in self.columns.items()}}
+
+    def column(self, retrievers: object, move: object) -> Column:
+        if retrievers not in self.columns:
+            raise RequestError(f"unknown retrievers {retrievers!r} ({', '.join(self.columns)})")
+        try:
+            return self.columns[retrievers][Move.parse(str(move))]
+        except ValueError as exc:
+            raise RequestError(str(exc)) from None
+
+    def ask(self, statement: object, retrievers: object, top: object = None) -> dict:
+        """The top hits of each move's column for `statement`, with the seconds each column took."""
+        statement = checked_statement(statement)
+        top = self.top if top is None else top
+        if not isinstance(top, int) or isinstance(top, bool) or not 1 <= top <= MAX_TOP:
+            raise RequestError(f"top is a whole number from 1 to {MAX_TOP}, got {top!r}")
+        answers = []
+        for move in MOVES:
+            column = self.column(retrievers, move.value)
+            answer = column.describe() | {"hits": [], "seconds": 0.0}
+            if column.problem is None:
+                started = time.perf_counter()
+                hits = search_index(statement, move, column.encoder, column.search, column.query_prefix, top)
+                answer["seconds"] = round(time.perf_counter() - started, 4)
+                answer["hits"] = json.loads(hits.to_json(orient="records", force_ascii=False))
+            answers.append(answer)
+        return {"statement": statement, "retrievers": retrievers, "columns": answers}
+
+
+def checked_statement(statement: object) -> str:
+    if not isinstance(statement, str) or not statement.strip():
+        raise RequestError("the statement is empty: type the problem you want inspiration for")
+    if len(statement) > MAX_STATEMENT:
+        raise RequestError(f"a statement is at most {MAX_STATEMENT} characters (this one has {len(statement)})")
+    return statement.strip()
+
+
+class JudgmentLog:
+    """The user's marks: one JSON line per (statement, move, sentence), the latest mark kept, the file rewritten
+    atomically after each mark. A mark names the hit by its docid; its paper and text come from the index."""
+
+    KEY = ("statement", "move", "docid")
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.rows: dict[tuple, dict] = {}
+        if self.path.exists():
+            for _, row in iter_jsonl(self.path, required=(*self.KEY, "label")):
+                self.rows[tuple(row[k] for k in self.KEY)] = row
+
+    def marks(self, statement: str) -> dict[str, dict[str, str]]:
+        """{move: {docid: label}} of one statement."""
+        out: dict[str, dict[str, str]] = {m.value: {} for m in MOVES}
+        for (said, move, docid), row in self.rows.items():
+            if said == statement:
+                out.setdefault(move, {})[docid] = row["label"]
+        return out
+
+    def mark(self, column: Column, statement: str, docid: object, label: object) -> dict:
+        """Record (label None: take back) one mark; the hit must be in the column's index."""
+        if label is not None and label not in LABELS:
+            raise RequestError(f"label is one of {LABELS} or null, got {label!r}")
+        if column.search is None:
+            raise RequestError(f"the {column.move.value} column has no index to mark hits of")
+        rows = column.search.rows
+        found = rows[rows["docid"] == docid] if isinstance(docid, str) else rows.iloc[0:0]
+        if found.empty:
+            raise NotFound(f"no sentence {docid!r} in the index {column.index}")
+        hit = found.iloc[0]
+        key = (statement, column.move.value, docid)
+        with self._lock:
+            if label is None:
+                self.rows.pop(key, None)
+            else:
+                self.rows[key] = {"statement": statement, "move": column.move.value, "docid": docid, "label": label,
+                                  "retrievers": column.retrievers, "model": column.model, "index": column.index,
+                                  "paper_id": hit["paper_id"], "sentence": hit["sentence"],
+                                  "time": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
+            self._save()
+        return self.marks(statement)
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.path) as tmp:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows.values()), encoding="utf-8")
+
+
+class ExplorerServer(LocalServer):
+    app_name = "inspiration explorer"
+    token_header = "X-Explorer-Token"
+    max_body = 16 * 1024  # a statement of MAX_STATEMENT characters and a mark fit
+
+    def __init__(self, explorer: Explorer, judgments: JudgmentLog, port: int = 8770, host: str = "127.0.0.1",
+                 verbose: bool = False):
+        super().__init__(STATIC, port, host=host, verbose=verbose)
+        self.explorer, self.judgments = explorer, judgments
+
+    def get(self, path: str, request) -> dict:
+        if path != "/api/info":
+            raise NotFound(f"no such endpoint: {path}")
+        return self.explorer.info() | {"judgments": self.judgments.path.name}
+
+    def post(self, path: str, body: object) -> dict:
+        if not isinstance(body, dict):
+            raise RequestError("a request is a JSON object")
+        if path == "/api/ask":
+            answer = self.explorer.ask(body.get("statement"), body.get("retrievers"), body.get("top"))
+            return answer | {"marks": self.judgments.marks(answer["statement"])}
+        if path == "/api/mark":
+            statement = checked_statement(body.get("statement"))
+            column = self.explorer.column(body.get("retrievers"), body.get("move"))
+            return {"marks": self.judgments.mark(column, statement, body.get("docid"), body.get("label"))}
+        raise NotFound(f"no such endpoint: {path}")
+
+
+def listen_address(host: str) -> str:
+    """127.0.0.1 by default; another address only when it is one address of this machine, named."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise SearchError(f"--host takes an IP address of this machine, got {host!r}") from None
+    if address.is_unspecified:
+        raise SearchError("--host 0.0.0.0 would answer on every network: name the one address to listen on")
+    return str(address)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import load_config
+
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.explorer", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None,
+                        help="also offer this model for all three moves (a folder or a packaged name, generic prefix)")
+    parser.add_argument("--indexes", type=Path, default=None,
+                        help="folder of index folders, one per model folder name (default: data/search_index)")
+    parser.add_argument("--top", type=int, default=10, help="hits per column (default: %(default)s)")
+    parser.add_argument("--judgments", type=Path, default=None,
+                        help="your marks, JSONL (default: data/explorer/judgments.jsonl under the output root)")
+    parser.add_argument("--port", type=int, default=8770)
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s, this machine only)")
+    parser.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    try:
+        host = listen_address(args.host)
+        if not 1 <= args.top <= MAX_TOP:
+            raise SearchError(f"--top is from 1 to {MAX_TOP}")
+        cfg = load_config(args.params)
+        judgments = JudgmentLog(args.judgments or cfg.paths.explorer_judgments)
+        started = time.perf_counter()
+        explorer = Explorer.load(cfg, model=args.model, indexes=args.indexes, top=args.top,
+                                 progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (SearchError, InputError) as exc:
+        print(f"ratio-explorer: error: {exc}", file=sys.stderr)
+        return 2
+    for name, columns in explorer.columns.items():
+        for column in columns.values():
+            state = f"{column.size:,} sentences" if column.problem is None else f"not available: {column.problem}"
+            print(f"  {name:>10} / {column.move.value:<8} {state}", file=sys.stderr)
+    try:
+        server = ExplorerServer(explorer, judgments, args.port, host, args.verbose)
+    except OSError as exc:
+        print(f"ratio-explorer: cannot listen on {host}:{args.port} ({exc}); try another --port", file=sys.stderr)
+        return 2
+    print(f"Loaded in {time.perf_counter() - started:.1f} s. Open {server.url} in your browser; marks are saved to "
+          f"{judgments.path}. Ctrl+C stops.", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
