@@ -10,6 +10,7 @@ import re
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -85,6 +86,10 @@ def test_bad_requests_are_refused_with_a_reason(the_explorer):
         the_explorer.ask(STATEMENT, "bm25")
     with pytest.raises(RequestError, match="top is a whole number"):
         the_explorer.ask(STATEMENT, "per-move", top=0)
+    with pytest.raises(RequestError, match="unknown retrievers"):
+        the_explorer.ask(STATEMENT, ["per-move"])
+    with pytest.raises(RequestError, match="not available: no unified retriever"):
+        explorer.JudgmentLog(Path("unused.jsonl")).mark(the_explorer.column("unified", "address"), STATEMENT, "d", "useful")
 
 
 def test_an_index_of_another_model_or_corpus_is_refused(index_folder):

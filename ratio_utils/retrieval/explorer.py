@@ -131,7 +131,7 @@ class Explorer:
                 "retrievers": {name: [c.describe() for c in cols.values()] for name, cols in self.columns.items()}}
 
     def column(self, retrievers: object, move: object) -> Column:
-        if retrievers not in self.columns:
+        if not isinstance(retrievers, str) or retrievers not in self.columns:
             raise RequestError(f"unknown retrievers {retrievers!r} ({', '.join(self.columns)})")
         try:
             return self.columns[retrievers][Move.parse(str(move))]
@@ -191,8 +191,8 @@ class JudgmentLog:
         """Record (label None: take back) one mark; the hit must be in the column's index."""
         if label is not None and label not in LABELS:
             raise RequestError(f"label is one of {LABELS} or null, got {label!r}")
-        if column.search is None:
-            raise RequestError(f"the {column.move.value} column has no index to mark hits of")
+        if column.problem is not None:
+            raise RequestError(f"the {column.move.value} column is not available: {column.problem}")
         rows = column.search.rows
         found = rows[rows["docid"] == docid] if isinstance(docid, str) else rows.iloc[0:0]
         if found.empty:
