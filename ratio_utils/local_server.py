@@ -182,6 +182,15 @@ class LocalServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://{self.server_address[0]}:{self.server_address[1]}/"
 
+    def serve_until_interrupted(self) -> None:
+        """Serve until Ctrl+C, then close the socket."""
+        try:
+            self.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.server_close()
+
     def get(self, path: str, request: LocalHandler) -> dict:
         raise NotFound(f"no such endpoint: {path}")
 

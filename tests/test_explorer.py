@@ -236,11 +236,11 @@ def test_the_command_loads_a_real_model_for_every_move_and_says_what_is_missing(
     assert search.main(["index", "--model", "all-MiniLM-L6-v2"]) == 0
     served = {}
 
-    def fake_serve(self):  # instead of serving forever: one request through the loaded explorer
+    def fake_serve(self):  # instead of serving until Ctrl+C: one request through the loaded explorer
         served["answer"] = self.explorer.ask(STATEMENT, "all-MiniLM-L6-v2")
-        raise KeyboardInterrupt
+        self.server_close()
 
-    monkeypatch.setattr(explorer.ExplorerServer, "serve_forever", fake_serve)
+    monkeypatch.setattr(explorer.ExplorerServer, "serve_until_interrupted", fake_serve)
     assert explorer.main(["--model", "all-MiniLM-L6-v2", "--port", "0", "--top", "2"]) == 0
     err = capsys.readouterr().err
     assert re.search(r"per-move / address\s+not available: no fine-tuned address retriever", err)

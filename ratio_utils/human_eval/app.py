@@ -283,11 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Annotating as {args.annotator}: {progress['complete']} of {progress['assigned']} queries complete.\n"
           f"Open {server.url} in your browser; labels are saved to {store.path} after every answer. Ctrl+C stops.")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_until_interrupted()
     finally:
-        server.server_close()
         store.close()
     return 0
 

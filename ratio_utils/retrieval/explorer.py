@@ -294,12 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"Loaded in {time.perf_counter() - started:.1f} s. Open {server.url} in your browser; marks are saved to "
           f"{judgments.path}. Ctrl+C stops.", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    server.serve_until_interrupted()
     return 0
 
 
