@@ -229,22 +229,25 @@ def test_browser_type_a_statement_expand_a_context_mark_and_reload(browser, serv
 
 
 @pytest.mark.models
-def test_the_command_loads_a_real_model_for_every_move_and_says_what_is_missing(cfg, tmp_path, monkeypatch, capsys):
-    corpus = cfg.paths.interim
-    corpus.mkdir(parents=True)
+def test_one_command_builds_what_is_missing_and_loads_a_real_model_for_every_move(cfg, monkeypatch, capsys):
+    cfg.paths.interim.mkdir(parents=True)
     pd.DataFrame(_SENTENCES, columns=["paper_id", "para", "sent", "text"]).to_parquet(cfg.paths.sentences)
-    assert search.main(["index", "--model", "all-MiniLM-L6-v2"]) == 0
+    pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"],
+                  "year": [2011, 2015]}).to_parquet(cfg.paths.papers)
     served = {}
 
     def fake_serve(self):  # instead of serving until Ctrl+C: one request through the loaded explorer
-        served["answer"] = self.explorer.ask(STATEMENT, "all-MiniLM-L6-v2")
+        served["answer"] = self.explorer.ask("Labelling entities by hand is expensive.", "all-MiniLM-L6-v2")
         self.server_close()
 
     monkeypatch.setattr(explorer.ExplorerServer, "serve_until_interrupted", fake_serve)
-    assert explorer.main(["--model", "all-MiniLM-L6-v2", "--port", "0", "--top", "2"]) == 0
+    args = ["--model", "all-MiniLM-L6-v2", "--port", "0", "--top", "2", "--build-missing", "--from-year", "2012"]
+    assert explorer.main(args) == 0
     err = capsys.readouterr().err
+    assert "building the index all-MiniLM-L6-v2" in err  # once, for the one model three columns share
     assert re.search(r"per-move / address\s+not available: no fine-tuned address retriever", err)
-    assert re.search(r"all-MiniLM-L6-v2 / specify\s+6 sentences", err)
+    assert re.search(r"all-MiniLM-L6-v2 / specify\s+3 sentences", err)  # the 2015 paper only
     hits = {c["move"]: [h["paper_id"] for h in c["hits"]] for c in served["answer"]["columns"]}
-    assert hits["address"][0] == "P1" and all(len(h) == 2 for h in hits.values())
+    assert hits == {move.value: ["P2", "P2"] for move in MOVES}
+    assert explorer.main(args) == 0 and "building" not in capsys.readouterr().err  # built once, then reused
     assert explorer.main(["--host", "0.0.0.0"]) == 2

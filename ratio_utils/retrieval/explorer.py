@@ -1,6 +1,6 @@
 """The inspiration explorer: one statement, three moves side by side, in the browser.
 
-    python -m ratio_utils.retrieval.explorer [--model PATH|NAME] [--top 10] [--port 8770] [--judgments FILE]
+    python -m ratio_utils.retrieval.explorer [--build-missing [--from-year 2019]] [--model PATH|NAME] [--top 10] [--port 8770]
 
 A local page over the indexes that `python -m ratio_utils.retrieval.search index` builds: a text box for a problem
 statement and three columns (Address, Broaden, Specify), each the top k sentences of that move's retriever, with
@@ -41,7 +41,10 @@ from ..io import InputError, atomic_path, iter_jsonl, sha256_file
 from ..local_server import LocalServer, NotFound, RequestError
 from ..schema import MOVES, Move
 from .dense import DenseRetriever
-from .search import QueryModel, SearchError, SearchIndex, default_index_dir, resolve_query_model, search_index
+from .search import (
+    META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, default_index_dir, resolve_query_model,
+    search_index,
+)
 
 STATIC = Path(__file__).parent / "explorer_static"
 MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
@@ -82,7 +85,7 @@ def corpus_problem(meta: dict, expected: dict[str, str] | None) -> str | None:
 def open_column(move: Move, retrievers: str, model: QueryModel, folder: Path, encoders: dict[str, DenseRetriever],
                 expected_sources: dict[str, str] | None, build_hint: str) -> Column:
     """The column of `move` answered by `model` over the index in `folder`; a column with a problem if it cannot."""
-    column = Column(move, retrievers, model=model.path.name, index=folder.name, query_prefix=model.query_prefix(move))
+    column = Column(move, retrievers, model=model.name, index=folder.name, query_prefix=model.query_prefix(move))
     key = str(model.path)
     if key not in encoders:
         encoders[key] = DenseRetriever(key, doc_prefix=model.doc_prefix)
@@ -104,9 +107,11 @@ class Explorer:
 
     @classmethod
     def load(cls, cfg, *, model: str | None = None, indexes: Path | None = None, top: int = 10,
+             build_missing: bool = False, from_year: int | None = None,
              progress: Callable[[str], None] = print) -> "Explorer":
         """Per-move and unified retrievers of the run `cfg` (and `model` for all moves, when given), each with its
-        index under `indexes` (default: the run's data/search_index/<model folder>)."""
+        index under `indexes` (default: the run's data/search_index/<model folder>). `build_missing`: build the index
+        of a trained model that has none, over the run's sentence table (papers from `from_year` on, when given)."""
         expected = {cfg.paths.sentences.name: sha256_file(cfg.paths.sentences)} if cfg.paths.sentences.exists() else None
         encoders: dict[str, DenseRetriever] = {}
         choices = {PER_MOVE: None, UNIFIED: "unified"} | ({model: model} if model else {})
@@ -119,10 +124,13 @@ class Explorer:
                 except SearchError as exc:
                     columns[retrievers][move] = Column(move, retrievers, problem=str(exc))
                     continue
-                folder = (Path(indexes) / qmodel.path.name) if indexes else default_index_dir(cfg, qmodel)
+                folder = (Path(indexes) / qmodel.name) if indexes else default_index_dir(cfg, qmodel)
                 hint = "python -m ratio_utils.retrieval.search index " + (
                     f"--model {model_arg}" if model_arg else f"--move {move.value}")
-                progress(f"loading {retrievers} / {move.value}: model {qmodel.path.name}, index {folder.name} ...")
+                if build_missing and not (folder / META_FILE).exists():
+                    progress(f"building the index {folder.name} for {qmodel.name} (once) ...")
+                    build_index_from_corpus(cfg, None, qmodel, folder, paper_ids=papers_from(cfg, from_year))
+                progress(f"loading {retrievers} / {move.value}: model {qmodel.name}, index {folder.name} ...")
                 columns[retrievers][move] = open_column(move, retrievers, qmodel, folder, encoders, expected, hint)
         return cls(columns, top)
 
@@ -155,6 +163,17 @@ class Explorer:
                 answer["hits"] = json.loads(hits.to_json(orient="records", force_ascii=False))
             answers.append(answer)
         return {"statement": statement, "retrievers": retrievers, "columns": answers}
+
+
+def papers_from(cfg, year: int | None) -> list[str] | None:
+    """The ids of the run's papers from `year` on (None: every paper)."""
+    if year is None:
+        return None
+    papers = pd.read_parquet(cfg.paths.papers, columns=["paper_id", "year"])
+    ids = sorted(papers.loc[pd.to_numeric(papers["year"], errors="coerce") >= year, "paper_id"])
+    if not ids:
+        raise SearchError(f"no paper of the run is from {year} or later")
+    return ids
 
 
 def checked_statement(statement: object) -> str:
@@ -263,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also offer this model for all three moves (a folder or a packaged name, generic prefix)")
     parser.add_argument("--indexes", type=Path, default=None,
                         help="folder of index folders, one per model folder name (default: data/search_index)")
+    parser.add_argument("--build-missing", action="store_true",
+                        help="build the index of every trained model that has none (one encode of the sentence table each)")
+    parser.add_argument("--from-year", type=int, default=None,
+                        help="with --build-missing: index only the papers from this year on (a smaller, faster index)")
     parser.add_argument("--top", type=int, default=10, help="hits per column (default: %(default)s)")
     parser.add_argument("--judgments", type=Path, default=None,
                         help="your marks, JSONL (default: data/explorer/judgments.jsonl under the output root)")
@@ -279,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         judgments = JudgmentLog(args.judgments or cfg.paths.explorer_judgments)
         started = time.perf_counter()
         explorer = Explorer.load(cfg, model=args.model, indexes=args.indexes, top=args.top,
+                                 build_missing=args.build_missing, from_year=args.from_year,
                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (SearchError, InputError) as exc:
         print(f"ratio-explorer: error: {exc}", file=sys.stderr)

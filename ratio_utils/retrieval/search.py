@@ -62,29 +62,35 @@ class QueryModel:
     kind: str  # "per-move", "unified" or "other"
     query_prefixes: dict[str, str]  # move -> prefix (the same for every move unless unified)
     doc_prefix: str
+    name: str = ""  # what the model is called (its index folder's name): the packaged name, else the folder's
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.path.name)
 
     def query_prefix(self, move: Move) -> str:
         return self.query_prefixes[move.value]
 
 
-def describe_model(path: Path) -> QueryModel:
-    """The prefixes of a model folder: unified.json (unified retriever), results.json (per-move), else generic."""
+def describe_model(path: Path, name: str = "") -> QueryModel:
+    """The prefixes of a model folder: unified.json (unified retriever), results.json (per-move), else generic.
+    `name`: what to call it where the folder's own name says nothing (a packaged model's folder is `model`)."""
     from ..train.unified import FORMAT_FILE
 
     path = Path(path)
     unified = path / FORMAT_FILE
     if unified.exists():
         fmt = json.loads(unified.read_text(encoding="utf-8"))
-        return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"])
+        return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"], name)
     results = path / "results.json"
     prefixes = json.loads(results.read_text(encoding="utf-8")).get("prefixes") if results.exists() else None
     query, doc = (prefixes["query"], prefixes["document"]) if prefixes else (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
-    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc)
+    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc, name)
 
 
 def resolve_query_model(cfg, move: Move | None, model: str | None) -> QueryModel:
     """--model PATH, --model unified, or (no --model) the move's fine-tuned retriever of notebook 09."""
-    from ..models import ModelNotAvailableError, resolve_model_path
+    from ..models import ModelNotAvailableError, model_name, resolve_model_path
     from ..train import load_train_params, move_model_dir
     from ..train.unified import load_unified_params, unified_model_dir
 
@@ -95,7 +101,7 @@ def resolve_query_model(cfg, move: Move | None, model: str | None) -> QueryModel
         return describe_model(path)
     if model is not None:
         try:
-            return describe_model(resolve_model_path(model))
+            return describe_model(resolve_model_path(model), model_name(model))
         except ModelNotAvailableError as exc:
             raise SearchError(str(exc)) from None
     if move is None:
@@ -110,7 +116,7 @@ def resolve_query_model(cfg, move: Move | None, model: str | None) -> QueryModel
 
 
 def default_index_dir(cfg, model: QueryModel) -> Path:
-    return cfg.paths.search_indexes / model.path.name
+    return cfg.paths.search_indexes / model.name
 
 
 def parse_move(value: str | Move) -> Move:
@@ -181,7 +187,7 @@ def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, m
     write_parquet_atomic(rows.drop(columns=["text"]), out_dir / ROWS_FILE)
     meta = {
         "format": INDEX_FORMAT,
-        "model": model.path.name if model else encoder.model_label,
+        "model": model.name if model else encoder.model_label,
         "model_kind": model.kind if model else None,
         "model_fingerprint": encoder.fingerprint(),
         "doc_prefix": encoder.doc_prefix,
