@@ -25,7 +25,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 STATEMENTS = [
