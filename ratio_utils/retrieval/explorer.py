@@ -20,7 +20,8 @@ JSON from the page's own Origin with its token). Gradio, the usual choice for mo
 dependency tree for what one static page does here (docs/search.md, "Explorer").
 
 Reads: model folders, index folders (index.json, index.faiss, sentences.parquet), the run's sentence table (its
-checksum, to refuse an index of another corpus). Writes: the judgments file.
+checksum, to refuse an index of another corpus). Writes: the judgments file; with `--build-missing`, the missing
+index folders (data/search_index/<model>/).
 """
 
 from __future__ import annotations
