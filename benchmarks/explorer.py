@@ -94,12 +94,9 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     cfg = load_config(args.params)
     started = time.perf_counter()
-    explorer.Explorer.load(cfg, model=args.model, build_missing=True, from_year=args.from_year or None,
-                           progress=lambda line: print(line) if line.startswith("building") else None)
-    print(f"first start (builds the index when missing): {time.perf_counter() - started:.1f} s")
-    started = time.perf_counter()
-    loaded = explorer.Explorer.load(cfg, model=args.model, progress=lambda line: None)
-    print(f"explorer start-up (models and indexes loaded once): {time.perf_counter() - started:.1f} s")
+    loaded = explorer.Explorer.load(cfg, model=args.model, build_missing=True, from_year=args.from_year or None,
+                                    progress=lambda line: print(line) if line.startswith("building") else None)
+    print(f"explorer start-up (models loaded once, the index built if it was missing): {time.perf_counter() - started:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
         server = explorer.ExplorerServer(loaded, explorer.JudgmentLog(Path(tmp) / "judgments.jsonl"), port=0)
         threading.Thread(target=server.serve_forever, daemon=True).start()

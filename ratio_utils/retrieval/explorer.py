@@ -133,6 +133,11 @@ class Explorer:
                     build_index_from_corpus(cfg, None, qmodel, folder, paper_ids=papers_from(cfg, from_year))
                 progress(f"loading {retrievers} / {move.value}: model {qmodel.name}, index {folder.name} ...")
                 columns[retrievers][move] = open_column(move, retrievers, qmodel, folder, encoders, expected, hint)
+        # Models load lazily; load each one a column answers with now, so that the first statement is as fast as any.
+        ready = {id(c.encoder): (c.model, c.encoder) for cols in columns.values() for c in cols.values() if c.encoder}
+        for name, encoder in ready.values():
+            progress(f"loading the model {name} ...")
+            encoder.encode(["warm-up"], "")
         return cls(columns, top)
 
     def info(self) -> dict:
