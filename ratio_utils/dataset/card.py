@@ -77,12 +77,13 @@ def _columns(root: Path, config: dict) -> str:
     return ", ".join(f"`{name}`" for name in pq.read_schema(root / config["data_files"][0]["path"]).names)
 
 
-def _date_span(pairs: pd.DataFrame) -> str:
-    dates = pd.to_datetime(pairs.get("publicationdate"), errors="coerce").dropna() if "publicationdate" in pairs else pd.Series(dtype="datetime64[ns]")
-    if not dates.empty:
-        return f"{dates.min():%Y-%m-%d} to {dates.max():%Y-%m-%d}"
-    years = pd.to_numeric(pairs.get("year"), errors="coerce").dropna() if "year" in pairs else pd.Series(dtype=float)
-    return f"{int(years.min())} to {int(years.max())}" if not years.empty else "no dates"
+def date_span(pairs: pd.DataFrame) -> tuple[str, str] | None:
+    """(first, last) publication date of the pairs (YYYY-MM-DD), else their years (YYYY); None without either."""
+    dates = pd.to_datetime(pairs["publicationdate"], errors="coerce").dropna() if "publicationdate" in pairs else None
+    if dates is not None and not dates.empty:
+        return f"{dates.min():%Y-%m-%d}", f"{dates.max():%Y-%m-%d}"
+    years = pd.to_numeric(pairs["year"], errors="coerce").dropna() if "year" in pairs else None
+    return (str(int(years.min())), str(int(years.max()))) if years is not None and not years.empty else None
 
 
 def split_summary(bench: Benchmark) -> pd.DataFrame:
@@ -93,7 +94,7 @@ def split_summary(bench: Benchmark) -> pd.DataFrame:
         if not present:
             continue
         frames = {m: bench.queries(m, split) for m in present}
-        row = {"split": split.value, "publication dates": _date_span(pd.concat(frames.values())),
+        row = {"split": split.value, "publication dates": " to ".join(date_span(pd.concat(frames.values())) or ["no dates"]),
                "pool sentences": f"{_rows(candidates_path(bench.root, split)):,}"}
         for move in MOVES:
             frame = frames.get(move)

@@ -48,15 +48,14 @@ def eval_splits(bench: Benchmark, move: Move) -> list[str]:
 
 
 def _test_dates(bench: Benchmark) -> tuple[str, str] | None:
+    """MTEB's date field: the test pairs' publication dates, or whole years where only years are known."""
+    from ..dataset.card import date_span
+
     frames = [bench.queries(m, Split.TEST) for m in MOVES if bench.has(m, Split.TEST)]
-    if not frames:
-        return None
-    pairs = pd.concat(frames)
-    dates = pd.to_datetime(pairs["publicationdate"], errors="coerce").dropna() if "publicationdate" in pairs else pd.Series(dtype=object)
-    if not dates.empty:
-        return (f"{dates.min():%Y-%m-%d}", f"{dates.max():%Y-%m-%d}")
-    years = pd.to_numeric(pairs.get("year"), errors="coerce").dropna() if "year" in pairs else pd.Series(dtype=float)
-    return (f"{int(years.min())}-01-01", f"{int(years.max())}-12-31") if not years.empty else None
+    span = date_span(pd.concat(frames)) if frames else None
+    if span is None or len(span[0]) > 4:
+        return span
+    return f"{span[0]}-01-01", f"{span[1]}-12-31"
 
 
 def _licence(bench: Benchmark, licences: dict[str, str]) -> str:
