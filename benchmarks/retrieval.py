@@ -118,13 +118,14 @@ def main() -> None:
     from ratio_utils.config import load_config
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.evaluation.metrics import DEFAULT_KS, evaluate_run, order_run
-    from ratio_utils.retrieval import BM25Retriever, DenseRetriever, benchmark_queries
+    from ratio_utils.retrieval import BM25Retriever, DenseRetriever
     from ratio_utils.schema import GENERIC_PREFIXES
 
     cfg = load_config(args.params)
     bench = load_benchmark(args.benchmark or cfg.paths.benchmark)
     pool = bench.pool("test")
-    queries, qrels = benchmark_queries(bench, args.move, "test")
+    evalset = bench.eval_set(args.move, "test")
+    queries, qrels = evalset.queries, evalset.qrels
     sample = pool.head(args.encode)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (other processes slow the timings down)")
     print(f"benchmark {bench.root}: test pool {len(pool)} sentences, {len(queries)} {args.move} test queries\n")

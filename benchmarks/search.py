@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/search.py [--size 404371] [--queries 20] [--threads 2]
 
-Builds an index folder in the layout of `ratio_utils.retrieval.search` over `--size` synthetic unit vectors
+Builds an index folder in the layout of `ratio_utils.apps.search` over `--size` synthetic unit vectors
 (384 dimensions, all-MiniLM-L6-v2's width; random vectors cost faiss exactly what real ones do in an
 exhaustive search) with synthetic sentence rows, fingerprinted for the real all-MiniLM-L6-v2, then
 answers real statements through `search.search_index`: one real encode of each statement with
@@ -40,7 +40,7 @@ def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -
 
     from ratio_utils.io import write_json_atomic
     from ratio_utils.retrieval.dense import build_inner_product_index
-    from ratio_utils.retrieval.search import INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
+    from ratio_utils.apps.search import INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
 
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
@@ -74,7 +74,7 @@ def main() -> int:
     import torch
 
     from ratio_utils.retrieval import DenseRetriever
-    from ratio_utils.retrieval.search import SearchIndex, search_index
+    from ratio_utils.apps.search import SearchIndex, search_index
 
     faiss.omp_set_num_threads(args.threads)
     torch.set_num_threads(args.threads)

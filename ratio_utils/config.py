@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .llm.types import LLMSettings
 from .param_sections import (
     AnalysisParams,
     CorpusParams,
@@ -38,6 +37,7 @@ from .param_sections import (
     HumanEvalParams,
     JudgeParams,
     LexiconParams,
+    LLMSettings,
     MiningParams,
     PipelineParams,
     RerankParams,
@@ -167,7 +167,7 @@ class Paths:
     def rerank_report(self) -> Path:
         """Counts of the reranking: sent, not sent, repairs, misses, the answering model."""
         return self.rerank / "report.json"
-    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.retrieval.search, .export) --
+    # -- notebook 13 (unified retriever), inspiration search and exports (ratio_utils.apps.search, .export) --
     def unified_runs_dir(self, base: str) -> Path:
         """Every configuration tried for notebook 13's unified retriever: models/unified/_runs/<base>/, notebook 13's
         own folder, apart from the models/_runs/ that notebook 09 reads (its published model stays
@@ -178,12 +178,12 @@ class Paths:
 
     @property
     def search_indexes(self) -> Path:
-        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.retrieval.search)."""
+        """Inspiration-search indexes: search_index/<model folder name>/ (ratio_utils.apps.search)."""
         return self.root / "data" / "search_index"
 
     @property
     def explorer_judgments(self) -> Path:
-        """The inspiration explorer's marks, useful / not useful per hit (ratio_utils.retrieval.explorer)."""
+        """The inspiration explorer's marks, useful / not useful per hit (ratio_utils.apps.explorer)."""
         return self.root / "data" / "explorer" / "judgments.jsonl"
 
     @property

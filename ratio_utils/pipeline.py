@@ -14,7 +14,7 @@ The console shows one line per notebook with its wall time; a failing notebook s
 name and the failing cell. Kernels talk over IPC (no "running over TCP without encryption" warning),
 and stream outputs are coalesced so a progress bar is stored as its final line. Timings go to
 runs/<run-id>/timings.csv; what a notebook reused instead of computing is recorded beside them
-(ratio_utils.reporting.run_records), so the summary's time table can say so.
+(ratio_utils.publish.run_records), so the summary's time table can say so.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pathlib import Path
 from .config import REPO_ROOT, Config, load_config
 from .io import write_text_atomic
 from .param_sections import PipelineParams
-from .reporting.published import machine_path_replacements
-from .reporting.run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
+from .publish.published import machine_path_replacements
+from .publish.run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 KERNEL_NAME = "ratio"

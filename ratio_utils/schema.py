@@ -62,6 +62,28 @@ GENERIC_DOC_PREFIX = "document: "
 GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
 DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
 
+# Appendix C, "Move instructions".
+MOVE_INSTRUCTIONS: dict[Move, str] = {
+    Move.ADDRESS: (
+        "Given a scientific statement describing a research problem or limitation, retrieve a passage that "
+        "addresses, solves, or mitigates that problem."
+    ),
+    Move.BROADEN: (
+        "Given a specific scientific statement, retrieve a passage that generalizes it into a broader claim, "
+        "principle, or framing."
+    ),
+    Move.SPECIFY: (
+        "Given a general scientific statement, retrieve a passage that makes it more concrete through a specific "
+        "instance, detail, or special case."
+    ),
+}
+
+
+def instructed_query_prefix(move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
+    """The query prefix that carries the move's instruction (Appendix C)."""
+    return template.format(instruction=MOVE_INSTRUCTIONS[Move.parse(move)])
+
+
 # The released lexicon's `group` column (shared/lexicon/PROVENANCE.md).
 GROUP_TO_MOVE: dict[str, Move] = {
     "Solving_problems_improvements_mitigation": Move.ADDRESS,
@@ -190,3 +212,7 @@ def normalize_marker(phrase: str) -> str:
     content (paper §4.1); the matcher re-imposes that boundary, so it is not part of the key.
     """
     return normalize_text_key(phrase).rstrip(",").rstrip()
+
+# The files of a benchmark directory that describe it rather than hold its data (outside Benchmark.checksum).
+PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.publish.label_sources)
+CARD_FILE = "README.md"  # <root>/README.md: the dataset card (ratio_utils.dataset.card)

@@ -2,7 +2,7 @@
 parameters cells that take `params_file` and `overrides`, params validated at load through one
 registry, one output root per params file, no machine path in any committed output, imports that point one
 way (notebook -> stage -> library: no library module imports a stage, no stage another, no cycle), and one stage
-shape (one `reporting.display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
+shape (one `publish.display.Stage` subclass per stage module, built by every notebook with `from_params`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_every_registered_section_is_a_dataclass_of_a_light_module():
     """config imports the dataclasses themselves (no reading of source), from modules that import no stage."""
     for name, cls in PARAMS_SECTIONS.items():
         assert dataclasses.is_dataclass(cls), name
-        assert cls.__module__ in {"ratio_utils.param_sections", "ratio_utils.llm.types"}, f"{name}: {cls.__module__}"
+        assert cls.__module__ == "ratio_utils.param_sections", f"{name}: {cls.__module__}"
 
 
 def test_loading_a_config_imports_neither_torch_nor_a_stage():
@@ -116,7 +116,7 @@ def test_no_committed_output_holds_a_machine_path():
 
 
 def test_provenance_records_relative_paths(cfg):
-    from ratio_utils.reporting.published import provenance
+    from ratio_utils.publish.published import provenance
 
     cfg.paths.pairs.parent.mkdir(parents=True)
     cfg.paths.pairs.write_text("x")
@@ -275,6 +275,89 @@ def test_no_import_cycle_among_ratio_utils_modules():
     assert not cycle, "import cycle (function-level imports count): " + " -> ".join(cycle)
 
 
+# The floors of ratio_utils, lowest first (docs/architecture.md, "Floors"): a package or top-level module imports
+# only from a lower floor, or from itself. Two packages of one floor never import each other.
+FLOORS: list[tuple[str, ...]] = [
+    ("schema", "text"),                                     # the definitions: a move, a split, a sentence id
+    ("io", "param_sections"),                               # files and params dataclasses
+    ("parts", "cluster", "distributed", "local_server"),    # tables in parts, Dask, torchrun, the local page server
+    ("models",),                                            # a model reference: registry, resolution, loading
+    ("config",),                                            # params files, the paths of a run
+    ("publish",),                                           # tables, figures, provenance, run records, label sources
+    ("llm",),                                               # the OpenAI-compatible client and prompt files
+    ("corpora",),                                           # 00
+    ("lexicon", "mining"),                                  # 01-04, 05
+    ("dataset",),                                           # 06: the benchmark on disk
+    ("judge",),                                             # 07
+    ("retrieval",),                                         # 08, 10: retrievers and run files
+    ("evaluation",),                                        # scoring a run, statistics, intervals
+    ("retrieval_analysis",),                                # 11, 13
+    ("train", "human_eval"),                                # 09, 13; 12
+    ("reporting",),                                         # Tables 1, 7, 8, claims, the summary
+    ("pipeline",),                                          # run_all.sh: the notebooks in order
+    ("stages", "apps"),                                     # one stage per notebook; the command-line applications
+]
+
+
+def _unit(module: str) -> str:
+    """The floor unit of a module: its package under ratio_utils, or the top-level module itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _floor_violations(graph: dict[str, set[str]], floors: list[tuple[str, ...]]) -> list[str]:
+    floor_of = {unit: number for number, units in enumerate(floors) for unit in units}
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        if "." not in module:
+            continue  # the root package's lazy `evaluate` re-export stands above every floor
+        for target in sorted(targets):
+            source_unit, target_unit = _unit(module), _unit(target)
+            if source_unit == target_unit or "." not in target:
+                continue
+            if source_unit not in floor_of or target_unit not in floor_of:
+                wrong.append(f"{module} -> {target}: {source_unit if source_unit not in floor_of else target_unit} "
+                             "has no floor in FLOORS")
+            elif floor_of[target_unit] >= floor_of[source_unit]:
+                where = "the same floor" if floor_of[target_unit] == floor_of[source_unit] else "a higher floor"
+                wrong.append(f"{module} imports {target}, on {where} ({source_unit} -> {target_unit})")
+    return wrong
+
+
+def _package_cycle(graph: dict[str, set[str]]) -> list[str]:
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if "." in module:
+            units.setdefault(_unit(module), set()).update(_unit(t) for t in targets if "." in t and _unit(t) != _unit(module))
+    return _cycle(units)
+
+
+def test_every_import_points_down_the_floors():
+    wrong = _floor_violations(RATIO_GRAPH, FLOORS)
+    assert not wrong, "imports that run up or sideways (docs/architecture.md, Floors):\n" + "\n".join(wrong)
+
+
+def test_every_package_has_a_floor_and_the_package_graph_has_no_cycle():
+    units = {_unit(m) for m in RATIO_GRAPH if "." in m}
+    assert units == {u for floor in FLOORS for u in floor}, units ^ {u for floor in FLOORS for u in floor}
+    assert not _package_cycle(RATIO_GRAPH), " -> ".join(_package_cycle(RATIO_GRAPH))
+
+
+def test_the_floor_check_fails_on_a_planted_upward_import():
+    planted = {name: set(targets) for name, targets in RATIO_GRAPH.items()}
+    planted["ratio_utils.retrieval.dense"].add("ratio_utils.train.run")  # the kind of import issue 35 removed
+    planted["ratio_utils.llm.client"].add("ratio_utils.corpora.base")
+    assert _floor_violations(planted, FLOORS) == [
+        "ratio_utils.llm.client imports ratio_utils.corpora.base, on a higher floor (llm -> corpora)",
+        "ratio_utils.retrieval.dense imports ratio_utils.train.run, on a higher floor (retrieval -> train)",
+    ]
+    planted["ratio_utils.lexicon.curation"] = {"ratio_utils.mining.matcher"}
+    assert "the same floor" in _floor_violations(planted, FLOORS)[0]
+    knot = {**RATIO_GRAPH, "ratio_utils.corpora.base": {"ratio_utils.llm.types"},
+            "ratio_utils.llm.client": {"ratio_utils.corpora.base"}}
+    assert set(_package_cycle(knot)) == {"corpora", "llm"}
+
+
 def test_the_import_check_sees_relative_function_level_and_package_imports(tmp_path):
     """The checks above on a package with each fault: they must find every one (a checker that sees nothing passes)."""
     files = {
@@ -425,14 +508,14 @@ STAGES_DIR = REPO_ROOT / "ratio_utils" / "stages"
 
 def _stage_shape_faults(module: str, source: str) -> tuple[str | None, list[str]]:
     """The stage class of a stage module and what breaks the shape: exactly one public class deriving from
-    `ratio_utils.reporting.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
+    `ratio_utils.publish.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
     ...)`); no public module-level function named like a notebook step is asked for here, only the class."""
     tree = ast.parse(source)
     faults = []
-    imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "reporting.display" and node.level == 2
+    imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "publish.display" and node.level == 2
                         and any(alias.name == "Stage" for alias in node.names) for node in tree.body)
     if not imports_stage:
-        faults.append(f"{module}: does not import Stage from ratio_utils.reporting.display")
+        faults.append(f"{module}: does not import Stage from ratio_utils.publish.display")
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
                and any(isinstance(base, ast.Name) and base.id == "Stage" for base in node.bases)]
     if len(classes) != 1:
@@ -500,7 +583,7 @@ def test_every_stage_module_serves_a_notebook():
 
 def test_stage_classes_are_built_the_same_way_from_params_and_from_a_config(cfg):
     """`from_params` loads the params file with the overrides and hands the config (and 09's `move`) to __init__."""
-    from ratio_utils.reporting.display import Stage
+    from ratio_utils.publish.display import Stage
 
     class Probe(Stage):
         def __init__(self, cfg, move="all"):
@@ -515,7 +598,7 @@ def test_stage_classes_are_built_the_same_way_from_params_and_from_a_config(cfg)
 
 def test_the_stage_shape_check_finds_each_fault():
     """The two checks above on a module and a notebook with each fault: they must name every one."""
-    two_classes = ("from ..reporting.display import Stage\n"
+    two_classes = ("from ..publish.display import Stage\n"
                    "class AStage(Stage):\n    def __init__(self, params_file, overrides):\n        pass\n"
                    "    @classmethod\n    def from_config(cls, cfg):\n        pass\n"
                    "class BStage(Stage):\n    pass\n")
@@ -526,7 +609,7 @@ def test_the_stage_shape_check_finds_each_fault():
         "x.AStage redefines from_config: build state in __init__(self, cfg) instead",
         "x.AStage.__init__ takes ['self', 'params_file', 'overrides'], not (self, cfg, ...)"]
     assert _stage_shape_faults("x", "def run(cfg):\n    pass\n")[1] == [
-        "x: does not import Stage from ratio_utils.reporting.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
+        "x: does not import Stage from ratio_utils.publish.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
     good = ["from ratio_utils.stages.x import XStage", "stage = XStage.from_params(params_file, overrides, move=move)",
             "stage.params", 'stage.table("t")', "stage.summary.claims"]
     assert _notebook_shape_faults("n", good, ["params_file", "overrides", "move"], "x", "XStage") == []

@@ -11,9 +11,10 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.param_sections import RetrievalParams
-from ratio_utils.reporting import claims, label_sources
+from ratio_utils.reporting import claims
+from ratio_utils.publish import label_sources
 from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
-from ratio_utils.reporting.published import read_records, records_frame, write_table
+from ratio_utils.publish.published import read_records, records_frame, write_table
 from ratio_utils.stages.retrieval_baselines import run_baselines
 
 STAND_IN = label_sources.LabelSource(role="judge", configured="gpt-5.4", answered_by=("anthropic-claude-standin",),
@@ -73,7 +74,7 @@ def test_a_table_built_on_silver_carries_the_silver_provenance(cfg, bench):
 def test_a_figure_names_who_labelled_its_queries(cfg):
     import matplotlib.pyplot as plt
 
-    from ratio_utils.reporting.published import save_figure
+    from ratio_utils.publish.published import save_figure
 
     fig, ax = plt.subplots()
     ax.bar([0], [1])

@@ -1,4 +1,4 @@
-"""`ratio_utils.evaluate` (ratio_utils.evaluation.scoring) and its command line (ratio_utils.evaluation.__main__) on
+"""`ratio_utils.evaluate` (ratio_utils.evaluation.scoring) and its command line (ratio_utils.apps.evaluate) on
 the tiny benchmark, in our layout and in the official release layout."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.evaluation.__main__ import main
-from ratio_utils.retrieval import BM25Retriever, benchmark_queries
+from ratio_utils.apps.evaluate import main
+from ratio_utils.retrieval import BM25Retriever
 
 
 def _official_layout(ours, target):
@@ -45,7 +45,8 @@ def test_fallback_and_silver_are_recorded(tiny_benchmark, tmp_path, capsys):
     assert "M@10" in capsys.readouterr().out
     # the command's numbers are the library's numbers
     bench = load_benchmark(tiny_benchmark)
-    queries, qrels = benchmark_queries(bench, "specify", "test")
+    evalset = bench.eval_set("specify", "test")
+    queries, qrels = evalset.queries, evalset.qrels
     expected = evaluate_run(BM25Retriever(1).search(queries, bench.pool("test"), k=10), qrels, ks=(1, 3, 5, 10))
     assert result["scores"]["specify"] == pytest.approx(expected)
 
@@ -194,7 +195,7 @@ def test_the_ratio_evaluate_script_points_at_the_command_line():
 
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     module, _, function = scripts["ratio-evaluate"].partition(":")
-    assert (module, function) == ("ratio_utils.evaluation.__main__", "main")
+    assert (module, function) == ("ratio_utils.apps.evaluate", "main")
     import importlib
 
     assert getattr(importlib.import_module(module), function) is main

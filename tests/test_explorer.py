@@ -1,4 +1,4 @@
-"""The inspiration explorer (ratio_utils.retrieval.explorer): three columns for one statement, marks saved to the
+"""The inspiration explorer (ratio_utils.apps.explorer): three columns for one statement, marks saved to the
 user's JSONL file, refusals (stale or foreign index, untrained model, long statement, cross-origin writes), and the
 page in a real browser. Fixture corpus and index with a fake encoder; one test loads a real model through the CLI."""
 

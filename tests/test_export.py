@@ -11,7 +11,8 @@ from fake_encoder import FakeEncoder
 from ratio_utils.dataset import export
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.retrieval import benchmark_queries, read_run, run_and_score, run_path
+from ratio_utils.retrieval import read_run, run_path
+from ratio_utils.evaluation.run_scoring import run_and_score
 from ratio_utils.schema import Move, Split, sentence_id
 
 
@@ -34,7 +35,8 @@ def test_beir_export_loads_with_beirs_loader(bench_with_self_candidate, tmp_path
     bench, own_id = bench_with_self_candidate
     record = export.export(bench, "specify", "test", tmp_path / "beir", "beir")
     corpus, queries, qrels = GenericDataLoader(data_folder=str(tmp_path / "beir")).load(split="test")
-    expected_queries, expected_qrels = benchmark_queries(bench, Move.SPECIFY, Split.TEST)
+    evalset = bench.eval_set(Move.SPECIFY, Split.TEST)
+    expected_queries, expected_qrels = evalset.queries, evalset.qrels
     assert set(corpus) == set(bench.pool(Split.TEST)["docid"])  # the whole shared pool
     assert queries == dict(zip(expected_queries["qid"], expected_queries["text"]))
     assert qrels == {q: {d: 1} for q, d in expected_qrels.itertuples(index=False)}
@@ -81,7 +83,8 @@ def test_trec_export_files_and_cli(tiny_benchmark, tmp_path, capsys):
     assert export.main(["--format", "trec", "--move", "all", "--split", "test", "--benchmark", str(tiny_benchmark), str(out)]) == 0
     for move in Move:
         topics = (out / move.value / "topics.tsv").read_text().splitlines()
-        queries, qrels = benchmark_queries(load_benchmark(tiny_benchmark), move, Split.TEST)
+        evalset = load_benchmark(tiny_benchmark).eval_set(move, Split.TEST)
+        queries, qrels = evalset.queries, evalset.qrels
         assert [line.split("\t")[0] for line in topics] == list(queries["qid"])
         assert (out / move.value / "qrels.txt").read_text().splitlines() == [f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False)]
         assert sum(1 for _ in open(out / move.value / "collection.jsonl")) == len(load_benchmark(tiny_benchmark).pool("test"))
@@ -94,7 +97,8 @@ def test_trec_export_files_and_cli(tiny_benchmark, tmp_path, capsys):
 def test_our_metrics_and_the_run_agree_on_what_the_export_holds(tiny_benchmark, tmp_path):
     # The qrels of the export are exactly the qrels our metrics use: the same run scores the same.
     bench = load_benchmark(tiny_benchmark)
-    queries, qrels = benchmark_queries(bench, "address", "test")
+    evalset = bench.eval_set("address", "test")
+    queries, qrels = evalset.queries, evalset.qrels
     run = FakeEncoder().search(queries, bench.pool("test"), k=5)
     export.export(bench, "address", "test", tmp_path / "b", "beir")
     rows = [line.split("\t") for line in (tmp_path / "b" / "qrels" / "test.tsv").read_text().splitlines()[1:]]

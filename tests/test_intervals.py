@@ -22,7 +22,7 @@ def test_indicative_marking_starts_below_thirty_queries():
 
 def test_interval_cache_records_how_many_intervals_an_earlier_notebook_computed(tmp_path, monkeypatch):
     from ratio_utils.pipeline import RUN_DIR_ENV
-    from ratio_utils.reporting import run_records
+    from ratio_utils.publish import run_records
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
     values = [pd.Series(np.linspace(0, 1, n)) for n in (5, 6, 7)]

@@ -43,7 +43,7 @@ from ratio_utils.judge import (
 )
 from ratio_utils.judge.silver import FIXED_IN_PARAMS
 from ratio_utils.llm import ChatResult
-from ratio_utils.reporting.label_sources import read_silver_source
+from ratio_utils.publish.label_sources import read_silver_source
 from ratio_utils.schema import MOVES, Move, Split
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -20,7 +20,7 @@ from ratio_utils.evaluation.stats import bootstrap_ci
 from ratio_utils.param_sections import RetrievalParams
 from ratio_utils.reporting import paper_tables
 from ratio_utils.reporting.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables
-from ratio_utils.retrieval import BM25Retriever, benchmark_queries, read_run
+from ratio_utils.retrieval import BM25Retriever, read_run
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
 from ratio_utils.stages.retrieval_baselines import run_baselines
 
@@ -59,7 +59,8 @@ def test_cells_are_the_run_metrics_with_intervals(cfg, bench):
     result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=500)
     numeric = result.numeric["table7_test_full"].set_index("System")
     shown = result.tables["table7_test_full"].set_index("System")
-    queries, qrels = benchmark_queries(bench, "broaden", "test")
+    evalset = bench.eval_set("broaden", "test")
+    queries, qrels = evalset.queries, evalset.qrels
     run = BM25Retriever(2).search(queries, bench.pool("test"), k=10)
     direct = evaluate_run(run, qrels, ks=(10,))
     assert numeric.loc["BM25-bigram", "Broaden M@10"] == pytest.approx(100 * direct["MRR@10"])
@@ -145,7 +146,7 @@ def test_rerank_rows_and_paired_comparison(cfg, bench):
     notes = " ".join(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200).notes["table1_silver_main"])
     assert "(generic, Tuned + rerank): not run: no LLM endpoint; request files written by notebook 10" in notes
     # notebook 10's reranked run: the gold moved to rank 1 for every query
-    _, qrels = benchmark_queries(bench, "specify", "test")
+    qrels = bench.eval_set("specify", "test").qrels
     reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
         qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
     name = system_name("all-MiniLM-L6-v2", "generic", "Tuned")
@@ -180,7 +181,7 @@ def test_every_empty_row_has_a_note(cfg, bench):
 @pytest.mark.models
 def test_tuned_run_files_score_their_own_move(cfg, bench):
     from ratio_utils.models import resolve_model_path
-    from ratio_utils.retrieval.systems import record_tuned_runs
+    from ratio_utils.reporting.systems import record_tuned_runs
 
     tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
     shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
@@ -205,7 +206,7 @@ def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
 
 
 def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
-    from ratio_utils.retrieval.systems import record_tuned_runs
+    from ratio_utils.reporting.systems import record_tuned_runs
 
     cfg.sections["train"] = {"moves": ["address"]}
     assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
@@ -231,7 +232,7 @@ def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
 def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     """A Tuned row whose configurations all lost to the untuned model on validation carries a note instead
     of passing for an improvement; the tuned ColBERT of notebook 09 writes no run file, so no row."""
-    from ratio_utils.retrieval.systems import _tuned_notes
+    from ratio_utils.reporting.systems import _tuned_notes
 
     _baselines(cfg, bench)
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "broaden", "test"))
@@ -249,7 +250,7 @@ def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
 def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
-    _, qrels = benchmark_queries(bench, "specify", "test")
+    qrels = bench.eval_set("specify", "test").qrels
     reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
         qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
@@ -265,11 +266,12 @@ def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     """Notebook 10 with rerank.max_queries reranks a listed sample (RunInfo.qids): its rows, its comparison
     with the first stage and the claim it decides name the sample and its size; full runs say nothing."""
     from ratio_utils.reporting.claims import CLAIMS, claims_table
-    from ratio_utils.reporting.published import read_records
+    from ratio_utils.publish.published import read_records
 
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
-    queries, qrels = benchmark_queries(bench, "specify", "test")
+    evalset = bench.eval_set("specify", "test")
+    queries, qrels = evalset.queries, evalset.qrels
     sample = sorted(queries["qid"])[::2]
     reranked = first_stage[first_stage["qid"].isin(sample)]
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from ratio_utils import pipeline
-from ratio_utils.reporting import run_records
+from ratio_utils.publish import run_records
 from ratio_utils.stages.summary import wall_times
 
 
@@ -116,7 +116,7 @@ def test_run_prints_one_line_per_notebook_and_publishes_it_without_machine_paths
     _notebook(
         nbdir / "00_show.ipynb",
         "params_file = ''\noverrides = {}",
-        "from ratio_utils.reporting.run_records import record_reused\nrecord_reused('the cached thing')",
+        "from ratio_utils.publish.run_records import record_reused\nrecord_reused('the cached thing')",
         "from ratio_utils.config import REPO_ROOT, load_config\nprint(REPO_ROOT / 'tables', load_config(params_file).paths.root)",
         "from tqdm import tqdm\nfor _ in tqdm(range(300), mininterval=0):\n    pass",
     )

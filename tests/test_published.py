@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ratio_utils.reporting.published import save_figure, write_table
+from ratio_utils.publish.published import save_figure, write_table
 
 
 def test_write_table_writes_every_format_with_notes_and_blank_missing_cells(cfg, tmp_path):
@@ -39,7 +39,7 @@ def test_commit_is_dirty_only_when_code_changed(tmp_path):
     """Refreshing committed outputs (tables, figures, executed notebooks, the summary) is not a code change."""
     import subprocess
 
-    from ratio_utils.reporting.published import git_commit
+    from ratio_utils.publish.published import git_commit
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

@@ -13,24 +13,16 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.io import InputError
-from ratio_utils.retrieval import (
-    MOVE_INSTRUCTIONS,
-    BM25Retriever,
-    DenseRetriever,
-    benchmark_queries,
-    instructed_query_prefix,
-    read_run,
-    run_and_score,
-    run_path,
-    write_run,
-)
+from ratio_utils.evaluation.run_scoring import run_and_score
+from ratio_utils.retrieval import BM25Retriever, DenseRetriever, read_run, run_path, write_run
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
-from ratio_utils.schema import GENERIC_PREFIXES, Move
+from ratio_utils.schema import GENERIC_PREFIXES, MOVE_INSTRUCTIONS, Move, instructed_query_prefix
 
 
 def _with_query_in_pool(bench, move="address"):
     """Queries of a move and the test pool plus the query sentences themselves."""
-    queries, qrels = benchmark_queries(bench, move, "test")
+    evalset = bench.eval_set(move, "test")
+    queries, qrels = evalset.queries, evalset.qrels
     pool = bench.pool("test")
     pool = pd.concat([pool[["docid", "text"]], queries.rename(columns={"qid": "docid"})], ignore_index=True)
     return queries, qrels, pool
@@ -175,7 +167,7 @@ def test_embedding_cache_second_run_encodes_nothing(tiny_benchmark, minilm, tmp_
     third = DenseRetriever("all-MiniLM-L6-v2", instructed_query_prefix("address"), GENERIC_PREFIXES[1], cache_dir=tmp_path / "emb")
     third._model = third_model
     run_and_score(third, bench, "address", "test", k=10)
-    n_queries = len(benchmark_queries(bench, "address", "test")[0])
+    n_queries = len(bench.eval_set("address", "test").queries)
     assert third_model.texts == n_queries
 
 
@@ -184,14 +176,14 @@ def test_embeddings_read_from_an_earlier_notebooks_cache_are_recorded_as_reused(
     from pathlib import Path
 
     from ratio_utils.pipeline import RUN_DIR_ENV
-    from ratio_utils.reporting import run_records
+    from ratio_utils.publish import run_records
     from ratio_utils.retrieval.dense import EmbeddingCache
 
     sys.path.insert(0, str(Path(__file__).parent))
     from fake_encoder import FakeEncoder
 
     bench = load_benchmark(tiny_benchmark)
-    queries, _ = benchmark_queries(bench, "address", "test")
+    queries = bench.eval_set("address", "test").queries
     pool = bench.pool("test")
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))
     monkeypatch.setattr(EmbeddingCache, "_saved_here", set())
@@ -211,7 +203,7 @@ def test_embeddings_read_from_an_earlier_notebooks_cache_are_recorded_as_reused(
 @pytest.mark.models
 def test_fp16_storage_halves_the_cache_and_keeps_the_ranking(tiny_benchmark, minilm, tmp_path):
     bench = load_benchmark(tiny_benchmark)
-    queries, _ = benchmark_queries(bench, "broaden", "test")
+    queries = bench.eval_set("broaden", "test").queries
     pool = bench.pool("test")
     full = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb").search(queries, pool, k=5)
     # a live model gets a cache key from its weights

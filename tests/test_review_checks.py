@@ -15,7 +15,7 @@ from test_dataset import YEARS, distractor, frames, pair
 from ratio_utils import dataset, mining
 from ratio_utils.dataset import LeakageError, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.evaluation.__main__ import main as evaluate_main
+from ratio_utils.apps.evaluate import main as evaluate_main
 from ratio_utils.lexicon import markers as lexicon
 from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import Move
@@ -171,7 +171,7 @@ def _run_scores(runs_dir, name: str, move: Move) -> dict[tuple[str, str], float]
 
 @pytest.mark.models
 def test_evaluate_dense_and_instruction_branches_match_a_direct_computation(tiny_benchmark, tmp_path):
-    from ratio_utils.retrieval import instructed_query_prefix
+    from ratio_utils.schema import instructed_query_prefix
 
     bench = load_benchmark(tiny_benchmark)
     move = Move.SPECIFY

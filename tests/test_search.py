@@ -1,4 +1,4 @@
-"""Inspiration search (ratio_utils.retrieval.search) on a fixture index built with fake embeddings, and its errors."""
+"""Inspiration search (ratio_utils.apps.search) on a fixture index built with fake embeddings, and its errors."""
 
 from __future__ import annotations
 

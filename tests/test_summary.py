@@ -14,7 +14,7 @@ from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import DatasetParams, RetrievalParams
 from ratio_utils.pipeline import RUN_DIR_ENV
 from ratio_utils.reporting.paper_tables import Expected, assemble_tables
-from ratio_utils.reporting.published import RECORD_COLUMNS, read_records, records_frame, write_table
+from ratio_utils.publish.published import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.stages import summary
 from ratio_utils.stages.retrieval_baselines import run_baselines
 

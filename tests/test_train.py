@@ -206,7 +206,7 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     assert (model_dir / "results.json").stat().st_mtime_ns == mtime
     # Notebook 09's cell records the reused checkpoint for the summary's time table.
     from ratio_utils.pipeline import RUN_DIR_ENV
-    from ratio_utils.reporting import run_records
+    from ratio_utils.publish import run_records
     from ratio_utils.stages.finetune import FinetuneStage
 
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "run"))

@@ -12,7 +12,7 @@ import pytest
 
 from ratio_utils.retrieval_analysis import move_sensitivity
 from ratio_utils.param_sections import UnifiedParams
-from ratio_utils.retrieval.dense import MOVE_INSTRUCTIONS
+from ratio_utils.schema import MOVE_INSTRUCTIONS
 from ratio_utils.schema import Move
 from ratio_utils.train import unified
 
@@ -114,7 +114,6 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
 
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.evaluation.metrics import relevant_ranks
-    from ratio_utils.retrieval import benchmark_queries
 
     bench = load_benchmark(tiny_benchmark)
     template = UnifiedParams().instruction_template
@@ -122,7 +121,8 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
     assert len(ranks) == 8 and set(ranks["move"]) == {"address", "broaden", "specify"}
     pool = bench.pool("test")
     for own in Move:  # independent path: DenseRetriever.search over the whole pool, metrics.relevant_ranks
-        queries, qrels = benchmark_queries(bench, own, "test")
+        evalset = bench.eval_set(own, "test")
+        queries, qrels = evalset.queries, evalset.qrels
         for issued in Move:
             run = FakeEncoder(query_prefix=unified.query_prefix(issued, template), doc_prefix="document: ").search(queries, pool, k=len(pool))
             expected = relevant_ranks(run, qrels).set_index("qid")["rank"]

@@ -164,7 +164,7 @@ def cleaning_table(report: dict) -> pd.DataFrame:
 
 def write_corpus_outputs(build: CorpusBuild, cfg: Config) -> dict[str, dict]:
     """tables/corpus_statistics, tables/corpus_cleaning, figures/corpus_papers_per_year."""
-    from ..reporting.published import save_figure, set_figure_style, write_table
+    from ..publish.published import save_figure, set_figure_style, write_table
 
     inputs = [cfg.paths.papers, cfg.paths.sentences]
     notes = []

@@ -2,7 +2,7 @@
 
     <root>/data/{address,broaden,specify}/{train,validation,test,silver}.parquet   query–gold pairs
     <root>/candidates/{train,validation,test}.parquet                              shared pools
-    <root>/provenance/silver.json                     who judged the silver set (ratio_utils.reporting.label_sources)
+    <root>/provenance/silver.json                     who judged the silver set (ratio_utils.publish.label_sources)
     <root>/README.md                                  the dataset card, for Hugging Face `datasets` (ratio_utils.dataset.card)
 
 Pair files carry the authors' columns (`corpusid`, `year`, `publicationdate`, `queryTerm`,
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import InputError, require_columns, sha256_tree, write_parquet_atomic
-from ..schema import CANDIDATE_COLUMNS, PAIR_COLUMNS, POOL_SPLITS, Move, Split, sentence_id
+from ..schema import CANDIDATE_COLUMNS, CARD_FILE, PAIR_COLUMNS, POOL_SPLITS, PROVENANCE_DIR, Move, Split, sentence_id
 
 # Candidate-column aliases seen or plausible in other exports of the same data.
 _CANDIDATE_ALIASES = {
@@ -30,8 +30,6 @@ _CANDIDATE_ALIASES = {
     "corpusid": ("corpusid", "corpus_id", "paper_id"),
 }
 _REQUIRED_PAIR_COLUMNS = ("querySentence", "goldSentence")
-PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.reporting.label_sources)
-CARD_FILE = "README.md"  # <root>/README.md: the dataset card (ratio_utils.dataset.card)
 
 
 def pairs_path(root: Path, move: Move, split: Split) -> Path:
@@ -40,6 +38,21 @@ def pairs_path(root: Path, move: Move, split: Split) -> Path:
 
 def candidates_path(root: Path, split: Split) -> Path:
     return Path(root) / "candidates" / f"{Split.parse(split).pool_split.value}.parquet"
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """What one (move, split) is scored on: its queries (qid, text: each query sentence once), their qrels
+    (qid, docid) and the split's shared pool (read on first use: three moves share one pool)."""
+
+    queries: pd.DataFrame
+    qrels: pd.DataFrame
+    benchmark: "Benchmark"
+    split: Split
+
+    @property
+    def pool(self) -> pd.DataFrame:
+        return self.benchmark.pool(self.split)
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,30 @@ class Benchmark:
         """One relevant candidate per query: columns qid, docid."""
         frame = self.queries(move, split)
         return frame[["query_id", "gold_id"]].rename(columns={"query_id": "qid", "gold_id": "docid"})
+
+    def eval_set(
+        self, move: Move | str, split: Split | str, *, max_queries: int | None = None, qids: list[str] | None = None,
+    ) -> EvalSet:
+        """The queries, qrels and pool of one move and split: the one way every scorer turns pairs into queries.
+
+        A query sentence that occurs in two pairs of the same move is one query with two relevant candidates
+        (ids are text hashes). `qids` keeps those queries; `max_queries` keeps the first n by id (ids are
+        hashes, so this is a fixed pseudo-random sample, the same in every stage that scores the run).
+        """
+        pairs = self.queries(move, split)
+        queries = (
+            pairs[["query_id", "querySentence"]]
+            .rename(columns={"query_id": "qid", "querySentence": "text"})
+            .drop_duplicates("qid")
+            .reset_index(drop=True)
+        )
+        if qids is not None:
+            queries = queries[queries["qid"].isin(set(qids))].reset_index(drop=True)
+        if max_queries is not None and len(queries) > max_queries:
+            queries = queries.sort_values("qid").head(max_queries).reset_index(drop=True)
+        qrels = self.qrels(move, split)
+        qrels = qrels[qrels["qid"].isin(set(queries["qid"]))].reset_index(drop=True)
+        return EvalSet(queries, qrels, self, Split.parse(split))
 
     def pool(self, split: Split | str) -> pd.DataFrame:
         """The candidate pool shared by the three moves (silver uses the test pool)."""

@@ -2,7 +2,7 @@
 
     datasets.load_dataset("<benchmark dir>", "corpus", split="test")      # the shared candidate pool of a split
     datasets.load_dataset("<benchmark dir>", "specify", split="silver")   # a move's query–gold pairs
-    python -m ratio_utils.dataset.card DIR [--licence CORPUS=TEXT]          # a card for any release-layout directory
+    ratio-card DIR [--licence CORPUS=TEXT]          # a card for any release-layout directory (ratio_utils.apps.card)
 
 The YAML header lists one config per table: `corpus` (one split per pool: train, validation, test; silver
 queries search the test pool) and one per move (its pairs: the query, its gold candidate's id, the paper). A
@@ -16,9 +16,7 @@ so writing it changes no run key. Reads the benchmark directory; writes `<benchm
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +25,9 @@ import yaml
 
 from ..io import write_text_atomic
 from ..schema import MOVES, POOL_SPLITS, Split
-from .benchmark import CARD_FILE, PROVENANCE_DIR, Benchmark, candidates_path, pairs_path
+from ..publish.label_sources import SILVER_RECORD
+from ..schema import CARD_FILE
+from .benchmark import Benchmark, candidates_path, pairs_path
 
 CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)
 PAPER = ("Ratio (Retrieval Across Typed Ideation Operations), a benchmark for scientific inspiration retrieval: "
@@ -104,7 +104,7 @@ def split_summary(bench: Benchmark) -> pd.DataFrame:
 
 
 def _silver_text(bench: Benchmark) -> str:
-    path = Path(bench.root) / PROVENANCE_DIR / "silver.json"
+    path = Path(bench.root) / SILVER_RECORD
     if not any(_rows(pairs_path(bench.root, m, Split.SILVER)) for m in MOVES):
         return "This directory has no silver set: the LLM judge (notebook 07) has not written one."
     if not path.exists():
@@ -149,7 +149,7 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 
 def dataset_card(bench: Benchmark, sources: CardSources) -> str:
     """The card's text: YAML header (configs) and prose, every number read from the directory."""
-    from ..retrieval.dense import MOVE_INSTRUCTIONS
+    from ..schema import MOVE_INSTRUCTIONS
 
     configs, left_out = card_configs(bench)
     header = {"pretty_name": f"Ratio, rebuilt ({sources.name} run)", "language": ["en"],
@@ -201,32 +201,3 @@ def write_run_card(cfg) -> str:
 
     path = write_dataset_card(load_benchmark(cfg.paths.benchmark), card_sources(cfg))
     return path.read_text(encoding="utf-8").split("\n---\n", 1)[1]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Write the card of a directory that no run of ours wrote (the official release, say)."""
-    from ..corpora.registry import LICENCES
-    from .benchmark import load_benchmark
-
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.dataset.card", description=__doc__.splitlines()[0])
-    parser.add_argument("benchmark", type=Path, help="a directory in the release layout")
-    parser.add_argument("--name", default=None, help="what the card calls the directory (default: its folder name)")
-    parser.add_argument("--licence", action="append", default=[], metavar="CORPUS=TEXT",
-                        help="the licence of a corpus its pairs name (repeatable; built-in sources are known)")
-    args = parser.parse_args(argv)
-    try:
-        licences = dict(item.split("=", 1) for item in args.licence)
-    except ValueError:
-        parser.error("--licence takes CORPUS=TEXT")
-    try:
-        bench = load_benchmark(args.benchmark)
-        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name, {**LICENCES, **licences}))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"ratio-card: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {path}: configs {', '.join(c['config_name'] for c in card_configs(bench)[0])}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

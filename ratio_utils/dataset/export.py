@@ -1,6 +1,6 @@
-"""The benchmark in the formats other tools read: `python -m ratio_utils.dataset.export` (docs/search.md, "Exports").
+"""The benchmark in the formats other tools read (docs/search.md, "Exports"); its command is `ratio-export`:
 
-    python -m ratio_utils.dataset.export --format beir|trec --move specify --split test OUT/
+    ratio-export --format beir|trec --move specify --split test OUT/
 
 * **BEIR** (BEIR's `GenericDataLoader`, MTEB-style harnesses): `corpus.jsonl` ({"_id", "title", "text"}),
   `queries.jsonl` ({"_id", "text", "metadata"}), `qrels/<split>.tsv` (header `query-id corpus-id score`).
@@ -23,9 +23,7 @@ Reads: the benchmark (ratio_utils.dataset.benchmark). Writes: OUT/ (default data
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -66,11 +64,10 @@ def _clean(text: str) -> str:
 
 def export_data(bench: Benchmark, move: Move | str, split: Split | str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(queries: qid, text; qrels: qid, docid; pool: docid, text) of one move and split."""
-    from ..retrieval import benchmark_queries
-
     move, split = Move.parse(move), Split.parse(split)
-    queries, qrels = benchmark_queries(bench, move, split)
-    pool = bench.pool(split)[["docid", "text"]].drop_duplicates("docid")
+    evalset = bench.eval_set(move, split)
+    queries, qrels = evalset.queries, evalset.qrels
+    pool = evalset.pool[["docid", "text"]].drop_duplicates("docid")
     own = qrels["qid"] == qrels["docid"]
     if own.any():  # cannot happen for mined pairs (query and gold are consecutive, different sentences)
         raise ValueError(f"{int(own.sum())} {move.value}/{split.value} pair(s) have the query as their own gold")
@@ -112,36 +109,3 @@ def export(bench: Benchmark, move: Move | str, split: Split | str, out_dir: Path
     }
     write_json_atomic(out_dir / "export.json", record)
     return record
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.dataset.export", description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, nargs="?", default=None,
-                        help="output folder (default: data/processed/exports/<format>/); --move all adds <move>/")
-    parser.add_argument("--format", dest="fmt", choices=FORMATS, required=True)
-    parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
-    parser.add_argument("--split", default="test", help="test (default), silver, validation or train")
-    parser.add_argument("--benchmark", type=Path, default=None, help="benchmark folder (default: the one of --params)")
-    parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
-    args = parser.parse_args(argv)
-    from ..config import load_config
-
-    cfg = load_config(args.params)
-    try:
-        bench = load_benchmark(args.benchmark or cfg.paths.benchmark)
-        moves = list(MOVES) if args.move.strip().lower() == "all" else [Move.parse(args.move)]
-        split = Split.parse(args.split)
-        out = args.out or cfg.paths.exports / args.fmt
-        for move in moves:
-            target = out / move.value if len(moves) > 1 else out
-            record = export(bench, move, split, target, args.fmt)
-            print(f"{move.value}/{split.value}: {record['queries']} queries, {record['qrels']} qrels, "
-                  f"{record['pool']} candidates -> {target}")
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"ratio-export: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import write_json_atomic
-from ..reporting.run_records import count_reused
+from ..publish.run_records import count_reused
 from . import stats
 
 CONFIDENCE = 0.95

@@ -1,6 +1,6 @@
 """Ratio as MTEB retrieval tasks: `mteb.evaluate(model, ratio_tasks(<benchmark dir>))`, one task per move.
 
-    python -m ratio_utils.evaluation.mteb_tasks all-MiniLM-L6-v2 --compare    # MTEB beside ratio_utils.evaluate
+    ratio-mteb all-MiniLM-L6-v2 --compare    # MTEB beside ratio_utils.evaluate
 
 Each task (`RatioAddress`, `RatioBroaden`, `RatioSpecify`) is built from a directory in the release layout
 (ours or the authors'): the split's shared candidate pool is the corpus, the move's queries are the queries, each
@@ -20,9 +20,7 @@ Reads: the benchmark directory (pairs, pools, `provenance/silver.json`, corpora 
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +83,7 @@ def task_metadata(bench: Benchmark, move: Move, licences: dict[str, str] | None 
     from mteb.abstasks.task_metadata import TaskMetadata
 
     from ..dataset.card import PAPER
-    from ..retrieval.dense import MOVE_INSTRUCTIONS
+    from ..schema import MOVE_INSTRUCTIONS
 
     splits = eval_splits(bench, move)
     return TaskMetadata(
@@ -211,34 +209,3 @@ def side_by_side(mteb_frame: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
     for name in SCORE_NAMES:
         merged[f"{name} difference"] = merged[f"{name} (MTEB)"] - merged[f"{name} (ratio_utils)"]
     return merged
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..config import load_config
-
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.evaluation.mteb_tasks", description=__doc__.split("\n")[0])
-    parser.add_argument("model", help="a packaged model name (all-MiniLM-L6-v2) or a sentence-transformers folder")
-    parser.add_argument("--benchmark", help="a directory in the release layout (default: the rebuilt benchmark of --params)")
-    parser.add_argument("--params", default=None, help="params file whose benchmark is evaluated (default params/default.yaml)")
-    parser.add_argument("--stored-prompts", action="store_true",
-                        help="use the model folder's stored prompts instead of the generic 'query: ' / 'document: '")
-    parser.add_argument("--compare", action="store_true", help="also run ratio_utils.evaluate and print the differences")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
-    benchmark = Path(args.benchmark) if args.benchmark else load_config(args.params).paths.benchmark
-    prompts = None if args.stored_prompts else generic_prompts()
-    tasks = ratio_tasks(benchmark)
-    frame = mteb_scores(mteb_model(args.model, prompts), tasks, batch_size=args.batch_size)
-    if args.compare:
-        frame = side_by_side(frame, project_scores(args.model, benchmark, prompts, batch_size=args.batch_size))
-    if args.json:
-        print(json.dumps(frame.to_dict(orient="records"), indent=1))
-    else:
-        print(f"{args.model} on {benchmark.name}/ (primary metric {PRIMARY_METRIC}; MTEB main score {MAIN_SCORE})")
-        print(frame.round(2).to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

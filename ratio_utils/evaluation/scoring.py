@@ -1,6 +1,6 @@
 """Evaluate your own retriever on Ratio: `evaluate(model_or_retriever, benchmark, split, move)`, exported as
 `ratio_utils.evaluate`; plain Python (ordinary arguments in, a dict out), as BEIR's `EvaluateRetrieval.evaluate`.
-The command line on top of it is `ratio_utils.evaluation.__main__` (`python -m ratio_utils.evaluation`,
+The command line on top of it is `ratio_utils.apps.evaluate` (`python -m ratio_utils.evaluation`,
 `ratio-evaluate`).
 
 Ranks every query of a move and split against the split's shared candidate pool (silver queries
@@ -72,7 +72,8 @@ def make_retriever(
 ):
     """The retriever `model` names: BM25 (`bm25-unigram`/`-bigram`/`-trigram`), a PyLate checkpoint (`colbert`),
     else a sentence-transformers model; with `instruction`, the move's instruction follows `query_prefix`."""
-    from ..retrieval import BM25Retriever, DenseRetriever, instructed_query_prefix
+    from ..retrieval import BM25Retriever, DenseRetriever
+    from ..schema import instructed_query_prefix
 
     if model.lower() in BM25_SYSTEMS:
         return BM25Retriever(BM25_SYSTEMS[model.lower()], name=name)
@@ -157,7 +158,7 @@ def evaluate(
     Raises EvaluationError for a split the benchmark lacks or a request with nothing to evaluate.
     """
     from ..models import model_fingerprint, resolve_model_path
-    from ..retrieval import run_and_score
+    from .run_scoring import run_and_score
 
     if benchmark is None:
         from ..config import load_config

@@ -1,6 +1,6 @@
 """The annotation app of the inspiration study (paper §5.3, Appendix G): one command, served on 127.0.0.1.
 
-    python -m ratio_utils.human_eval.app --packets data/human_eval/packets --annotator annotator1 [--port 8765]
+    ratio-annotate --packets data/human_eval/packets --annotator annotator1 [--port 8765]
 
 Reads a packet folder of notebook 12 (ratio_utils.human_eval.packets.load_packet) and serves the annotator's
 queries: both lists side by side, useful / not useful per candidate, a preference, a comment.
@@ -25,12 +25,10 @@ Safety (docs/human_eval.md, "Security"):
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -258,36 +256,3 @@ def open_store(packets: str | Path, annotator: str, labels: str | Path | None = 
                             "the packets folder only: move the key to a folder of its own (notebook 12 writes it to "
                             "data/human_eval_key/) and start again")
     return LabelStore(packet, annotator, Path(labels) if labels else Path(packets) / "labels")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Annotate a packet of the inspiration study in the browser.")
-    parser.add_argument("--packets", required=True, help="packet folder written by notebook 12")
-    parser.add_argument("--annotator", required=True, help="your name as in the packet's assignments.json")
-    parser.add_argument("--labels", help="folder of the label files (default: <packets>/labels)")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--verbose", action="store_true", help="log every request")
-    args = parser.parse_args(argv)
-    try:
-        store = open_store(args.packets, args.annotator, args.labels)
-    except (AnnotateError, InputError) as exc:
-        print(f"annotate: {exc}", file=sys.stderr)
-        return 2
-    try:
-        server = AnnotateServer(store, args.port, args.verbose)
-    except OSError as exc:
-        store.close()
-        print(f"annotate: cannot listen on 127.0.0.1:{args.port} ({exc}); try another --port", file=sys.stderr)
-        return 2
-    progress = store.progress()
-    print(f"Annotating as {args.annotator}: {progress['complete']} of {progress['assigned']} queries complete.\n"
-          f"Open {server.url} in your browser; labels are saved to {store.path} after every answer. Ctrl+C stops.")
-    try:
-        server.serve_until_interrupted()
-    finally:
-        store.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,7 +15,7 @@ cached and replayable). Writes:
 With no endpoint and nothing to replay, nothing is judged: no label is invented, the silver set is
 not written (later stages fall back to the unfiltered test set) and every table says so in its notes.
 
-One module per layer: `prompts` (the `judge` params section, prompt files), `sampling` (pair ids,
+One module per layer (prompt files are read by `llm.prompts`): `sampling` (pair ids,
 the judge's view, the stratified sample), `labels` (annotation sheets, label files),
 `agreement_stats` (Table 9 statistics), `verdicts` (asking the judge, the silver rule, prompt
 selection), `anaphora` (the anaphora test), `silver` (`SilverFilter`, notebook 07 step by step).
@@ -41,7 +41,7 @@ from .labels import (
     parse_label,
     write_annotation_sheet,
 )
-from .prompts import JudgePrompt, load_prompts, prompt_table, read_prompt
+from ..llm.prompts import PromptFile, load_prompts, prompt_table, read_prompt
 from .sampling import (
     format_pair,
     has_explicit_anaphor,
@@ -56,7 +56,7 @@ from .verdicts import both_rule, judge_pairs, judge_requests, parse_verdict, sel
 
 __all__ = [
     "ANNOTATION_SETS", "PAPER_ANAPHORA", "PAPER_TABLE9_TEXT", "SHEET_COLUMNS", "TABLE9_COLUMNS",
-    "Agreement", "JudgePrompt", "SilverFilter",
+    "Agreement", "PromptFile", "SilverFilter",
     "agreement", "anaphora_analysis", "annotation_pairs", "both_rule", "format_pair", "has_explicit_anaphor",
     "human_panel_agreement", "judge_pairs", "judge_requests", "load_label_files", "load_prompts", "majority_label",
     "pair_ids", "paper_markers", "parse_label", "parse_verdict", "prompt_table", "rater_panel_agreement", "read_prompt",

@@ -16,13 +16,13 @@ from ..dataset.benchmark import load_benchmark, pairs_path, write_pairs
 from ..io import write_parquet_atomic
 from ..llm import LLMClient
 from ..param_sections import JudgeParams
-from ..reporting.label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
-from ..reporting.published import write_table
+from ..publish.label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
+from ..publish.published import write_table
 from ..schema import MOVES, PAIR_COLUMNS, Move, Split, normalize_marker
 from .agreement_stats import human_panel_agreement, rater_panel_agreement, single_annotator_agreement
 from .anaphora import anaphora_analysis
 from .labels import annotation_pairs, load_label_files, write_annotation_sheet
-from .prompts import load_prompts, prompt_table
+from ..llm.prompts import load_prompts, prompt_table
 from .sampling import has_explicit_anaphor, pair_ids, sample_for_judging, with_pair_columns
 from .verdicts import both_rule, judge_pairs, select_prompts, verdict_matrix
 

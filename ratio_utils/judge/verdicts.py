@@ -13,14 +13,14 @@ from ..param_sections import JudgeParams
 from ..schema import Move
 from .agreement_stats import single_annotator_agreement
 from .labels import _FALSE, _TRUE
-from .prompts import JudgePrompt, _relative
+from ..llm.prompts import PromptFile, _relative
 
 # --------------------------------------------------------------------------------------------
 # asking the judge
 # --------------------------------------------------------------------------------------------
 
 
-def judge_requests(pairs: pd.DataFrame, prompt: JudgePrompt, model: str, params: JudgeParams) -> list[ChatRequest]:
+def judge_requests(pairs: pd.DataFrame, prompt: PromptFile, model: str, params: JudgeParams) -> list[ChatRequest]:
     extra = {k: v for k, v in (("reasoning_effort", params.reasoning_effort), ("verbosity", params.verbosity)) if v is not None}
     extra.update(params.extra)
     meta = {"prompt": prompt.label, "prompt_file": _relative(prompt.path), "prompt_sha256": prompt.sha256,
@@ -51,12 +51,12 @@ def parse_verdict(result: ChatResult) -> tuple[bool | None, str | None, str | No
     return value, (str(reason) if reason is not None else None), None
 
 
-def judge_pairs(client: LLMClient, pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[JudgePrompt]],
+def judge_pairs(client: LLMClient, pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[PromptFile]],
                 params: JudgeParams, *, desc: str) -> pd.DataFrame:
     """Every (pair, prompt) verdict, long format; one client run for all moves (one batch job)."""
     model = params.model or client.settings.model
     requests: list[ChatRequest] = []
-    keys: list[tuple[str, str, JudgePrompt]] = []
+    keys: list[tuple[str, str, PromptFile]] = []
     for move, frame in pairs_by_move.items():
         for prompt in prompts.get(move, []):
             batch = judge_requests(frame, prompt, model, params)

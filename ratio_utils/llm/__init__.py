@@ -18,7 +18,7 @@ with an error result that says so and counting the misses in the run's report.
 The API key is read from the environment, sent only in the Authorization header, and scrubbed from
 every message this module writes or raises.
 
-Modules: `types` (settings, requests, results, errors, the request hash), `store` (response parsing,
+Modules: `types` (requests, results, errors, the request hash; the settings are `param_sections.LLMSettings`), `prompts` (prompt files: YAML header + system message), `store` (response parsing,
 the on-disk cache and replay sources), `batch` (the Batch API path: files, upload, polling,
 resubmission), `client` (`LLMClient`: the one entry point `run`, sync path, budget, accounting).
 """
@@ -28,15 +28,15 @@ from __future__ import annotations
 from .batch import CHAT_ENDPOINT
 from .client import LLMClient
 from .store import ResponseStore, result_from_response
+from ..param_sections import LLM_MODES, LLMSettings
+from .prompts import PromptFile, load_prompts, prompt_table, read_prompt
 from .types import (
-    MODES,
     REPLAY_MISS_ERROR,
     BatchTimeout,
     BudgetExceeded,
     ChatRequest,
     ChatResult,
     LLMError,
-    LLMSettings,
     LLMUnavailable,
     ReplayMiss,
     RunReport,
@@ -45,7 +45,7 @@ from .types import (
 )
 
 __all__ = [
-    "CHAT_ENDPOINT", "MODES", "REPLAY_MISS_ERROR",
+    "CHAT_ENDPOINT", "LLM_MODES", "REPLAY_MISS_ERROR", "PromptFile", "load_prompts", "prompt_table", "read_prompt",
     "BatchTimeout", "BudgetExceeded", "ChatRequest", "ChatResult", "LLMClient", "LLMError", "LLMSettings",
     "LLMUnavailable", "ReplayMiss", "ResponseStore", "RunReport",
     "canonical_json", "request_hash", "result_from_response",

@@ -17,16 +17,15 @@ from typing import Any
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
-from ..reporting.run_records import first_time_this_run
+from ..publish.run_records import first_time_this_run
 from .batch import BatchMixin
 from .store import ResponseStore, result_from_response
+from ..param_sections import LLM_MODES, LLMSettings
 from .types import (
-    MODES,
     REPLAY_MISS_ERROR,
     BudgetExceeded,
     ChatRequest,
     ChatResult,
-    LLMSettings,
     LLMUnavailable,
     ReplayMiss,
     RunReport,
@@ -135,8 +134,8 @@ class LLMClient(BatchMixin):
         REPLAY_MISS_ERROR (`ChatResult.replay_miss`) and is counted in `last_report.n_replay_misses`.
         """
         mode = mode or self.settings.mode
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode not in LLM_MODES:
+            raise ValueError(f"mode must be one of {LLM_MODES}, got {mode!r}")
         repeated = sorted(cid for cid, n in collections.Counter(r.custom_id for r in requests).items() if n > 1)
         if repeated:
             raise ValueError(f"custom_id must be unique within a run; duplicated: {repeated[:5]}")

@@ -1,5 +1,5 @@
-"""Settings, requests, results and errors of the LLM client: the `llm` params section
-(`LLMSettings`), `ChatRequest` (and its request hash, the cache key), `ChatResult`, `RunReport`,
+"""Requests, results and errors of the LLM client (its `llm` params section, `LLMSettings`, is in
+`param_sections`): `ChatRequest` (and its request hash, the cache key), `ChatResult`, `RunReport`,
 the error classes. Plain data; reads and writes nothing.
 """
 
@@ -10,47 +10,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-MODES = ("sync", "batch", "replay", "dry_run")
 
 
 # --------------------------------------------------------------------------------------------
 # settings, requests, results
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LLMSettings:
-    """The `llm` params section. Defaults follow the paper (Batch API, JSON answers)."""
-
-    model: str = "gpt-5.4"
-    base_url: str | None = None  # None: $OPENAI_BASE_URL, else the OpenAI API
-    api_key_env: str = "OPENAI_API_KEY"  # the NAME of the environment variable holding the key
-    api_key_required: bool = True  # False for local servers (vLLM, llama.cpp) that take no key
-    mode: str = "batch"  # sync | batch | replay | dry_run
-    cache_dir: str = "output:cache/llm"  # params paths (Paths.from_params), as are the two below
-    replay_dirs: list[str] = field(default_factory=list)  # read-only caches/batch files to replay
-    replay_batch_files: list[str] = field(default_factory=list)  # batch input/output JSONL files
-    max_requests: int | None = 100_000  # request budget per client (fresh requests, resubmits included)
-    max_retries: int = 6  # per synchronous request, on 408/409/429/5xx and connection errors
-    retry_initial_s: float = 1.0
-    retry_max_s: float = 60.0
-    timeout_s: float = 600.0
-    concurrency: int = 4  # parallel synchronous requests
-    batch_max_requests: int = 50_000  # Batch API limits per input file
-    batch_max_bytes: int = 200 * 1024 * 1024
-    batch_completion_window: str = "24h"
-    batch_poll_interval_s: float = 30.0
-    batch_timeout_s: float = 26 * 3600.0
-    batch_max_resubmits: int = 2
-    est_output_tokens: int = 400  # per request, for the pre-run estimate (reasoning included)
-    prices: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> {input, output} USD / 1M tokens
-    batch_discount: float = 0.5  # the Batch API halves the per-token price
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"llm.mode must be one of {MODES}, got {self.mode!r}")
-        if self.batch_max_requests < 1 or self.batch_max_bytes < 1:
-            raise ValueError("llm.batch_max_requests and llm.batch_max_bytes must be positive")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The paper's claims that this compendium can test, each decided by one stated rule (notebook 14's claims table).
 
 Reads the long numeric records the result tables write beside themselves
-(`ratio_utils.reporting.published.read_records`: tables/*.records.csv), never their display cells. A claim is tested by paired differences (subject -
+(`ratio_utils.publish.published.read_records`: tables/*.records.csv), never their display cells. A claim is tested by paired differences (subject -
 reference over the same queries) in the direction the paper states; each comparison gets a verdict by
 `decide`, and a claim's verdict for one move and query set combines them by `combine`:
 

@@ -47,12 +47,12 @@ from ..retrieval.runs import (
     system_name,
     system_slug,
 )
-from ..retrieval.systems import STAGE as BASELINE_STAGE
-from ..retrieval.systems import TUNED_STAGE
+from .systems import STAGE as BASELINE_STAGE
+from .systems import TUNED_STAGE
 from ..schema import MOVES, Move, Split
-from .label_sources import notes as label_notes
-from .label_sources import LabelSource, rerank_source, silver_sources
-from .published import records_frame
+from ..publish.label_sources import notes as label_notes
+from ..publish.label_sources import LabelSource, rerank_source, silver_sources
+from ..publish.published import records_frame
 
 DAGGER = stats.DAGGER
 
@@ -175,7 +175,7 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
     the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before)."""
     from ..models import model_name
     from ..param_sections import RerankParams, TrainParams
-    from ..retrieval.systems import bm25_model_name, load_retrieval_params, plan_systems
+    from .systems import bm25_model_name, load_retrieval_params, plan_systems
 
     if through not in ROW_STAGES:
         raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
@@ -567,7 +567,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
                     n_resamples: int = stats.N_RESAMPLES) -> PaperTables:
     """Tables 1, 7, 8 and the rerank comparison from the run files (cfg.paths.retrieval_runs) of the systems
     expected (default: `expected_rows(cfg, through)`, the params' rows of the notebooks up to `through`)."""
-    from .published import write_table
+    from ..publish.published import write_table
 
     bench = bench or load_benchmark(cfg.paths.benchmark)
     expected = expected if expected is not None else expected_rows(cfg, through)

@@ -1,23 +1,17 @@
-"""Retrievers of the benchmark (paper §5.1, Appendix C): one `search(queries, pool, k) -> run` interface.
+"""Retrievers of the benchmark (paper §5.1, Appendix C) and their run files: one `search(queries, pool, k) -> run`
+interface.
 
 * `BM25Retriever`   — bm25s with stopwords, Snowball stemming and n-gram tokens (bm25.py);
 * `DenseRetriever`  — sentence-transformers + exact faiss inner-product search, embedding cache (dense.py);
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
-* `run_and_score`   — search one (move, split), write the run files, return the metrics (ranking.py);
-* run file I/O (runs.py);
-* run files carry a sidecar (runs.RunInfo); Tables 1, 7, 8 are assembled by ratio_utils.reporting.paper_tables.
+* `rerank`          — the listwise LLM reranker of a first stage's top 100 (rerank.py);
+* run files with their sidecars (runs.py, `runs.RunInfo`), recorded by `ranking.record_run`.
+Scoring a run is `ratio_utils.evaluation`'s job; Tables 1, 7, 8 are `ratio_utils.reporting`'s.
 """
 
 from .base import Retriever
 from .bm25 import BM25Retriever
-from .dense import (
-    MOVE_INSTRUCTIONS,
-    RECOMMENDED_PREFIXES,
-    DenseRetriever,
-    instructed_query_prefix,
-    recommended_prefixes,
-)
-from .ranking import benchmark_queries, run_and_score
+from .dense import RECOMMENDED_PREFIXES, DenseRetriever, recommended_prefixes
 from .runs import read_run, run_path, system_slug, write_run
 
 
@@ -35,12 +29,8 @@ __all__ = [
     "BM25Retriever",
     "DenseRetriever",
     "ColBERTRetriever",
-    "MOVE_INSTRUCTIONS",
     "RECOMMENDED_PREFIXES",
-    "instructed_query_prefix",
     "recommended_prefixes",
-    "benchmark_queries",
-    "run_and_score",
     "read_run",
     "write_run",
     "run_path",

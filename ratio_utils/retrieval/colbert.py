@@ -21,13 +21,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..models import _set_offline, resolve_model_path
+from ..models import resolve_model_path
 from .base import Retriever, run_from_hits
 
 
 def load_colbert(checkpoint: Any, query_length: int = 128, document_length: int = 300, device: str | None = None, **kwargs):
     """A PyLate ColBERT model from a local folder (or one of ratio_utils.models' packaged names)."""
-    _set_offline()
     from pylate import models
 
     return models.ColBERT(

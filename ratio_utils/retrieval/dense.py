@@ -7,8 +7,8 @@ queries and candidates; candidates are ranked by exact inner product of L2-norma
 Inputs are prefixed before encoding:
 * the generic prefixes `query: ` / `document: ` (GENERIC_PREFIXES), used for every model;
 * a model's recommended prefixes where its developers give them (RECOMMENDED_PREFIXES);
-* for instruction-following models, a per-move instruction (MOVE_INSTRUCTIONS, Appendix C) put
-  in front of the query by `instructed_query_prefix`.
+* for instruction-following models, a per-move instruction (schema.MOVE_INSTRUCTIONS, Appendix C) put
+  in front of the query by `schema.instructed_query_prefix`.
 
 Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix hash>/<texts checksum>.npy`
 (`cfg.paths.embedding_cache` in a stage): a second search over the same pool with the same model and prefix loads the
@@ -39,27 +39,10 @@ from tqdm.auto import tqdm
 from ..io import atomic_path, write_json_atomic
 from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
 from ..param_sections import DEFAULT_MAX_POOL_BYTES
-from ..reporting.run_records import count_reused
+from ..publish.run_records import count_reused
 from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, Move
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
-
-# Appendix C, "Move instructions".
-MOVE_INSTRUCTIONS: dict[Move, str] = {
-    Move.ADDRESS: (
-        "Given a scientific statement describing a research problem or limitation, retrieve a passage that "
-        "addresses, solves, or mitigates that problem."
-    ),
-    Move.BROADEN: (
-        "Given a specific scientific statement, retrieve a passage that generalizes it into a broader claim, "
-        "principle, or framing."
-    ),
-    Move.SPECIFY: (
-        "Given a general scientific statement, retrieve a passage that makes it more concrete through a specific "
-        "instance, detail, or special case."
-    ),
-}
-
 
 @dataclass(frozen=True)
 class PromptStyle:
@@ -96,11 +79,6 @@ def recommended_prefixes(model: Any) -> PromptStyle | None:
     return RECOMMENDED_PREFIXES.get(_model_key(model))
 
 
-def instructed_query_prefix(move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
-    """The query prefix that carries the move's instruction (Appendix C)."""
-    return template.format(instruction=MOVE_INSTRUCTIONS[Move.parse(move)])
-
-
 def texts_checksum(ids: list[str], texts: list[str]) -> str:
     """Checksum of an ordered list of (id, text): the embedding-cache key of a pool or query set."""
     digest = hashlib.sha256()
@@ -119,7 +97,7 @@ def _short(text: str) -> str:
 class EmbeddingCache:
     """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped.
 
-    Each load and save is counted for the run's records (ratio_utils.reporting.run_records): texts whose embeddings
+    Each load and save is counted for the run's records (ratio_utils.publish.run_records): texts whose embeddings
     were read from an array an earlier notebook or run wrote, out of all texts embedded or read."""
 
     REUSE_RECORD = "texts' embeddings computed before (cache/embeddings)"

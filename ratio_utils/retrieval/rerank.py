@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..judge import JudgePrompt, read_prompt
+from ..llm.prompts import PromptFile, read_prompt
 from ..llm import ChatRequest, ChatResult
 from ..param_sections import RerankParams
 from ..schema import Move
@@ -44,10 +44,10 @@ REPAIR_RULES = {
 }
 
 
-def load_rerank_prompt(prompts_dir: Path, move: Move, name: str, k: int) -> JudgePrompt:
+def load_rerank_prompt(prompts_dir: Path, move: Move, name: str, k: int) -> PromptFile:
     """The move's prompt file (same header format as the judge's), `{k}` filled in."""
     prompt = read_prompt(Path(prompts_dir) / move.value / f"{name}.md")
-    return JudgePrompt(prompt.move, prompt.name, prompt.version, prompt.summary, prompt.text.replace("{k}", str(k)),
+    return PromptFile(prompt.move, prompt.name, prompt.version, prompt.summary, prompt.text.replace("{k}", str(k)),
                        prompt.path, prompt.sha256)
 
 
@@ -61,7 +61,7 @@ def user_message(query: str, candidates: list[str], k: int) -> str:
     return "\n".join(lines)
 
 
-def rerank_request(custom_id: str, prompt: JudgePrompt, query: str, candidates: list[str], model: str,
+def rerank_request(custom_id: str, prompt: PromptFile, query: str, candidates: list[str], model: str,
                    params: RerankParams, meta: dict | None = None) -> ChatRequest:
     extra = {"reasoning_effort": params.reasoning_effort} if params.reasoning_effort is not None else {}
     extra.update(params.extra)

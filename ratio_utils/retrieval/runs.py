@@ -106,7 +106,7 @@ class RunInfo:
 
     Tables 1, 7 and 8 are assembled from every run file with a sidecar (ratio_utils.reporting.paper_tables);
     `benchmark_checksum` lets the assembler refuse runs computed on another benchmark. `max_queries`
-    (the first n queries by id, ranking.benchmark_queries) or `qids` (an explicit list) say which queries a
+    (the first n queries by id, Benchmark.eval_set) or `qids` (an explicit list) say which queries a
     partial run covers; with neither, every query of the move and split counts.
     """
 

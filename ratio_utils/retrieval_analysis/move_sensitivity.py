@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..dataset.benchmark import Benchmark
 from ..evaluation import stats
-from ..retrieval.dense import instructed_query_prefix
+from ..schema import instructed_query_prefix
 from ..schema import Move, Split
 
 TOP = 10

@@ -34,12 +34,11 @@ from ..evaluation.intervals import CONFIDENCE, Cell, IntervalCache, cell, cell_r
 from ..evaluation.metrics import per_query_metrics
 from ..models import model_name
 from ..param_sections import AnalysisParams
-from ..reporting.display import Stage
-from ..reporting.label_sources import silver_sources
+from ..publish.display import Stage
+from ..publish.label_sources import silver_sources
 from ..reporting.paper_tables import DAGGER, FULL_COLUMNS, metric_key
-from ..reporting.published import records_frame
+from ..publish.published import records_frame
 from ..retrieval import DenseRetriever
-from ..retrieval.ranking import benchmark_queries
 from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
 from ..schema import MOVES, Split
 
@@ -174,7 +173,7 @@ class RunSource:
             stand_ins.append(run_path(self.cfg.paths.retrieval_runs, system_name(self.retrievers.label, "generic", setup), move, split))
 
         def compute():
-            queries, _ = benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)
+            queries = self.bench.eval_set(move, split, max_queries=self.params.max_queries).queries
             searched = self.bench.pool(split) if pool is None else pool
             retriever = self._retriever(tuned_on)
             return retriever.search(queries, searched, k=min(self.params.k, len(searched))), retriever.describe()
@@ -183,10 +182,10 @@ class RunSource:
                               prefixes=(self.params.query_prefix, self.params.doc_prefix), stand_ins=stand_ins).run
 
     def qrels(self, move: str, split: str) -> pd.DataFrame:
-        return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[1]
+        return self.bench.eval_set(move, split, max_queries=self.params.max_queries).qrels
 
     def queries(self, move: str, split: str) -> pd.DataFrame:
-        return benchmark_queries(self.bench, move, split, max_queries=self.params.max_queries)[0]
+        return self.bench.eval_set(move, split, max_queries=self.params.max_queries).queries
 
 
 def _interval_note(extra: str = "") -> str:
@@ -214,7 +213,7 @@ class OverlapResult:
 def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                     retrievers: Retrievers | None = None, *, write: bool = True) -> OverlapResult:
     """Mean query–candidate Jaccard at each k, untuned vs tuned, on the unfiltered test and the silver set."""
-    from ..reporting.published import write_table
+    from ..publish.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -274,7 +273,7 @@ def lexical_overlap(cfg: Config, bench: Benchmark, params: AnalysisParams | None
 def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):
     import matplotlib.pyplot as plt
 
-    from ..reporting.published import save_figure, set_figure_style
+    from ..publish.published import save_figure, set_figure_style
 
     set_figure_style()
     moves = [m.value for m in MOVES]
@@ -319,7 +318,7 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
 def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                      retrievers: Retrievers | None = None, *, write: bool = True) -> pd.DataFrame:
     """Table 10: the analysis queries against (a) the golds of all test pairs of the move, (b) of its silver pairs."""
-    from ..reporting.published import write_table
+    from ..publish.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -404,7 +403,7 @@ class TransferResult:
 def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams | None = None,
                         retrievers: Retrievers | None = None, *, write: bool = True) -> TransferResult:
     """MRR@10 of each tuned retriever on every move's queries, against the untuned model on the same queries."""
-    from ..reporting.published import write_table
+    from ..publish.published import write_table
 
     params = params or load_analysis_params(cfg)
     retrievers = retrievers or find_retrievers(cfg, params)
@@ -463,7 +462,7 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, 
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from ..reporting.published import save_figure, set_figure_style
+    from ..publish.published import save_figure, set_figure_style
 
     set_figure_style()
     annotations = matrix.copy().astype(object)

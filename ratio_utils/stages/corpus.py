@@ -13,7 +13,7 @@ from IPython.display import Image, Markdown
 from ..config import Config
 from ..corpora import CorpusBuild, build_corpus, cleaning_table, write_corpus_outputs
 from ..param_sections import CorpusParams
-from ..reporting.display import Stage
+from ..publish.display import Stage
 
 
 class CorpusStage(Stage):

@@ -4,7 +4,7 @@ tuned-vs-baseline table with paired intervals and permutation p-values.
 Reads what `ratio_utils.train` writes: models/_runs/<base>__<move>/<config>-<key>/result.json (every
 configuration tried) and models/<base>__<move>/results.json (the selected model, its per-query scores);
 writes tables/table6_finetune_configs and tables/finetune_tuned_vs_baseline (`ratio_utils.train.tables`),
-then this move's tuned run files (`ratio_utils.retrieval.systems.record_tuned_runs`).
+then this move's tuned run files (`ratio_utils.reporting.systems.record_tuned_runs`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pandas as pd
 
 from .. import train
 from ..config import Config
-from ..reporting.display import Stage
-from ..reporting.run_records import record_reused
-from ..retrieval.systems import record_tuned_runs
+from ..publish.display import Stage
+from ..publish.run_records import record_reused
+from ..reporting.systems import record_tuned_runs
 from ..train import colbert as train_colbert
 from ..train.tables import write_table6, write_tuned_vs_baseline
 
@@ -35,7 +35,7 @@ class FinetuneStage(Stage):
         """Fine-tune the move(s); one row per move saying what was trained now and what was reused.
 
         Configurations finished by an earlier run with the same run key are read from disk, not trained again;
-        what was reused is recorded for the summary's time table (ratio_utils.reporting.run_records)."""
+        what was reused is recorded for the summary's time table (ratio_utils.publish.run_records)."""
         results = train.finetune(self.cfg, self.move, self.params)
         for result in results:
             for line in result.reused():

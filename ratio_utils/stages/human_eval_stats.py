@@ -30,8 +30,8 @@ from ..human_eval import statistics as study_statistics
 from ..io import read_json_if_exists
 from ..models import model_name
 from ..param_sections import HumanEvalParams, TrainParams
-from ..reporting.display import Stage
-from ..reporting.published import write_table
+from ..publish.display import Stage
+from ..publish.published import write_table
 from ..retrieval.ranking import get_or_record_run
 from ..retrieval.runs import system_name
 from ..schema import GENERIC_PREFIXES, Move
@@ -86,7 +86,7 @@ def ensure_runs(cfg: Config, params: HumanEvalParams, bench: Benchmark) -> tuple
     (cfg.paths.human_eval_runs), from the embedding cache where it can. Any other system's run file is
     read from data/retrieval_runs/ as named; a missing one is an error of `build_packets`.
     """
-    from ..retrieval import systems  # imports no torch; a retriever loads it only when it must search
+    from ..reporting import systems  # imports no torch; a retriever loads it only when it must search
 
     retrieval = systems.load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, cfg.section("train", TrainParams).base_model])

@@ -15,8 +15,8 @@ from ..io import write_parquet_atomic
 from ..lexicon import marker_llm
 from ..lexicon import markers as lx
 from ..llm import ReplayMiss
-from ..reporting.display import Stage
-from ..reporting.published import write_table
+from ..publish.display import Stage
+from ..publish.published import write_table
 
 # How the released file's counts relate to the paper's (Appendix A): read off the file, stated once here.
 RELEASED_LABEL_NOTES = [

@@ -29,9 +29,9 @@ from ..io import write_json_atomic
 from ..llm import ChatRequest, ChatResult, LLMClient
 from ..param_sections import RerankParams
 from ..reporting import paper_tables
-from ..reporting.display import Stage
-from ..reporting.label_sources import REPLAYED_FROM, rerank_source, silver_sources
-from ..reporting.published import write_table
+from ..publish.display import Stage
+from ..publish.label_sources import REPLAYED_FROM, rerank_source, silver_sources
+from ..publish.published import write_table
 from ..retrieval.rerank import (
     REPAIR_RULES,
     QueryCounts,

@@ -15,8 +15,8 @@ from ..config import REPO_ROOT, Config
 from ..io import atomic_path
 from ..lexicon import curation
 from ..lexicon import markers as lx
-from ..reporting.display import Stage, say, show_figure, written_files
-from ..reporting.published import set_figure_style, write_table
+from ..publish.display import Stage, say, show_figure, written_files
+from ..publish.published import set_figure_style, write_table
 
 
 class MarkerCurationStage(Stage):

@@ -12,8 +12,8 @@ from ..config import Config
 from ..io import write_parquet_atomic
 from ..lexicon import curation
 from ..lexicon import markers as lx
-from ..reporting.display import Stage
-from ..reporting.published import write_table
+from ..publish.display import Stage
+from ..publish.published import write_table
 
 
 class MarkerExtensionsStage(Stage):

@@ -13,8 +13,8 @@ from .. import mining
 from ..config import Config
 from ..lexicon import markers as lx
 from ..param_sections import MiningParams
-from ..reporting.display import Stage
-from ..reporting.published import write_table
+from ..publish.display import Stage
+from ..publish.published import write_table
 
 TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data total is 809 "
                     "on 366.6M S2ORC pairs.")

@@ -16,8 +16,8 @@ from ..config import REPO_ROOT, Config
 from ..lexicon import marker_llm, patterns
 from ..lexicon import markers as lx
 from ..llm import ReplayMiss
-from ..reporting.display import Stage, say
-from ..reporting.published import write_table
+from ..publish.display import Stage, say
+from ..publish.published import write_table
 from ..schema import MarkerSource
 
 TABLE4_PAPER_NOTE = (

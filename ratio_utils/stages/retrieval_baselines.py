@@ -1,6 +1,6 @@
 """Stage 08 (notebook 08_retrieval_baselines): every offline system on every move and split, as run files.
 
-The rows and their retrievers are `ratio_utils.retrieval.systems` (which also writes the run files of notebook
+The rows and their retrievers are `ratio_utils.reporting.systems` (which also writes the run files of notebook
 09's fine-tuned retrievers, `record_tuned_runs`), so that every system reaches Tables 1, 7 and 8 the same way:
 through a run file with its sidecar, assembled by `ratio_utils.reporting.paper_tables.assemble_tables`.
 
@@ -19,10 +19,10 @@ from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..param_sections import RetrievalParams
 from ..reporting import paper_tables
-from ..reporting.display import Stage
+from ..publish.display import Stage
 from ..retrieval.ranking import record_run
 from ..retrieval.runs import system_name
-from ..retrieval.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, runnable
+from ..reporting.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, runnable
 from ..schema import Split
 
 

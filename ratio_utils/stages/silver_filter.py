@@ -13,7 +13,7 @@ from IPython.display import Markdown
 from ..config import Config
 from ..dataset.card import write_run_card
 from ..judge import SilverFilter
-from ..reporting.display import Stage
+from ..publish.display import Stage
 
 
 class SilverFilterStage(Stage):

@@ -16,8 +16,8 @@ from ..config import Config
 from ..dataset.card import write_run_card
 from ..models import contamination_note, encoders_used
 from ..param_sections import SPLITS, DatasetParams
-from ..reporting.display import Stage, show_figure
-from ..reporting.published import set_figure_style, write_table
+from ..publish.display import Stage, show_figure
+from ..publish.published import set_figure_style, write_table
 from ..schema import MOVES
 
 

@@ -34,9 +34,9 @@ from ..evaluation import stats
 from ..io import sha256_tree, write_text_atomic
 from ..param_sections import SummaryParams
 from ..reporting import claims
-from ..reporting.display import Stage
-from ..reporting.label_sources import notes as label_notes
-from ..reporting.published import read_records
+from ..publish.display import Stage
+from ..publish.label_sources import notes as label_notes
+from ..publish.published import read_records
 from ..schema import MOVES, Split
 
 # The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
@@ -93,7 +93,7 @@ RESULT_COLUMNS = ["system", "prefix", "setup", "move", "metric", "value", "low",
 
 
 def results_long(records: pd.DataFrame, table: str) -> pd.DataFrame:
-    """The cells of one of Tables 1/7/8, read from its numeric records (`ratio_utils.reporting.published.read_records`), as long rows:
+    """The cells of one of Tables 1/7/8, read from its numeric records (`ratio_utils.publish.published.read_records`), as long rows:
     system (the row's model), prefix, setup, move, metric, value, low, high (%), queries; in the table's row order."""
     cells = records[(records["table"] == table) & records["reference"].isna() & records["model"].notna()]
     return cells.rename(columns={"model": "system", "n": "queries"})[RESULT_COLUMNS].reset_index(drop=True)
@@ -360,7 +360,7 @@ def differences(cfg: Config, label_sources: list, queries: pd.DataFrame) -> pd.D
 def run_label_sources(cfg: Config) -> list:
     """The silver set's judge and every reranker whose runs this run's tables use."""
     from ..dataset.benchmark import load_benchmark
-    from ..reporting.label_sources import rerank_source, silver_sources
+    from ..publish.label_sources import rerank_source, silver_sources
     from ..reporting.paper_tables import run_files
     from ..retrieval.runs import read_run_info
 
@@ -415,8 +415,8 @@ def find_timings(cfg: Config) -> Path | None:
 
 def wall_times(cfg: Config) -> pd.DataFrame:
     """Seconds per executed notebook of the run (the summary notebook itself is still running: not listed),
-    with what each reused from earlier runs instead of computing it (ratio_utils.reporting.run_records)."""
-    from ..reporting.run_records import reused_by_notebook
+    with what each reused from earlier runs instead of computing it (ratio_utils.publish.run_records)."""
+    from ..publish.run_records import reused_by_notebook
 
     path = find_timings(cfg)
     if path is None:
@@ -428,7 +428,7 @@ def wall_times(cfg: Config) -> pd.DataFrame:
 
 
 def provenance(cfg: Config) -> dict[str, Any]:
-    from ..reporting.published import git_commit
+    from ..publish.published import git_commit
 
     return {"git commit": git_commit() or "unknown", "params file": Path(cfg.source).name if cfg.source else None,
             "params name": cfg.name, "params sha256": params_hash(cfg)[:16], "seed": cfg.seed}
@@ -564,7 +564,7 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
 
 def write_summary(cfg: Config, params: SummaryParams | None = None) -> Summary:
     """Collect the summary, save its figures and write reports/summary.md."""
-    from ..reporting.published import save_figure, set_figure_style
+    from ..publish.published import save_figure, set_figure_style
 
     set_figure_style()
     summary = collect(cfg, params)

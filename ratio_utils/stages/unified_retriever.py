@@ -24,10 +24,10 @@ from ..evaluation.metrics import per_query_metrics
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..io import read_json_if_exists
 from ..param_sections import TrainParams, UnifiedParams
-from ..reporting.display import Stage, show_figure
-from ..reporting.label_sources import silver_sources
-from ..reporting.published import format_floats, set_figure_style, write_table
-from ..reporting.run_records import record_reused
+from ..publish.display import Stage, show_figure
+from ..publish.label_sources import silver_sources
+from ..publish.published import format_floats, set_figure_style, write_table
+from ..publish.run_records import record_reused
 from ..retrieval import DenseRetriever
 from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, Split
 from ..train import EVAL_KS, FINAL_RESULTS_FILE, FINAL_SPLITS, PRIMARY, EvalSet, base_name, move_model_dir, unified

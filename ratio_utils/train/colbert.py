@@ -295,7 +295,7 @@ def _with_interval(mean: float | None, values: list[float] | None) -> str:
 
 
 def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame:
-    from ..reporting.published import write_table
+    from ..publish.published import write_table
 
     params = params or load_train_params(cfg)
     table = collect_colbert_rows(cfg, params)

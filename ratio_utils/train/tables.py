@@ -22,8 +22,8 @@ from ..dataset.benchmark import load_benchmark
 from ..evaluation import stats
 from ..io import read_json_if_exists
 from ..param_sections import TrainParams
-from ..reporting.label_sources import silver_sources
-from ..reporting.published import records_frame, write_table
+from ..publish.label_sources import silver_sources
+from ..publish.published import records_frame, write_table
 from ..schema import MOVES, Move
 from .configurations import (
     FINAL_RESULTS_FILE,

@@ -43,7 +43,7 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
 from ..param_sections import TrainParams, UnifiedParams
-from ..retrieval.dense import instructed_query_prefix
+from ..schema import instructed_query_prefix
 from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, MOVES, Move, Split
 from . import (
     EVAL_KS,
@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 
 UNIFIED_SUFFIX = "unified"
 
-FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.retrieval.search)
+FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.apps.search)
 
 RESULTS_FILE = "results.json"
 
@@ -389,7 +389,7 @@ def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
 
 
 def query_format(params: UnifiedParams) -> dict[str, Any]:
-    """unified.json: how a caller phrases queries and candidates for the model (ratio_utils.retrieval.search reads it)."""
+    """unified.json: how a caller phrases queries and candidates for the model (ratio_utils.apps.search reads it)."""
     return {"kind": "unified", "instruction_template": params.instruction_template, "doc_prefix": params.doc_prefix,
             "query_prefixes": {m.value: query_prefix(m, params.instruction_template) for m in MOVES}}
 
@@ -453,7 +453,7 @@ def model_card(results: dict[str, Any]) -> str:
         *usage_lines(f"q = model.encode([{fmt['query_prefixes']['specify']!r} + \"...\"], normalize_embeddings=True)",
                      f"d = model.encode([{fmt['doc_prefix']!r} + \"...\"], normalize_embeddings=True)"),
         "",
-        "The query prefix of each move is in `unified.json`; `python -m ratio_utils.retrieval.search` reads it.",
+        "The query prefix of each move is in `unified.json`; `python -m ratio_utils.apps.search` reads it.",
         "",
         f"Selected configuration {results['selected_config']['id']} by mean validation MRR@10 over the moves "
         f"({100 * results['validation'][PRIMARY]:.1f}); test split scored once:",

@@ -24,10 +24,11 @@ from ..io import read_json_if_exists
 from ..models import model_fingerprint, model_name
 from ..param_sections import RetrievalParams
 from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
-from .bm25 import BM25Retriever
-from .dense import DenseRetriever, instructed_query_prefix, recommended_prefixes
-from .ranking import get_or_record_run
-from .runs import RunInfo, system_name
+from ..retrieval.bm25 import BM25Retriever
+from ..retrieval.dense import DenseRetriever, recommended_prefixes
+from ..schema import instructed_query_prefix
+from ..retrieval.ranking import get_or_record_run
+from ..retrieval.runs import RunInfo, system_name
 
 STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
 
@@ -87,7 +88,7 @@ def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Con
     if system.family == "bm25":
         return BM25Retriever(int(system.source), name=system.model, max_pool_bytes=params.max_pool_bytes)
     if system.family == "colbert":
-        from .colbert import ColBERTRetriever
+        from ..retrieval.colbert import ColBERTRetriever
 
         return ColBERTRetriever(system.source, batch_size=params.batch_size, name=system.model)
     model = system.source

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from ..io import write_json_atomic
-from .metrics import DEFAULT_KS
-from .scoring import EvaluationError, evaluate
+from ..evaluation.metrics import DEFAULT_KS
+from ..evaluation.scoring import EvaluationError, evaluate
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,9 @@
 """Inspiration search: sentences that address, broaden or specify a researcher's own statement.
 
-    python -m ratio_utils.retrieval.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
-    python -m ratio_utils.retrieval.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
+    python -m ratio_utils.apps.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
+    python -m ratio_utils.apps.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
 
-The same indexes in the browser, three moves side by side: `python -m ratio_utils.retrieval.explorer` (retrieval/explorer).
+The same indexes in the browser, three moves side by side: `python -m ratio_utils.apps.explorer` (retrieval/explorer).
 
 The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
 or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
 from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, sentence_id
-from .dense import DenseRetriever, build_inner_product_index
+from ..retrieval.dense import DenseRetriever, build_inner_product_index
 
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
@@ -243,7 +243,7 @@ class SearchIndex:
     rows: pd.DataFrame
 
     @classmethod
-    def open(cls, folder: Path, fingerprint: str, build_hint: str = "python -m ratio_utils.retrieval.search index") -> "SearchIndex":
+    def open(cls, folder: Path, fingerprint: str, build_hint: str = "python -m ratio_utils.apps.search index") -> "SearchIndex":
         import faiss
 
         folder = Path(folder)
@@ -298,7 +298,7 @@ def inspire(statement: str, move: str = "specify", *, cfg=None, model: str | Non
     qmodel = resolve_query_model(cfg, move, model)
     folder = Path(index_dir) if index_dir is not None else default_index_dir(cfg, qmodel)
     encoder = DenseRetriever(str(qmodel.path), doc_prefix=qmodel.doc_prefix)
-    hint = "python -m ratio_utils.retrieval.search index " + (f"--model {model}" if model else f"--move {move.value}")
+    hint = "python -m ratio_utils.apps.search index " + (f"--model {model}" if model else f"--move {move.value}")
     index = SearchIndex.open(folder, encoder.fingerprint(), hint + (f" --out {folder}" if index_dir else ""))
     return search_index(statement, move, encoder, index, qmodel.query_prefix(move), top)
 
@@ -327,9 +327,9 @@ def results_json(statement: str, move: Move | str, results: pd.DataFrame) -> str
 
 
 def _query_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.search",
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.search",
                                      description="Find sentences that address, broaden or specify your statement "
-                                                 "(`python -m ratio_utils.retrieval.search index --help` builds the index).")
+                                                 "(`python -m ratio_utils.apps.search index --help` builds the index).")
     parser.add_argument("statement", help="the sentence you want inspiration for")
     parser.add_argument("--move", default="specify", help="address, broaden or specify (default: %(default)s)")
     parser.add_argument("--top", type=int, default=10, help="sentences to show (default: %(default)s)")
@@ -341,7 +341,7 @@ def _query_parser() -> argparse.ArgumentParser:
 
 
 def _index_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.search index",
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.search index",
                                      description="Build a search index over a sentence table for one retriever.")
     parser.add_argument("--corpus", type=Path, default=None,
                         help="folder with sentences.parquet (+ papers.parquet), or a sentences parquet file "

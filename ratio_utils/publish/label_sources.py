@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..dataset.benchmark import PROVENANCE_DIR
 from ..io import write_json_atomic
+from ..schema import PROVENANCE_DIR
 
 SILVER_RECORD = Path(PROVENANCE_DIR) / "silver.json"  # under the benchmark root
 UNRECORDED = "unrecorded"  # a silver set whose benchmark carries no record of its judge

@@ -1,8 +1,8 @@
 """The inspiration explorer: one statement, three moves side by side, in the browser.
 
-    python -m ratio_utils.retrieval.explorer [--build-missing [--from-year 2019]] [--model PATH|NAME] [--top 10] [--port 8770]
+    python -m ratio_utils.apps.explorer [--build-missing [--from-year 2019]] [--model PATH|NAME] [--top 10] [--port 8770]
 
-A local page over the indexes that `python -m ratio_utils.retrieval.search index` builds: a text box for a problem
+A local page over the indexes that `python -m ratio_utils.apps.search index` builds: a text box for a problem
 statement and three columns (Address, Broaden, Specify), each the top k sentences of that move's retriever, with
 score, paper title, year and id, and the sentences before and after it in its paper (expandable). Above the
 columns a selector chooses the retrievers: the fine-tuned one per move (notebook 09), the unified one with the move
@@ -41,7 +41,7 @@ import pandas as pd
 from ..io import InputError, atomic_path, iter_jsonl, sha256_file
 from ..local_server import LocalServer, NotFound, RequestError
 from ..schema import MOVES, Move
-from .dense import DenseRetriever
+from ..retrieval.dense import DenseRetriever
 from .search import (
     META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, default_index_dir, resolve_query_model,
     search_index,
@@ -79,7 +79,7 @@ def corpus_problem(meta: dict, expected: dict[str, str] | None) -> str | None:
     for name, digest in (expected or {}).items():
         if name in built and built[name] != digest:
             return (f"its index was built from another {name} (sha256 {built[name][:12]}, the run's is {digest[:12]}): "
-                    "rebuild it with python -m ratio_utils.retrieval.search index")
+                    "rebuild it with python -m ratio_utils.apps.search index")
     return None
 
 
@@ -126,7 +126,7 @@ class Explorer:
                     columns[retrievers][move] = Column(move, retrievers, problem=str(exc))
                     continue
                 folder = (Path(indexes) / qmodel.name) if indexes else default_index_dir(cfg, qmodel)
-                hint = "python -m ratio_utils.retrieval.search index " + (
+                hint = "python -m ratio_utils.apps.search index " + (
                     f"--model {model_arg}" if model_arg else f"--move {move.value}")
                 if build_missing and not (folder / META_FILE).exists():
                     progress(f"building the index {folder.name} for {qmodel.name} (once) ...")
@@ -283,7 +283,7 @@ def listen_address(host: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_config
 
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.retrieval.explorer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.explorer", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None,
                         help="also offer this model for all three moves (a folder or a packaged name, generic prefix)")
     parser.add_argument("--indexes", type=Path, default=None,

@@ -1,8 +1,7 @@
-"""The `judge` params section and the judge prompts (paper Appendix E).
+"""Prompt files of the LLM steps: the judge's (paper Appendix E) and the reranker's.
 
-Reads the prompt files `prompts/judge/<move>/<variant>.md` (a YAML front-matter header: name,
-version, move, summary; then the system message), checks each against its folder and hashes it;
-writes nothing.
+Reads `prompts/<step>/<move>/<variant>.md` (a YAML front-matter header: name, version, move, summary; then the
+system message), checks each against its folder and hashes it; writes nothing.
 """
 
 from __future__ import annotations
@@ -18,13 +17,8 @@ from ..config import REPO_ROOT
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
 
-# --------------------------------------------------------------------------------------------
-# prompts
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
-class JudgePrompt:
+class PromptFile:
     move: Move
     name: str
     version: int
@@ -38,12 +32,12 @@ class JudgePrompt:
         return f"{self.name}-v{self.version}"
 
 
-def read_prompt(path: Path) -> JudgePrompt:
+def read_prompt(path: Path) -> PromptFile:
     """One prompt file: a YAML header between `---` lines (name, version, move, summary), then the text."""
     raw = Path(path).read_text(encoding="utf-8")
     match = re.match(r"^---\n(.*?)\n---\n(.*)$", raw, re.DOTALL)
     if not match:
-        raise InputError(path, "a judge prompt starts with a '---' header block (name, version, move)", line=1)
+        raise InputError(path, "a prompt file starts with a '---' header block (name, version, move)", line=1)
     header = yaml.safe_load(match.group(1)) or {}
     missing = [k for k in ("name", "version", "move") if k not in header]
     if missing:
@@ -54,12 +48,12 @@ def read_prompt(path: Path) -> JudgePrompt:
     text = match.group(2).strip()
     if not text:
         raise InputError(path, "prompt text is empty")
-    return JudgePrompt(move, str(header["name"]), int(header["version"]), str(header.get("summary", "")),
+    return PromptFile(move, str(header["name"]), int(header["version"]), str(header.get("summary", "")),
                        text, Path(path), sha256_file(path))
 
 
-def load_prompts(prompts_dir: Path) -> dict[Move, list[JudgePrompt]]:
-    prompts: dict[Move, list[JudgePrompt]] = {}
+def load_prompts(prompts_dir: Path) -> dict[Move, list[PromptFile]]:
+    prompts: dict[Move, list[PromptFile]] = {}
     for move in MOVES:
         files = sorted((Path(prompts_dir) / move.value).glob("*.md"))
         loaded = [read_prompt(p) for p in files]
@@ -70,7 +64,7 @@ def load_prompts(prompts_dir: Path) -> dict[Move, list[JudgePrompt]]:
     return prompts
 
 
-def prompt_table(prompts: dict[Move, list[JudgePrompt]]) -> pd.DataFrame:
+def prompt_table(prompts: dict[Move, list[PromptFile]]) -> pd.DataFrame:
     rows = [
         {"move": p.move.value, "prompt": p.label, "summary": p.summary, "file": _relative(p.path), "sha256": p.sha256[:12]}
         for move_prompts in prompts.values() for p in move_prompts

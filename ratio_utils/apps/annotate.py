@@ -1,0 +1,46 @@
+"""The annotation app of the blinded inspiration study: `ratio-annotate --packets DIR --annotator NAME` serves one
+packet in the browser and saves every answer (ratio_utils.human_eval.app; docs/human_eval.md).
+
+Reads: the packet folder notebook 12 writes. Writes: the annotator's label file (default <packets>/labels/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..human_eval.app import AnnotateError, AnnotateServer, open_store
+from ..io import InputError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ratio-annotate", description="Annotate a packet of the inspiration study in the browser.")
+    parser.add_argument("--packets", required=True, help="packet folder written by notebook 12")
+    parser.add_argument("--annotator", required=True, help="your name as in the packet's assignments.json")
+    parser.add_argument("--labels", help="folder of the label files (default: <packets>/labels)")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    try:
+        store = open_store(args.packets, args.annotator, args.labels)
+    except (AnnotateError, InputError) as exc:
+        print(f"ratio-annotate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = AnnotateServer(store, args.port, args.verbose)
+    except OSError as exc:
+        store.close()
+        print(f"ratio-annotate: cannot listen on 127.0.0.1:{args.port} ({exc}); try another --port", file=sys.stderr)
+        return 2
+    progress = store.progress()
+    print(f"Annotating as {args.annotator}: {progress['complete']} of {progress['assigned']} queries complete.\n"
+          f"Open {server.url} in your browser; labels are saved to {store.path} after every answer. Ctrl+C stops.")
+    try:
+        server.serve_until_interrupted()
+    finally:
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

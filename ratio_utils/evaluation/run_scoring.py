@@ -1,0 +1,62 @@
+"""Rank one (move, split) with a retriever and score the run: the one "rank, then score" helper.
+
+Serves the evaluate command (`evaluation/scoring`) and the stages that score a retriever. Writes, when `out_dir`
+is given, `<out_dir>/<system>/<move>/<split>.parquet` and `.trec` and `.metrics.json` (scores, number of
+queries, retriever settings).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..dataset.benchmark import Benchmark
+from ..io import write_json_atomic
+from ..retrieval.base import Retriever
+from ..retrieval.runs import run_path, write_run
+from ..schema import Move, Split
+from .metrics import DEFAULT_KS, evaluate_run
+
+
+def run_and_score(
+    retriever: Retriever,
+    bench: Benchmark,
+    move: Move | str,
+    split: Split | str,
+    *,
+    k: int = 100,
+    out_dir: Path | None = None,
+    ks: tuple[int, ...] = DEFAULT_KS,
+    max_queries: int | None = None,
+) -> dict[str, float]:
+    """Search the split's pool for every query of (move, split); metrics as fractions in [0, 1].
+
+    `max_queries` keeps the first n queries by id (ids are hashes, so this is a fixed pseudo-random
+    sample) for smoke runs; the pool is never cut.
+    """
+    move, split = Move.parse(move), Split.parse(split)
+    evalset = bench.eval_set(move, split, max_queries=max_queries)
+    queries, qrels, pool = evalset.queries, evalset.qrels, evalset.pool
+    started = time.perf_counter()
+    run = retriever.search(queries, pool, k=k)
+    seconds = time.perf_counter() - started
+    scores = evaluate_run(run, qrels, ks=[c for c in ks if c <= k] or [k])
+    if out_dir is not None:
+        path = run_path(out_dir, retriever.name, move, split)
+        write_run(run, path, retriever.name)
+        write_json_atomic(
+            path.with_suffix(".metrics.json"),
+            {
+                "system": retriever.name,
+                "retriever": retriever.describe(),
+                "move": move.value,
+                "split": split.value,
+                "k": k,
+                "queries": int(len(queries)),
+                "pairs": int(len(qrels)),
+                "pool": int(len(pool)),
+                "search_seconds": round(seconds, 3),
+                "scores": scores,
+            },
+        )
+    return scores
