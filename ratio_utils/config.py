@@ -172,7 +172,7 @@ class Paths:
         """Every configuration tried for notebook 13's unified retriever: models/unified/_runs/<base>/, notebook 13's
         own folder, apart from the models/_runs/ that notebook 09 reads (its published model stays
         models/<base>__unified/)."""
-        from .models import model_name  # models imports config: import here, not at the top
+        from .models import model_name  # imported on use: loading a config stays light (no model code)
 
         return self.models / "unified" / "_runs" / model_name(base)
 
@@ -278,7 +278,7 @@ class Paths:
     def tuned_model_dir(self, base: str, move: Any, kind: str = "dense") -> Path:
         """A fine-tuned retriever of notebook 09: models/<base>__<move>/ (dense) or
         models/<base>-colbert__<move>/ (colbert); its results.json is written last."""
-        from .models import model_name  # models imports config: import here, not at the top
+        from .models import model_name  # imported on use: loading a config stays light (no model code)
 
         if kind not in ("dense", "colbert"):
             raise ValueError(f"kind must be 'dense' or 'colbert', not {kind!r}")

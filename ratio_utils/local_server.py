@@ -1,24 +1,34 @@
 """A small JSON-over-HTTP server for one person's browser on this machine: the base of the annotation app
-(`human_eval/app`, notebook 12) and the inspiration explorer (`retrieval/explorer`).
+(`human_eval/app`, notebook 12) and the inspiration explorer (`apps/explorer`).
 
 Standard library http.server: each app has one page and a few JSON endpoints, so a web framework would add a
 dependency and nothing else. What both apps need from it is safety (docs/human_eval.md, "Security"):
 - it listens on 127.0.0.1 unless asked otherwise, and answers only requests whose Host names the address it
-  listens on (or localhost on its port), so a page of another site cannot reach it by DNS rebinding;
-- it takes writes only as application/json from its own Origin, with a random token that the page gets with
-  its HTML and other origins cannot read (a blind cross-origin form post is refused before it is read);
+  listens on (or localhost on its port), or an address the user named with `--allow-host NAME[:PORT]` (the
+  other end of an SSH tunnel, a proxy such as JupyterHub's: docs/tunnels.md), so a page of another site cannot
+  reach it by DNS rebinding;
+- it takes writes only as application/json from its own Origin (the address the browser shows: the one it asked
+  for, or an allowed host), with a random token that the page gets with its HTML and other origins cannot read
+  (a blind cross-origin form post is refused before it is read);
 - a request body has a Content-Length and a size limit; every failure is answered in JSON, never with a
   dropped connection, and a defect prints its traceback in the terminal.
+
+The pages use relative URLs only (`static/app.js`, `api/state`), so they work under a path prefix too: a proxy
+that serves the app at `/user/NAME/proxy/8765/` and strips the prefix before forwarding (jupyter-server-proxy).
 
 Reads the app's static folder (index.html with a `{{token}}` slot, its .js and .css); writes nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import hmac
+import ipaddress
 import json
+import re
 import secrets
 import traceback
+from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +42,54 @@ SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 }
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
+_HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*")
+ALLOW_HOST_HELP = ("also answer a page opened at this address, as the browser's address bar shows it (the local end of "
+                   "an SSH tunnel, e.g. localhost:9000, or a proxy's host, e.g. hub.example.org for JupyterHub; "
+                   "docs/tunnels.md); repeatable")
+
+
+def allowed_host(text: str) -> str:
+    """`NAME[:PORT]` as a Host header carries it, in lower case: a DNS name, an IPv4 address or a bracketed IPv6
+    address, and a port unless the address has none (80 for http://, 443 for https://). ValueError otherwise."""
+    given = text.strip().lower()
+    if "://" in given or "/" in given:
+        raise ValueError(f"{text!r}: give the address as NAME[:PORT], without http:// or a path (e.g. localhost:9000)")
+    name, port = given, None
+    if given.startswith("["):  # [v6] or [v6]:port
+        end = given.find("]")
+        name, rest = given[1:end] if end > 0 else "", given[end + 1:] if end > 0 else "x"
+        if rest:
+            port = rest[1:] if rest.startswith(":") else "x"
+        try:
+            ok = end > 0 and ipaddress.ip_address(name).version == 6
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{text!r} is not [IPv6 address][:PORT]")
+        name = f"[{name}]"
+    elif ":" in given:
+        name, port = given.rsplit(":", 1)
+    if not given.startswith("[") and not _HOST_NAME.fullmatch(name):
+        raise ValueError(f"{text!r} is not NAME[:PORT] (a host name or an IP address, no wildcards)")
+    if port is not None:
+        if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"{text!r}: the port is a number from 1 to 65535")
+        return f"{name}:{int(port)}"
+    return name
+
+
+def _allowed_host_argument(text: str) -> str:
+    try:
+        return allowed_host(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--allow-host NAME[:PORT]` (repeatable; `args.allow_host`, a list) for a command that starts a LocalServer:
+    pass it on as `allowed_hosts=args.allow_host`, or call `server.allow_hosts(args.allow_host)`."""
+    parser.add_argument("--allow-host", action="append", default=[], type=_allowed_host_argument,
+                        metavar="NAME[:PORT]", help=ALLOW_HOST_HELP)
 
 
 class RequestError(Exception):
@@ -88,8 +146,15 @@ class LocalHandler(BaseHTTPRequestHandler):
 
     def check_host(self) -> None:
         host = self.headers.get("Host", "")
-        if host not in self.server.hosts:
-            raise Forbidden(f"this server answers only requests for {self.server.url} (Host: {host!r})")
+        if host.lower() in self.server.hosts or host.lower() in self.server.allowed_hosts:
+            return
+        message = f"this server answers only requests for {self.server.url} (Host: {host!r})"
+        try:
+            hint = allowed_host(host)
+        except ValueError:
+            raise Forbidden(message) from None
+        raise Forbidden(f"{message}; if you opened it through a tunnel or a proxy at that address, start it again "
+                        f"with --allow-host {hint} (docs/tunnels.md)")
 
     def check_token(self) -> None:
         token = self.headers.get(self.server.token_header, "")
@@ -98,8 +163,10 @@ class LocalHandler(BaseHTTPRequestHandler):
 
     def check_write(self) -> None:
         origin = self.headers.get("Origin")
-        if origin != f"http://{self.headers['Host']}":
-            raise Forbidden(f"writes are taken only from this server's own page (Origin: {origin!r})")
+        if (origin or "").lower() not in self.server.origins(self.headers["Host"]):
+            raise Forbidden(f"writes are taken only from this server's own page (Origin: {origin!r}); a page opened "
+                            "through a tunnel or a proxy needs --allow-host naming the address it was opened at "
+                            "(docs/tunnels.md)")
         if self.headers.get_content_type() != "application/json":
             raise UnsupportedType(f"writes are sent as application/json, not {self.headers.get('Content-Type')!r}")
         self.check_token()
@@ -161,15 +228,19 @@ class LocalHandler(BaseHTTPRequestHandler):
 
 
 class LocalServer(ThreadingHTTPServer):
-    """One app's server: its static folder, its token, the Host names it answers; `get` and `post` answer the
-    app's `/api/...` endpoints with a JSON-able dict (or raise RequestError)."""
+    """One app's server: its static folder, its token, the Host names it answers (its own address, and the
+    `allowed_hosts` the user named: tunnels and proxies); `get` and `post` answer the app's `/api/...` endpoints
+    with a JSON-able dict (or raise RequestError)."""
 
     daemon_threads = True
     app_name = "local server"
     token_header = "X-Token"
     max_body = 64 * 1024
 
-    def __init__(self, static: Path, port: int, host: str = "127.0.0.1", verbose: bool = False):
+    def __init__(self, static: Path, port: int, host: str = "127.0.0.1", verbose: bool = False,
+                 allowed_hosts: Iterable[str] = ()):
+        self.allowed_hosts: set[str] = set()
+        self.allow_hosts(allowed_hosts)  # before binding: a bad name stops the start with the port still free
         super().__init__((host, port), LocalHandler)
         self.static, self.verbose = Path(static), verbose
         self.token = secrets.token_urlsafe(32)
@@ -181,6 +252,17 @@ class LocalServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://{self.server_address[0]}:{self.server_address[1]}/"
+
+    def allow_hosts(self, names: Iterable[str]) -> None:
+        """Also answer requests for these addresses, NAME[:PORT] each (`--allow-host`; ValueError for a bad one):
+        the local end of an SSH tunnel, the host of a proxy. A page opened there may write too: its Origin is
+        http:// or https:// and that address."""
+        self.allowed_hosts |= {allowed_host(name) for name in names}
+
+    def origins(self, host: str) -> set[str]:
+        """The Origins of this server's own page, as the browser names them, for a request with this Host."""
+        return {f"http://{host.lower()}"} | {f"{scheme}://{name}" for name in self.allowed_hosts
+                                            for scheme in ("http", "https")}
 
     def serve_until_interrupted(self) -> None:
         """Serve until Ctrl+C, then close the socket."""

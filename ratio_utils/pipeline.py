@@ -88,7 +88,7 @@ def plan_jobs(
 # partial run leaves stale is derived from. 08, 09 and 10 each reassemble Tables 1, 7 and 8 from every run file, so
 # none of them is stale for the others' run files. A notebook missing here (a folder of its own, as in the tests)
 # is taken to read every earlier one.
-READS_FROM: dict[str, tuple[str, ...]] = {
+READS_FROM: dict[str, tuple[str, ...]] = {  # keyed by the numbers of schema.NOTEBOOKS
     "00": (),
     "01": ("00",),  # sentences
     "02": ("00", "01"),  # sentences, the curated lexicon

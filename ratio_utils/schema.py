@@ -213,6 +213,30 @@ def normalize_marker(phrase: str) -> str:
     """
     return normalize_text_key(phrase).rstrip(",").rstrip()
 
+# A published model folder's scores (notebooks 09, 13): prose and scores, not weights (left out of a fingerprint).
+MODEL_RESULTS_FILE = "results.json"
+
 # The files of a benchmark directory that describe it rather than hold its data (outside Benchmark.checksum).
 PROVENANCE_DIR = "provenance"  # <root>/provenance/: who produced the labels (ratio_utils.publish.label_sources)
 CARD_FILE = "README.md"  # <root>/README.md: the dataset card (ratio_utils.dataset.card)
+
+# The notebooks of the pipeline, by number: the one table of their identifiers (a run file names the notebook that
+# wrote it; pipeline.READS_FROM says which earlier notebooks each one reads). tests/test_pipeline.py checks it
+# against notebooks/.
+NOTEBOOKS: dict[str, str] = {
+    "00": "00_corpus",
+    "01": "01_marker_curation",
+    "02": "02_marker_extensions",
+    "03": "03_llm_marker_generation",
+    "04": "04_pattern_expansion",
+    "05": "05_pair_mining",
+    "06": "06_split_and_pool",
+    "07": "07_silver_filter",
+    "08": "08_retrieval_baselines",
+    "09": "09_finetune",
+    "10": "10_llm_rerank",
+    "11": "11_analyses",
+    "12": "12_human_eval_stats",
+    "13": "13_unified_retriever",
+    "14": "14_summary",
+}

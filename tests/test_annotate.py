@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import socket
 import threading
@@ -14,12 +15,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from forwarder import prefix_proxy, tcp_forward
 from human_eval_helpers import make_packets
 
 from ratio_utils.human_eval import app as annotate
 from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
-from ratio_utils.local_server import TOKEN_SLOT
+from ratio_utils.apps import annotate as annotate_cli
+from ratio_utils.local_server import TOKEN_SLOT, allowed_host
 
 
 @pytest.fixture
@@ -142,9 +145,9 @@ def test_broken_packets_and_label_files_stop_the_app_with_file_and_line(packets_
     (broken / "queries.jsonl").write_text(lines[0] + "\n{not json\n")
     with pytest.raises(InputError, match=r"queries.jsonl:2: malformed JSON"):
         packets.load_packet(broken)
-    assert annotate.main(["--packets", str(broken), "--annotator", "ann1"]) == 2
+    assert annotate_cli.main(["--packets", str(broken), "--annotator", "ann1"]) == 2
     assert "queries.jsonl:2" in capsys.readouterr().err
-    assert annotate.main(["--packets", str(packets_dir), "--annotator", "eve"]) == 2
+    assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "eve"]) == 2
     assert "unknown annotator 'eve'" in capsys.readouterr().err
     labels = packets_dir / "labels" / "ann1.jsonl"
     labels.parent.mkdir()
@@ -202,6 +205,67 @@ def test_reads_need_the_host_and_the_token_the_page_carries(server):
         other.server_close()
 
 
+def test_allowed_hosts_tunnels_and_proxies_and_their_origins(server, packets_dir):
+    """--allow-host NAME[:PORT]: the Host of a tunnel's or a proxy's page is answered, its Origin (http or https)
+    may write; the token and the other checks stay."""
+    state = _state(server)
+    change = {"etag": state["etag"], "kind": "label", "item": state["queries"][0]["item"], "list": "A", "rank": 1,
+              "value": "useful"}
+    tunnel = {"Host": "localhost:9000", "Origin": "http://localhost:9000"}
+    status, body = _post(server, change, **tunnel)
+    assert status == 403 and "start it again with --allow-host localhost:9000" in body["error"], body
+    server.allow_hosts(["LocalHost:9000", "hub.example.org"])
+    assert server.allowed_hosts == {"localhost:9000", "hub.example.org"}
+    for headers, code, message in (
+        ({**tunnel, "Origin": "http://localhost:9001"}, 403, "own page"),
+        ({**tunnel, "Origin": "http://127.0.0.1:9000"}, 403, "--allow-host naming the address"),
+        ({**tunnel, annotate.TOKEN_HEADER: None}, 403, "token"),
+        ({**tunnel, "Content-Type": "text/plain"}, 415, "application/json"),
+        ({"Host": "hub.example.org:8443", "Origin": "https://hub.example.org:8443"}, 403, "answers only requests for"),
+        ({"Host": "rebound.example:9000", "Origin": "http://rebound.example:9000"}, 403, "answers only requests for"),
+    ):
+        got, body = _post(server, change, **headers)
+        assert (got, message in body["error"]) == (code, True), (headers, body)
+    assert not (packets_dir / "labels").exists()
+    status, body = _post(server, change, **tunnel)  # the page of the tunnel
+    assert status == 200, body
+    # JupyterHub over https: Host as the hub's proxy passes it on (or rewritten to the server's own), Origin the hub's
+    for headers in ({"Host": "hub.example.org", "Origin": "https://hub.example.org"},
+                    {"Origin": "https://hub.example.org"}):
+        status, body = _post(server, {**change, "etag": body["etag"]}, **headers)
+        assert status == 200, (headers, body)
+    assert _request(server, "api/state", Host="hub.example.org")[0] == 200
+
+
+def test_allow_host_takes_a_name_and_a_port_as_the_address_bar_shows_them(packets_dir, capsys):
+    for given, expected in (("localhost:9000", "localhost:9000"), ("Hub.Example.org", "hub.example.org"),
+                            ("[::1]:9000", "[::1]:9000"), ("127.0.0.1:9000", "127.0.0.1:9000")):
+        assert allowed_host(given) == expected
+    for given, message in (("http://localhost:9000/", "without http://"), ("*", "no wildcards"), ("", "no wildcards"),
+                           ("localhost:0", "port is a number"), ("[::1", "IPv6")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            allowed_host(given)
+        with pytest.raises(SystemExit):  # the command refuses it before it opens anything
+            annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--allow-host", given])
+        assert message in capsys.readouterr().err
+    assert not (packets_dir / "labels").exists()
+
+
+def test_the_command_passes_allowed_hosts_to_the_server(packets_dir, monkeypatch, capsys):
+    seen = []
+
+    def serve(self):  # instead of serving until Ctrl+C
+        seen.append(set(self.allowed_hosts))
+        self.server_close()
+
+    monkeypatch.setattr(annotate.AnnotateServer, "serve_until_interrupted", serve)
+    argv = ["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]
+    assert annotate_cli.main([*argv, "--allow-host", "localhost:9000", "--allow-host", "hub.example.org"]) == 0
+    assert seen == [{"localhost:9000", "hub.example.org"}]
+    assert "Also answers a page opened at hub.example.org, localhost:9000" in capsys.readouterr().out
+    assert annotate_cli.main(argv) == 0 and seen[-1] == set()
+
+
 def test_the_key_lives_apart_and_the_app_refuses_packets_beside_or_holding_a_key(tmp_path, tiny_benchmark, capsys):
     packets_dir, key = make_packets(tmp_path, tiny_benchmark)
     assert not key.resolve().is_relative_to(packets_dir.parent.resolve())
@@ -217,7 +281,7 @@ def test_the_key_lives_apart_and_the_app_refuses_packets_beside_or_holding_a_key
         assert packets.exposed_keys(packets_dir) == [where.resolve()]
         with pytest.raises(annotate.AnnotateError, match="unblinding key lies inside or beside"):
             annotate.open_store(packets_dir, "ann1")
-        assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+        assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
         assert "Annotators get the packets folder only" in capsys.readouterr().err
         where.unlink()
     annotate.open_store(packets_dir, "ann1").close()
@@ -239,7 +303,7 @@ def test_packets_with_bad_ranks_stop_the_app_at_start(packets_dir, capsys, ranks
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match=rf"queries.jsonl:2: list B .* {message}"):
         packets.load_packet(packets_dir)
-    assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+    assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
     assert "queries.jsonl:2" in capsys.readouterr().err
 
 
@@ -336,13 +400,13 @@ def test_a_failed_start_leaves_the_packets_as_they_were(packets_dir, capsys):
     with socket.socket() as busy:  # a port another program holds
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", str(busy.getsockname()[1])]) == 2
+        assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", str(busy.getsockname()[1])]) == 2
     assert "cannot listen" in capsys.readouterr().err
     assert tree() == before
     (packets_dir / "labels").mkdir()
     (packets_dir / "labels" / "ann1.jsonl").write_text('{"annotator": "ann1"}\n')
     before = tree()
-    assert annotate.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
+    assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", "0"]) == 2
     assert "ann1.jsonl:1" in capsys.readouterr().err
     assert tree() == before  # no lock file, nothing else
 
@@ -574,3 +638,39 @@ def test_browser_resume_cue_capitals_and_a_comment_typed_as_the_tab_closes(brows
     _keys(browser, "c", "seen at the last moment")
     browser.get("about:blank")
     _wait(browser, lambda b: store.answers[first["item"]]["comment"] == "seen at the last moment", timeout=5)
+
+
+# --- the page through a tunnel and under a proxy's path prefix (docs/tunnels.md) ------------------------------
+
+
+def test_browser_through_a_port_forward_and_under_a_path_prefix(browser, server, packets_dir):
+    from selenium.webdriver.common.by import By
+
+    port, first = server.server_address[1], server.store.items[0]
+    with tcp_forward(port) as forwarded:  # ssh -L <forwarded>:localhost:<port>
+        url = f"http://127.0.0.1:{forwarded}/"
+        browser.get(url)  # not allowed: the page says what to do instead of loading
+        assert f"start it again with --allow-host 127.0.0.1:{forwarded}" in browser.find_element(By.TAG_NAME, "body").text
+        server.allow_hosts([f"127.0.0.1:{forwarded}"])
+        _open_at(browser, url)
+        assert browser.find_element("id", "query").text == first["query"]
+        browser.find_element("css selector", "#cand-A-1 .mark.useful").click()
+        _wait_saved(browser)
+    with prefix_proxy() as proxy:  # JupyterHub: https://hub/user/NAME/proxy/<port>/, jupyter-server-proxy strips the prefix
+        url = f"{proxy}/user/tester/proxy/{port}/"
+        server.allow_hosts([proxy.removeprefix("http://")])
+        _open_at(browser, url)
+        assert browser.current_url == url
+        assert browser.execute_script("return document.styleSheets[0].cssRules.length") > 0  # static/app.css
+        assert _pressed(browser, "#cand-A-1 .mark.useful")  # the state of the first write
+        browser.find_element("css selector", "#cand-B-2 .mark.not_useful").click()
+        _wait_saved(browser)
+    rows = {(r["list"], r["rank"]): r["label"] for r in _label_rows(packets_dir)}
+    assert rows[("A", 1)] == "useful" and rows[("B", 2)] == "not_useful"
+
+
+def _open_at(browser, url: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "query").text != "")

@@ -383,6 +383,49 @@ def test_the_import_check_sees_relative_function_level_and_package_imports(tmp_p
     assert set(_cycle(graph)) == {"pkg.config", "pkg.lib"}
 
 
+# -- what the docs and docstrings name exists ------------------------------------------------------------------------
+
+_DOTTED = re.compile(r"\bratio_utils(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_REPO_FILE = re.compile(r"(?<![\w/.-])((?:docs|tests|tools|benchmarks|params|notebooks|prompts|ratio_utils)/[\w./-]*\w"
+                        r"\.(?:md|py|sh|yaml|ipynb|toml))")
+
+
+def _names_a_real_module(root: Path, dotted: str) -> bool:
+    """`ratio_utils.a.b[.attribute]`: the longest prefix that is a module exists, and at most one attribute follows."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        path = root.joinpath(*parts[:end])
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            return len(parts) - end <= 1
+    return False
+
+
+def stale_references(root: Path, texts: dict[str, str]) -> list[str]:
+    """Module paths (`ratio_utils.x.y`) and repository files (`docs/x.md`, `tests/y.py`) named in `texts` that do
+    not exist under `root`."""
+    faults = []
+    for name, text in texts.items():
+        faults += [f"{name}: {m.group()}" for m in _DOTTED.finditer(text) if not _names_a_real_module(root, m.group())]
+        faults += [f"{name}: {m.group(1)}" for m in _REPO_FILE.finditer(text)
+                   if not any(c in m.group(1) for c in "*<{") and not (root / m.group(1)).exists()]
+    return faults
+
+
+def test_every_module_and_file_the_docs_and_docstrings_name_exists():
+    sources = [*sorted((REPO_ROOT / "ratio_utils").rglob("*.py")), *sorted((REPO_ROOT / "docs").rglob("*.md")),
+               REPO_ROOT / "README.md", *sorted((REPO_ROOT / "benchmarks").glob("*.py")),
+               *sorted(REPO_ROOT.glob("results/*/README.md"))]
+    texts = {str(p.relative_to(REPO_ROOT)): p.read_text(encoding="utf-8") for p in sources}
+    faults = stale_references(REPO_ROOT, texts)
+    assert not faults, "names of modules or files that do not exist:\n" + "\n".join(faults)
+
+
+def test_the_stale_reference_check_finds_planted_names():
+    texts = {"a.md": "see `ratio_utils.retrieval.systems` and docs/nowhere.md; `ratio_utils.schema.Move` is real",
+             "b.py": "ratio_utils.publish.published.write_table, tests/conftest.py, params/<name>.yaml"}
+    assert stale_references(REPO_ROOT, texts) == ["a.md: ratio_utils.retrieval.systems", "a.md: docs/nowhere.md"]
+
+
 # -- docs/architecture.md keeps in step with the tree ------------------------------------------------------------------
 
 ARCHITECTURE_DOC = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")

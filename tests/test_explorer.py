@@ -15,10 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
+from forwarder import prefix_proxy, tcp_forward
 
 from ratio_utils.io import InputError
 from ratio_utils.local_server import RequestError
-from ratio_utils.retrieval import explorer, search
+from ratio_utils.apps import explorer, search
 from ratio_utils.schema import MOVES, Move
 
 # (paper, para, sent, text) — invented for the test: two short papers read in order.
@@ -223,6 +224,47 @@ def test_browser_type_a_statement_expand_a_context_mark_and_reload(browser, serv
     assert browser.find_element(By.ID, "statement").get_attribute("value") == STATEMENT
     browser.find_element(By.ID, "retrievers").send_keys("unified")
     wait.until(lambda b: "Not available" in b.find_element(By.CSS_SELECTOR, "#col-specify").text)
+
+
+def _ask_and_mark(browser, url: str, move: str) -> str:
+    """Open the page at `url`, ask the statement, mark the first hit of `move` useful; its docid."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    wait = WebDriverWait(browser, 15, ignored_exceptions=[StaleElementReferenceException])
+    wait.until(lambda b: b.find_element(By.ID, "status").text == "Ready")
+    assert browser.execute_script("return document.styleSheets[0].cssRules.length") > 0  # static/explorer.css
+    browser.find_element(By.ID, "statement").send_keys(STATEMENT)
+    browser.find_element(By.ID, "go").click()
+    wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, f"#col-{move} li.hit-item")) == 3)
+    first = browser.find_element(By.CSS_SELECTOR, f"#col-{move} li.hit-item")
+    docid = first.get_attribute("data-docid")
+    first.find_element(By.CSS_SELECTOR, ".mark.useful").click()
+    pressed = f"#col-{move} li[data-docid='{docid}'] .mark.useful"
+    wait.until(lambda b: b.find_element(By.CSS_SELECTOR, pressed).get_attribute("aria-pressed") == "true")
+    return docid
+
+
+def test_browser_through_a_port_forward_and_under_a_path_prefix(browser, server, tmp_path):
+    """docs/tunnels.md: `ssh -L` to another port, and JupyterHub's /user/NAME/proxy/<port>/ (prefix stripped)."""
+    from selenium.webdriver.common.by import By
+
+    port = server.server_address[1]
+    with tcp_forward(port) as forwarded:
+        url = f"http://127.0.0.1:{forwarded}/"
+        browser.get(url)  # not allowed: the page says what to do instead of loading
+        assert f"--allow-host 127.0.0.1:{forwarded}" in browser.find_element(By.TAG_NAME, "body").text
+        server.allow_hosts([f"127.0.0.1:{forwarded}"])  # what --allow-host does
+        address = _ask_and_mark(browser, url, "address")
+    with prefix_proxy() as proxy:
+        server.allow_hosts([proxy.removeprefix("http://")])
+        specify = _ask_and_mark(browser, f"{proxy}/user/tester/proxy/{port}/", "specify")
+        assert browser.current_url.startswith(f"{proxy}/user/tester/proxy/{port}/#q=")
+    marks = [json.loads(line) for line in (tmp_path / "judgments.jsonl").read_text().splitlines()]
+    assert [(m["move"], m["docid"], m["label"]) for m in marks] == [("address", address, "useful"),
+                                                                    ("specify", specify, "useful")]
 
 
 # --- the command, with a real model ------------------------------------------------------------------------------

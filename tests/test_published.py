@@ -35,6 +35,54 @@ def test_save_figure_writes_png_and_pdf(cfg):
     assert written["png"].read_bytes()[:4] == b"\x89PNG" and written["pdf"].read_bytes()[:4] == b"%PDF"
 
 
+def test_latex_export_carries_its_notes_escaped(cfg):
+    """In LaTeX as in Markdown: who answered, what a sample covers and why a row is empty travel with the table."""
+    frame = pd.DataFrame({"system": ["BM25_uni", "Qwen"], "M@10": [12.3, None]})
+    notes = ["Qwen3-Embedding-0.6B (generic, Baseline): `Qwen/Qwen3-Embedding-0.6B`: not run: not in the cache",
+             "50% of a_b & c; cost ~$3 #1 {x} ^ \\ end"]
+    tex = write_table(frame, "demo", cfg, caption="Demo & more", notes=notes)["tex"].read_text()
+    assert r"\textit{Notes:}" in tex
+    assert r"\texttt{Qwen/Qwen3-Embedding-0.6B}: not run: not in the cache" in tex
+    assert (r"50\% of a\_b \& c; cost \textasciitilde{}\$3 \#1 \{x\} \textasciicircum{} "
+            r"\textbackslash{} end") in tex
+    assert r"\caption{Demo \& more}" in tex  # pandas leaves the caption as it is: escaped here
+    # under the tabular, inside the float, in the order of the Markdown notes
+    assert tex.index(r"\end{tabular}") < tex.index("Qwen3-Embedding") < tex.index("50\\%") < tex.index(r"\end{table}")
+    assert tex.count("{") - tex.count(r"\{") == tex.count("}") - tex.count(r"\}")  # the braces balance
+    plain = write_table(frame, "plain", cfg, caption="Plain")["tex"].read_text()
+    assert "Notes" not in plain
+
+
+def test_latex_escape_leaves_no_special_character_unescaped():
+    from ratio_utils.publish.published import latex_escape
+
+    assert latex_escape("a_b") == r"a\_b" and latex_escape("`x_y`") == r"\texttt{x\_y}"
+    assert latex_escape("100%") == r"100\%" and latex_escape("plain text") == "plain text"
+
+
+def _pdf_figure():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0], label="MRR@10")
+    ax.set_title("Address: N = 1030")
+    ax.legend()
+    return fig
+
+
+def test_saved_figures_are_byte_identical_on_a_rerun_with_truetype_fonts(cfg):
+    """No creation date in the PDF and Type 42 (TrueType) fonts, never Type 3: a rerun rewrites no committed figure."""
+    fig = _pdf_figure()
+    first = {ext: path.read_bytes() for ext, path in save_figure(fig, "demo", cfg).items() if ext in ("png", "pdf")}
+    plt.close(fig)
+    fig = _pdf_figure()
+    second = {ext: path.read_bytes() for ext, path in save_figure(fig, "demo", cfg).items() if ext in ("png", "pdf")}
+    plt.close(fig)
+    assert first == second
+    pdf = first["pdf"]
+    assert b"/CreationDate" not in pdf
+    assert b"/Subtype /Type3" not in pdf  # matplotlib's default, pdf.fonttype 3
+    assert b"/Subtype /TrueType" in pdf or b"/Subtype /CIDFontType2" in pdf  # Type 42: the TrueType font itself
+
+
 def test_commit_is_dirty_only_when_code_changed(tmp_path):
     """Refreshing committed outputs (tables, figures, executed notebooks, the summary) is not a code change."""
     import subprocess

@@ -1,4 +1,5 @@
-"""The summary stage (notebook 14, ratio_utils.stages.summary) on fixture tables, timings and the tiny benchmark."""
+"""The summary (notebook 14: ratio_utils.stages.summary, its parts in ratio_utils.reporting.summary*) on fixture
+tables, timings and the tiny benchmark."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from ratio_utils.param_sections import DatasetParams, RetrievalParams
 from ratio_utils.pipeline import RUN_DIR_ENV
 from ratio_utils.reporting.paper_tables import Expected, assemble_tables
 from ratio_utils.publish.published import RECORD_COLUMNS, read_records, records_frame, write_table
-from ratio_utils.stages import summary
+from ratio_utils.reporting import summary, summary_figure, summary_headline, summary_provenance, summary_setting
+from ratio_utils.stages.summary import SummaryStage
+from ratio_utils.retrieval import read_run
+from ratio_utils.retrieval.runs import RunInfo, run_path, system_name, write_system_run
+from ratio_utils.schema import MOVES, Split
 from ratio_utils.stages.retrieval_baselines import run_baselines
 
 TABLE1 = "table1_silver_main"
@@ -47,7 +52,7 @@ def _table7_records() -> pd.DataFrame:
 
 def _long(records: pd.DataFrame | None = None) -> pd.DataFrame:
     both = pd.concat([_table1_records(), _table7_records()], ignore_index=True)
-    return summary.results_long(both if records is None else records, TABLE1)
+    return summary_headline.results_long(both if records is None else records, TABLE1)
 
 
 def test_results_are_the_tables_mean_cells_in_row_order():
@@ -64,7 +69,7 @@ def test_results_are_the_tables_mean_cells_in_row_order():
 def test_headline_puts_this_run_beside_the_paper():
     queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
     no_counts = _table1_records().drop(columns="n").reindex(columns=list(RECORD_COLUMNS))
-    headline = summary.headline_table(_long(no_counts), ("M@10", "R@10"), queries, "test")
+    headline = summary_headline.headline_table(_long(no_counts), ("M@10", "R@10"), queries, "test")
     ours = headline[(headline.source == "this run") & (headline.move == "address")]
     assert ours.set_index("system").loc["BM25-unigram", "M@10"] == "19.2 [15.0, 23.5]"
     assert ours.set_index("system").loc["BM25-unigram", "R@10"] == "31.2"  # no interval: the value alone
@@ -76,7 +81,7 @@ def test_headline_puts_this_run_beside_the_paper():
 
 
 def test_silver_headline_holds_only_the_papers_silver_numbers():
-    headline = summary.headline_table(_long(), ("M@10", "R@10"), None, "silver")
+    headline = summary_headline.headline_table(_long(), ("M@10", "R@10"), None, "silver")
     paper = headline[headline.source.str.startswith("paper") & (headline.move == "address")].set_index("setup")
     assert paper.loc["Tuned + rerank", "M@10"] == "37.7" and paper.loc["Tuned", "R@10"] == "40.0"
     assert paper.loc["Tuned", "M@10"] == ""  # the paper's text states no silver Tuned M@10: left empty, not filled
@@ -86,9 +91,9 @@ def test_silver_headline_holds_only_the_papers_silver_numbers():
 def test_headline_counts_the_queries_of_the_tables_own_query_set():
     """Table 1 on silver: the headline names the query count of the records, not the test split's."""
     queries = pd.DataFrame([{"move": "address", "split": "test", "pairs": 110, "queries": 109}])
-    headline = summary.headline_table(_long(_table1_records(41)), ("M@10", "R@10"), queries)
+    headline = summary_headline.headline_table(_long(_table1_records(41)), ("M@10", "R@10"), queries)
     assert set(headline[(headline.source == "this run") & (headline.move == "address")]["queries"]) == {41}
-    few = summary.headline_table(_long(_table1_records(12)), ("M@10", "R@10"), queries)
+    few = summary_headline.headline_table(_long(_table1_records(12)), ("M@10", "R@10"), queries)
     # fewer than 30 queries: the headline carries the dagger as the tables do
     assert few[(few.source == "this run") & (few.move == "address")].set_index("system").loc["BM25-unigram", "M@10"] \
         == "19.2 [15.0, 23.5]†"
@@ -107,7 +112,7 @@ def test_collect_reads_the_headline_from_the_records_not_the_csv(tmp_path, monke
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     cfg = load_config()
     _garbled_table1(cfg)
-    result = summary.collect(cfg)
+    result = summary.collect(cfg, SummaryStage.from_config(cfg).params)
     ours = result.headline[result.headline.source == "this run"].set_index(["system", "move"])
     assert ours.loc[("BM25-unigram", "address"), "M@10"] == "19.2 [15.0, 23.5]"
     assert ours.loc[("all-MiniLM-L6-v2 (generic)", "address"), ["setup", "R@10"]].tolist() == ["Tuned", "30.3 [25.0, 35.0]"]
@@ -123,7 +128,7 @@ def test_headline_cells_are_the_cells_of_the_written_table(cfg, tiny_benchmark):
     bench = load_benchmark(cfg.paths.benchmark)
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
     assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
-    long = summary.results_long(read_records(cfg), "table7_test_full")
+    long = summary_headline.results_long(read_records(cfg), "table7_test_full")
     csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv").set_index("System")
     assert set(long["system"]) == {"BM25-unigram", "BM25-bigram"} and set(long["prefix"]) == {"-"}
     assert set(long["setup"]) == {"Baseline"} and len(long) == 2 * 3 * 7  # two rows, three moves, seven columns
@@ -146,7 +151,7 @@ def test_reductions_are_collected_from_table_notes_and_grouped_by_reason(tmp_pat
                                                          f"ReasonIR-8B (generic, Baseline): {offline}",
                                                          "Ties in a ranking are broken by candidate id."])
     _provenance(cfg.paths.tables, "table9", [f"No human label files in {tmp_path}/data/interim/judge/labels: cannot be computed."])
-    table = summary.reductions(cfg)
+    table = summary_provenance.reductions(cfg)
     grouped = table[table["why / how"] == offline].iloc[0]
     assert grouped["what"] == "Stella-en-1.5B-v5 (generic, Baseline); ReasonIR-8B (generic, Baseline)"
     assert not table["why / how"].str.contains("Ties").any()  # not a reduction
@@ -185,7 +190,7 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
                    "baseline": 0.135, "baseline_low": 0.05, "baseline_high": 0.25, "tuned": 0.135, "tuned_low": 0.05,
                    "tuned_high": 0.25, "difference": 0.0, "difference_low": 0.0, "difference_high": 0.0, "p_value": 1.0,
                    "indicative": True}]).to_csv(cfg.paths.tables / "finetune_tuned_vs_baseline.csv", index=False)
-    result = summary.write_summary(cfg)
+    result = SummaryStage.from_config(cfg).summary
     paired = result.tuned_vs_baseline.iloc[0]
     assert paired["Tuned M@10"] == "13.5 [5.0, 25.0] †" and paired["Beats baseline on val"] == "no"
     assert result.timings["seconds"].tolist() == [60.0, 120.5] and set(result.timings["run"]) == {"default-1"}
@@ -209,3 +214,65 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     assert "19.2 [15.0, 23.5]" in report and "Total: 180 s" in report
     assert "](../figures/summary_mrr10.png)" in report and (cfg.paths.figures / "summary_mrr10.png").exists()
     assert str(tmp_path) not in report
+
+
+def _reranked_sample(cfg, bench) -> tuple[list[str], int]:
+    """Notebook 10's reranked run on a seeded sample (RunInfo.qids) of the Specify test queries, beside 08's BM25 runs
+    and a 'tuned' first stage (a copy of BM25-bigram); Tables 1/7/8 assembled: (the sample, the move's queries)."""
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
+    first_stage = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "specify", "test"))
+    tuned = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned", "dense", "specify", "test", bench.checksum(),
+                    "09_finetune", k=10)
+    write_system_run(first_stage, cfg.paths.retrieval_runs, tuned)
+    queries = bench.eval_set("specify", "test").queries
+    sample = sorted(queries["qid"])[::2]
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, qids=sample, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(first_stage[first_stage["qid"].isin(sample)], cfg.paths.retrieval_runs, info)
+    assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram"),
+                                                  tuned_models=("all-MiniLM-L6-v2",), tuned_moves=("specify",),
+                                                  reranked=("all-MiniLM-L6-v2 (tuned)",)), n_resamples=200)
+    return sample, len(queries)
+
+
+def test_each_bar_of_the_figure_carries_its_own_n(cfg, tiny_benchmark):
+    """Issue 39: a reranked bar covers its seeded sample, so it is labelled with the sample's size, not the move's."""
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    sample, n_queries = _reranked_sample(cfg, load_benchmark(cfg.paths.benchmark))
+    assert 0 < len(sample) < n_queries
+    bars = summary_figure.bar_labels(summary_headline.results_long(read_records(cfg), TABLE1))
+    bars = bars[bars["move"] == "specify"].set_index("label")
+    assert bars.loc["all-MiniLM-L6-v2 · Tuned + rerank", "queries"] == len(sample)
+    assert bars.loc["all-MiniLM-L6-v2 · Tuned + rerank", "text"] == f"n = {len(sample)} †"  # a tiny sample: indicative
+    assert bars.loc["BM25-unigram · Baseline", "queries"] == n_queries
+    assert bars.loc["all-MiniLM-L6-v2 · Tuned", "queries"] == n_queries  # the sample's first stage: every query
+    # the figure draws exactly these texts, one above each bar; the move's tick names no count of its own
+    long = summary_headline.results_long(read_records(cfg), TABLE1)
+    ax = summary_figure.mrr_figure(long).axes[0]
+    drawn = [text.get_text() for text in ax.texts]
+    assert sorted(drawn) == sorted(text for text in summary_figure.bar_labels(long)["text"] if text)
+    assert f"n = {len(sample)} †" in drawn and f"n = {n_queries} †" in drawn
+    assert all("N =" not in tick.get_text() for tick in ax.get_xticklabels())
+
+
+def test_pairs_kept_say_they_are_counted_before_de_duplication(tmp_path, monkeypatch, tiny_benchmark):
+    """Issue 39: stage 05's kept pairs beside Table 5's de-duplicated pairs (train + validation + test), each named."""
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config()
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    bench = summary_setting.benchmark_of(cfg)
+    queries = summary_setting.queries_per_split(bench)
+    # Table 5's pairs of a move: its train, validation and test pairs on disk (the tiny benchmark repeats them)
+    splits = (Split.TRAIN, Split.VALIDATION, Split.TEST)
+    table5 = {m.value: sum(len(bench.queries(m, s)) for s in splits) for m in MOVES}
+    kept = {**table5, "specify": table5["specify"] + 2}  # two duplicate pairs that the split removes
+    cfg.paths.mining_report.parent.mkdir(parents=True, exist_ok=True)
+    cfg.paths.mining_report.write_text(json.dumps({"lexicon": {"entries": 12}, "pairs": {"kept": kept}}))
+    cell = summary_setting.differences(cfg, bench, [], queries).set_index("what").loc["markers and pairs", "this run"]
+    assert cell == (f"lexicon of 12 entries; pairs kept by mining (before de-duplication): address {kept['address']}, "
+                    f"broaden {kept['broaden']}, specify {kept['specify']}; after de-duplication (Table 5, train + "
+                    f"validation + test): address {table5['address']}, broaden {table5['broaden']}, "
+                    f"specify {table5['specify']}")
+    cfg.paths.mining_report.write_text(json.dumps({"lexicon": {"entries": 12}, "pairs": {"kept": table5}}))
+    cell = summary_setting.differences(cfg, bench, [], queries).set_index("what").loc["markers and pairs", "this run"]
+    assert "before de-duplication" in cell and "after de-duplication" not in cell  # nothing removed: one count

@@ -130,7 +130,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
 def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_path, monkeypatch):
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["specify"])
-    assert train.plan(cfg, "specify")["this run"].tolist() == ["train", "train"]
+    assert train.finetune_plan(cfg, "specify")["this run"].tolist() == ["train", "train"]
     (first,) = train.finetune(cfg, "specify")
     assert sorted(first.trained_now) == [1, 2]
     assert first.selected.score == max(r.score for r in first.runs)
@@ -145,7 +145,7 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     train_configuration = train.train_configuration
     # finetune looks train_configuration up in the module that calls it (ratio_utils.train.selection)
     monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
-    plan = train.plan(cfg, "specify").set_index("config")
+    plan = train.finetune_plan(cfg, "specify").set_index("config")
     assert plan["this run"].str.startswith("reuse").all()
     (second,) = train.finetune(cfg, "specify")
     assert calls == [] and second.trained_now == []
@@ -153,7 +153,7 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     assert {p: p.stat().st_mtime_ns for p in watched} == mtimes
     # What notebook 09 shows: trained now vs reused, each configuration with its run key.
     keys = {r.config["id"]: r.run_key for r in first.runs}
-    trained, reused = train.summary([first]).iloc[0], train.summary([second]).iloc[0]
+    trained, reused = train.finetune_summary([first]).iloc[0], train.finetune_summary([second]).iloc[0]
     assert trained["trained in this run"] == f"1 (run key {keys[1]}), 2 (run key {keys[2]})"
     assert trained["reused from an earlier run"] == "nothing" and first.reused() == []
     assert reused["trained in this run"] == "nothing"
@@ -523,7 +523,7 @@ def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraini
     assert result.test == {"MRR@10": 0.5}
     assert {r.config["id"]: r.run_key for r in result.runs} == keys
     assert result.selected.run_key == keys[2]
-    assert train.plan(cfg, "specify")["this run"].str.startswith("reuse").all()
+    assert train.finetune_plan(cfg, "specify")["this run"].str.startswith("reuse").all()
 
     # A new silver set (test side only): the same model, scored again on test and silver, not retrained.
     silver = bench.queries(Move.SPECIFY, Split.TEST).head(2)

@@ -1,7 +1,8 @@
 """Write the dataset card of a benchmark directory that no run of ours wrote (the official release, say):
 `ratio-card DIR`, so that Hugging Face `datasets.load_dataset(DIR, config)` reads every table offline.
 
-Reads: the directory's pairs and pools (ratio_utils.dataset.benchmark). Writes: DIR/README.md (ratio_utils.dataset.card).
+Reads: the directory's pairs and pools (ratio_utils.dataset.benchmark). Writes: the card, README.md in the directory
+(ratio_utils.dataset.card).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=None, help="what the card calls the directory (default: its folder name)")
     parser.add_argument("--licence", action="append", default=[], metavar="CORPUS=TEXT",
                         help="the licence of a corpus its pairs name (repeatable; built-in sources are known)")
+    parser.add_argument("--license", dest="licence_id", default=None, metavar="HUB_ID",
+                        help="the card's Hub licence id (e.g. cc-by-4.0), where the pairs name no corpus to derive it from")
     args = parser.parse_args(argv)
     try:
         licences = dict(item.split("=", 1) for item in args.licence)
@@ -29,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--licence takes CORPUS=TEXT")
     try:
         bench = load_benchmark(args.benchmark)
-        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name, {**LICENCES, **licences}))
+        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name, {**LICENCES, **licences},
+                                                      args.licence_id))
     except (FileNotFoundError, ValueError) as exc:
         print(f"ratio-card: error: {exc}", file=sys.stderr)
         return 2

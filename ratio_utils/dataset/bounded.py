@@ -57,7 +57,7 @@ from .splits import paper_splits
 
 # The total row order: publication time (pairs only; NaT for distractors), the mined order, the row's place.
 ORDER = ("_when", "_corpus", "_paper", "_para", "_sent", "_part", "_row")
-PAPER_COLUMNS = ["corpus", "paper_id", "year", "date"]
+SPLIT_PAPER_COLUMNS = ["corpus", "paper_id", "year", "date"]  # what splitting needs of a paper
 POOL_COLUMNS = list(CANDIDATE_COLUMNS)
 LAST_YEAR = "~"  # a chunk name after every year (pairs without a publication time sort last)
 
@@ -219,12 +219,12 @@ def _scatter_mined(pairs_table: Path, distractors_table: Path, state: _Work) -> 
         frame = object_text(pd.read_parquet(path))
         require_columns(frame, PAIR_TABLE_COLUMNS, path)
         counts["pairs.mined"] += len(frame)
-        papers.append(frame[PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
+        papers.append(frame[SPLIT_PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
         state.by_pair.scatter(_with_order(frame, part, timed=True), bucket_of(frame[["query", "gold"]], n), f"part-{part:05d}")
     for part, path in enumerate(part_files(distractors_table)):
         frame = object_text(pd.read_parquet(path))
         require_columns(frame, DISTRACTOR_TABLE_COLUMNS, path)
-        papers.append(frame[PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
+        papers.append(frame[SPLIT_PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
         state.by_doc.scatter(_with_order(frame, part, timed=False), bucket_of(frame["docid"], n), f"part-{part:05d}")
     return papers
 

@@ -4,11 +4,14 @@
     datasets.load_dataset("<benchmark dir>", "specify", split="silver")   # a move's query–gold pairs
     ratio-card DIR [--licence CORPUS=TEXT]          # a card for any release-layout directory (ratio_utils.apps.card)
 
-The YAML header lists one config per table: `corpus` (one split per pool: train, validation, test; silver
+The YAML header carries the Hub's metadata (licence, size category, task category and id, who created the language and
+the annotations, source datasets, a pretty name) and lists one config per table: `corpus` (one split per pool: train, validation, test; silver
 queries search the test pool) and one per move (its pairs: the query, its gold candidate's id, the paper). A
 split without pairs is left out of the configs and named in the card. The prose is generated from the directory
 and the run that wrote it: counts, the publication dates each split spans, who produced the silver labels
-(`provenance/silver.json`), the corpora and their licences (`corpus.licences`, `corpora.registry.LICENCES`).
+(`provenance/silver.json`), the corpora and their licences (`corpus.licences`, `corpora.registry.LICENCES`), and
+the paper's citation. The `license` field is the one Hub licence all the corpora share; where they differ (or one
+has a licence the Hub does not list) it is `other`, with each corpus's licence in `license_details` and the prose.
 
 Written by notebooks 06 (no silver yet) and 07 (with the silver set); `Benchmark.checksum` leaves the card out,
 so writing it changes no run key. Reads the benchmark directory; writes `<benchmark>/README.md`.
@@ -30,6 +33,22 @@ from ..schema import CARD_FILE
 from .benchmark import Benchmark, candidates_path, pairs_path
 
 CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)
+PAPER_TITLE = "Ratio: A Benchmark for Retrieval Across Typed Ideation Operations in Scientific Literature"
+# The paper's own front matter (../shared/paper/ratio_paper.txt) gives its title only: no authors, venue, year or DOI,
+# so the entry names none rather than invent them.
+CITATION = "\n".join([
+    "@misc{ratio_benchmark,",
+    f"  title = {{{PAPER_TITLE}}},",
+    "  note  = {The paper introducing the Ratio benchmark; cite its published version (authors, venue, year)}",
+    "}",
+])
+# Hub licence ids (https://hf.co/docs/hub/repositories-licenses) of the licence texts the corpora state, by prefix.
+HUB_LICENCES = (("CC BY-SA 4.0", "cc-by-sa-4.0"), ("CC BY-NC 4.0", "cc-by-nc-4.0"), ("CC BY 4.0", "cc-by-4.0"),
+                ("CC0", "cc0-1.0"), ("MIT", "mit"), ("Apache-2.0", "apache-2.0"), ("Apache 2.0", "apache-2.0"),
+                ("ODC-By", "odc-by"))
+# The Hub's size categories, by the number of query–gold pairs (train, validation, test; silver is a subset of test).
+SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                   (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"))
 PAPER = ("Ratio (Retrieval Across Typed Ideation Operations), a benchmark for scientific inspiration retrieval: "
          "given a statement from a paper and a move, find a sentence that addresses the problem it states (Address), "
          "broadens it (Broaden) or specifies it (Specify)")
@@ -41,6 +60,7 @@ class CardSources:
 
     name: str  # the params' name, e.g. "default", "ml"
     licences: dict[str, str] = field(default_factory=dict)  # corpus source -> licence
+    licence_id: str | None = None  # the Hub licence id, when the caller knows it (`ratio-card --license`)
 
 
 def _rows(path: Path) -> int:
@@ -127,18 +147,76 @@ def _silver_text(bench: Benchmark) -> str:
 
 
 def _licence_text(bench: Benchmark, sources: CardSources) -> list[str]:
-    counts: dict[str, int] = {}
-    for move in MOVES:
-        for split in CARD_SPLITS:
-            if bench.has(move, split):
-                frame = bench.queries(move, split)
-                if "corpus" in frame:
-                    for corpus, n in frame["corpus"].value_counts().items():
-                        counts[str(corpus)] = counts.get(str(corpus), 0) + int(n)
+    counts = corpus_pair_counts(bench)
     if not counts:
         return ["The pairs do not name the corpus they were mined from; their licence is that of the release they come from."]
     return [f"- `{corpus}` ({n:,} pairs): {sources.licences.get(corpus, 'licence not stated in the run parameters')}"
             for corpus, n in sorted(counts.items())]
+
+
+def corpus_pair_counts(bench: Benchmark) -> dict[str, int]:
+    """Pairs per corpus the pairs name (their `corpus` column), over every split; {} when they name none."""
+    counts: dict[str, int] = {}
+    for move in MOVES:
+        for split in CARD_SPLITS:
+            if split is Split.SILVER or not bench.has(move, split):
+                continue  # silver pairs are test pairs: counted once
+            frame = bench.queries(move, split)
+            if "corpus" in frame:
+                for corpus, n in frame["corpus"].value_counts().items():
+                    counts[str(corpus)] = counts.get(str(corpus), 0) + int(n)
+    return counts
+
+
+def hub_licence(text: str) -> str | None:
+    """The Hub's id of a corpus licence text ("CC BY 4.0 (...)" -> "cc-by-4.0"), None where the Hub lists none."""
+    return next((hub for prefix, hub in HUB_LICENCES if text.strip().upper().startswith(prefix.upper())), None)
+
+
+def licence_metadata(corpora: list[str], sources: CardSources) -> dict:
+    """The card's licence fields: the one Hub licence every corpus has; else `other` with each corpus's licence in
+    `license_details` (several corpora, or one the Hub does not list); `unknown` where the pairs name no corpus."""
+    if sources.licence_id:
+        return {"license": sources.licence_id}
+    if not corpora:
+        return {"license": "unknown"}
+    texts = {corpus: sources.licences.get(corpus, "licence not stated in the run parameters") for corpus in corpora}
+    ids = {hub_licence(text) for text in texts.values()}
+    if len(ids) == 1 and None not in ids:
+        return {"license": ids.pop()}
+    return {"license": "other", "license_name": "ratio-per-corpus",
+            "license_details": "; ".join(f"{corpus}: {text}" for corpus, text in texts.items())}
+
+
+def pair_count(bench: Benchmark) -> int:
+    """The query–gold pairs of train, validation and test (silver pairs are test pairs)."""
+    return sum(_rows(pairs_path(bench.root, m, s)) for m in MOVES for s in CARD_SPLITS if s is not Split.SILVER)
+
+
+def size_category(pairs: int) -> str:
+    """The Hub's size category of a number of examples."""
+    return next((name for bound, name in SIZE_CATEGORIES if pairs < bound), "100M<n<1B")
+
+
+def card_metadata(bench: Benchmark, sources: CardSources, configs: list[dict]) -> dict:
+    """The YAML header: the Hub's metadata fields, then the configs `datasets` reads."""
+    counts = corpus_pair_counts(bench)
+    has_silver = any(_rows(pairs_path(bench.root, m, Split.SILVER)) for m in MOVES)
+    return {
+        "pretty_name": f"Ratio, rebuilt ({sources.name} run)",
+        "language": ["en"],
+        "language_creators": ["found"],  # sentences of published papers
+        # the pairs are found (an author's discourse marker links them); the silver subset is kept by an LLM judge
+        "annotations_creators": ["found", "machine-generated"] if has_silver else ["found"],
+        "multilinguality": ["monolingual"],
+        "source_datasets": [f"extended|{corpus}" for corpus in sorted(counts)] or ["extended"],
+        "size_categories": [size_category(pair_count(bench))],
+        "task_categories": ["text-retrieval"],
+        "task_ids": ["document-retrieval"],
+        **licence_metadata(sorted(counts), sources),
+        "tags": ["scientific-inspiration-retrieval"],
+        "configs": configs,
+    }
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:
@@ -152,8 +230,11 @@ def dataset_card(bench: Benchmark, sources: CardSources) -> str:
     from ..schema import MOVE_INSTRUCTIONS
 
     configs, left_out = card_configs(bench)
-    header = {"pretty_name": f"Ratio, rebuilt ({sources.name} run)", "language": ["en"],
-              "task_categories": ["text-retrieval"], "tags": ["scientific-inspiration-retrieval"], "configs": configs}
+    header = card_metadata(bench, sources, configs)
+    licence = ("The `license` field is `other`: the corpora's licences differ (or the Hub lists none of one), so each "
+               "is given here and in `license_details`." if header["license"] == "other" else
+               f"The `license` field, `{header['license']}`, is the licence of every corpus below."
+               if header["license"] != "unknown" else "")
     lines = [
         "---", yaml.safe_dump(header, sort_keys=False, allow_unicode=True).rstrip(), "---", "",
         f"# Ratio, rebuilt by the ratio compendium ({sources.name} run)", "",
@@ -174,7 +255,10 @@ def dataset_card(bench: Benchmark, sources: CardSources) -> str:
         "```python", "from datasets import load_dataset",
         'pool = load_dataset("<this directory>", "corpus", split="test")',
         'pairs = load_dataset("<this directory>", "specify", split="test")', "```", "",
-        "## Corpora and licences", "", *_licence_text(bench, sources), "",
+        "## Corpora and licences", "", *_licence_text(bench, sources), "", *([licence, ""] if licence else []),
+        f"`size_categories` counts the {pair_count(bench):,} query–gold pairs of train, validation and test "
+        "(silver pairs are test pairs).", "",
+        "## Citation", "", "```bibtex", CITATION, "```", "",
         "Generated by `ratio_utils.dataset.card` from this directory.", "",
     ]
     return "\n".join(lines)

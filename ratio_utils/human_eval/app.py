@@ -12,9 +12,10 @@ The server is `ratio_utils.local_server` (standard library http.server) with a s
 
 Safety (docs/human_eval.md, "Security"):
 - Only this machine's own page can read or write (`local_server`): the server listens on 127.0.0.1, answers
-  only requests whose Host is 127.0.0.1 or localhost on its port (no DNS rebinding), takes answers only as
-  application/json from its own Origin, and every state read and answer carries a random token that
-  the page gets with its HTML and other origins cannot read.
+  only requests whose Host is 127.0.0.1 or localhost on its port, or an address named with `--allow-host` (an
+  SSH tunnel, JupyterHub's proxy: docs/tunnels.md) (no DNS rebinding), takes answers only as application/json
+  from its own Origin, and every state read and answer carries a random token that the page gets with its HTML
+  and other origins cannot read. The page's URLs are relative, so it works under a proxy's path prefix.
 - It refuses to start when an unblinding key lies inside or beside the packets it would serve.
 - One server per annotator and packet folder (a lock in the temporary folder, whatever --labels
   says), and every answer carries the version (hash) of the label file the page last saw; a stale
@@ -31,6 +32,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -231,8 +233,8 @@ class AnnotateServer(LocalServer):
     token_header = TOKEN_HEADER
     max_body = 64 * 1024  # bytes of one answer; a comment of MAX_COMMENT characters fits
 
-    def __init__(self, store: LabelStore, port: int = 8765, verbose: bool = False):
-        super().__init__(STATIC, port, verbose=verbose)
+    def __init__(self, store: LabelStore, port: int = 8765, verbose: bool = False, allowed_hosts: Iterable[str] = ()):
+        super().__init__(STATIC, port, verbose=verbose, allowed_hosts=allowed_hosts)
         self.store = store
 
     def get(self, path: str, request) -> dict:

@@ -1,6 +1,7 @@
 """Statistics of the inspiration study (paper §5.3, Appendix G): Tables 2, 11 and 12, gold marked useful and
 agreement, from `StudyLabels` (ratio_utils.human_eval.labels); p-values from ratio_utils.evaluation.stats.
-Serves notebook 12 (ratio_utils.stages.human_eval_stats); reads and writes no file.
+Serves notebook 12 (ratio_utils.stages.human_eval_stats, through ratio_utils.human_eval.study); reads and writes
+no file.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ reader of the table sees them without opening the JSON.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import subprocess
 import sys
 import tempfile
@@ -153,14 +154,45 @@ def write_table(
         md += ["", "Notes:"] + [f"- {note}" for note in notes]
     written["md"] = write_text_atomic(out_dir / f"{name}.md", "\n".join(md) + "\n")
     if latex:
-        tex = shown.to_latex(index=False, caption=caption or None, label=f"tab:{name}", escape=True)
-        written["tex"] = write_text_atomic(out_dir / f"{name}.tex", tex)
+        # escape=True escapes the cells only: the caption ("results (%)") and the notes are escaped here
+        tex = shown.to_latex(index=False, caption=latex_escape(caption) or None, label=f"tab:{name}", escape=True)
+        written["tex"] = write_text_atomic(out_dir / f"{name}.tex", latex_with_notes(tex, notes))
     written["provenance"] = write_json_atomic(
         out_dir / f"{name}.provenance.json",
         provenance(cfg, inputs, notes, caption=caption, files=[cfg.paths.relative(p) for p in written.values()],
                    label_sources=[source.to_json() for source in labels]),
     )
     return written
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL_RE = re.compile("|".join(re.escape(char) for char in _LATEX_SPECIAL))
+
+
+def _escape_special(text: str) -> str:
+    return _LATEX_SPECIAL_RE.sub(lambda match: _LATEX_SPECIAL[match.group()], text)
+
+
+def latex_escape(text: str) -> str:
+    """`text` as LaTeX source: the ten special characters escaped (as pandas escapes cells), `code` as \\texttt."""
+    pieces = re.split(r"`([^`]+)`", str(text))  # the odd pieces stood between backticks
+    return "".join(rf"\texttt{{{_escape_special(piece)}}}" if i % 2 else _escape_special(piece)
+                   for i, piece in enumerate(pieces))
+
+
+def latex_with_notes(tex: str, notes: Iterable[str]) -> str:
+    """A `to_latex` table with its notes as footnote lines under the tabular, inside the table float: in LaTeX as in
+    Markdown, a reader sees who produced the labels, which rows are empty and why, and what a sample covers."""
+    notes = [note for note in notes if note]
+    if not notes:
+        return tex
+    block = "\n".join([r"\par\smallskip", r"{\footnotesize\raggedright", r"\textit{Notes:}\par",
+                        *(rf"\textbullet\ {latex_escape(note)}\par" for note in notes), "}"])
+    end = tex.rfind(r"\end{table}")
+    if end < 0:  # no float around the tabular: the notes follow it
+        return tex.rstrip("\n") + "\n" + block + "\n"
+    return tex[:end] + block + "\n" + tex[end:]
 
 
 def format_floats(frame: pd.DataFrame, float_format: str = "{:.1f}") -> pd.DataFrame:
@@ -173,12 +205,21 @@ def format_floats(frame: pd.DataFrame, float_format: str = "{:.1f}") -> pd.DataF
     return shown.astype(object).where(shown.notna(), "")
 
 
+# A rerun that changes nothing leaves every committed figure byte-identical: no creation date in the PDF (matplotlib
+# writes the time of saving unless told not to; PNGs carry none), and TrueType (Type 42) fonts embedded as they are,
+# not Type 3 outlines that journals reject and that make text unselectable.
+REPRODUCIBLE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
+FIXED_METADATA = {"pdf": {"CreationDate": None}, "png": {}}
+
+
 def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (), notes: Iterable[str] = (),
                 labels: Iterable[LabelSource] = ()) -> dict[str, Path]:
     """Save a matplotlib figure as figures/<name>.png and .pdf, with its provenance.
 
     `labels`: who produced the labels it is drawn on, written under the figure itself (a PNG travels
     without its provenance record) and into the record."""
+    import matplotlib
+
     labels = [source for source in labels if source is not None]
     footer = label_notes(labels)
     if footer:
@@ -187,11 +228,12 @@ def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (
     out_dir = cfg.paths.figures
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
-    for ext in ("png", "pdf"):
-        target = out_dir / f"{name}.{ext}"
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
-        written[ext] = target
+    with matplotlib.rc_context(REPRODUCIBLE_RC):
+        for ext in ("png", "pdf"):
+            target = out_dir / f"{name}.{ext}"
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight", metadata=FIXED_METADATA[ext])
+            written[ext] = target
     written["provenance"] = write_json_atomic(
         out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()],
                                                          label_sources=[source.to_json() for source in labels])
@@ -201,6 +243,8 @@ def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (
 
 def set_figure_style() -> None:
     """One look for every figure of the compendium."""
+    import matplotlib
     import seaborn as sns
 
     sns.set_theme(context="paper", style="whitegrid", palette="colorblind")
+    matplotlib.rcParams.update(REPRODUCIBLE_RC)

@@ -15,8 +15,12 @@ Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.eva
 Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
 `stats.INDICATIVE_BELOW` queries carry a dagger. Reranked rows are compared with their first stage on
 the same queries (paired bootstrap interval and sign-flip permutation p-value) in
-`tables/rerank_vs_first_stage`. Systems of the paper that cannot run here keep their row, empty, with
-a note that says why.
+`tables/rerank_vs_first_stage`. Every row the tables plan is listed, with a run file or empty with a note that says
+why, computed from what exists (`_planned`): the notebook that writes it has not run; its params leave it out (an
+untuned baseline's Tuned row: train.base_model is another model); its first stage has no run file (a reranked row);
+or its model does not resolve here (`systems.model_availability`: not installed, not in the local Hugging Face cache,
+and the hub unreachable or switched off), for the paper's systems that no params section runs. A note never fills a
+cell.
 
 Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs/*/*/*.parquet (+ .run.json)
 Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_vs_first_stage (+ provenance);
@@ -26,6 +30,8 @@ Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +54,7 @@ from ..retrieval.runs import (
     system_slug,
 )
 from .systems import STAGE as BASELINE_STAGE
-from .systems import TUNED_STAGE
+from .systems import TUNED_STAGE, ModelAvailability
 from ..schema import MOVES, Move, Split
 from ..publish.label_sources import notes as label_notes
 from ..publish.label_sources import LabelSource, rerank_source, silver_sources
@@ -56,36 +62,34 @@ from ..publish.published import records_frame
 
 DAGGER = stats.DAGGER
 
-_NO_PACKAGE = "not available offline: no PyPI package ships this model and there is no model hub here"
-_NO_COLBERT = "not available offline: no pretrained ColBERT checkpoint can be installed here (set retrieval.colbert_checkpoints to run one)"
-_NO_LLM = "not run: no LLM endpoint; request files written by notebook 10"
-_PAPER_RERANK = "not run: the paper reranks this system's top 100 with GPT-5-mini; its first stage cannot run here"
-_MPNET_OFF = (
-    "not run: all-mpnet-base-v2 encodes ~25 sentences/s on 2 CPU cores; add it to retrieval.dense_models "
-    "(and pip install -r requirements-mpnet.txt) to run it"
-)
+_NO_FIRST_STAGE = "not run: no first stage: {first} has no run file ({why})"
+_NOT_RERANKED = "not run: rerank.systems does not name its first stage, {first}"
+_NO_ANSWERS = ("not run: no LLM answer for its requests (notebook 10 replays recorded answers, asks an endpoint when one "
+               "is configured and writes the rest as request files; data/interim/rerank/report.json counts them)")
 
-# The paper's systems that cannot run here, in the order of its tables: (model, prefix, setup, note).
-PAPER_UNAVAILABLE = [
-    ("ModernBERT-embed-large", "generic", "Baseline", _NO_PACKAGE),
-    ("ModernBERT-embed-large", "recommended", "Baseline", _NO_PACKAGE),
-    ("Stella-en-1.5B-v5", "generic", "Baseline", _NO_PACKAGE),
-    ("Stella-en-1.5B-v5", "recommended", "Baseline", _NO_PACKAGE),
-    ("Stella-en-1.5B-v5", "per-move", "Baseline", _NO_PACKAGE),
-    ("EmbeddingGemma-300m", "generic", "Baseline", _NO_PACKAGE),
-    ("Qwen3-Embedding-0.6B", "generic", "Baseline", _NO_PACKAGE),
-    ("Qwen3-Embedding-0.6B", "per-move", "Baseline", _NO_PACKAGE),
-    ("ReasonIR-8B", "generic", "Baseline", _NO_PACKAGE),
-    ("ReasonIR-8B", "per-move", "Baseline", _NO_PACKAGE),
-    ("answerai-colbert-small-v1", "-", "Baseline", _NO_COLBERT),
-    ("GTE-ModernColBERT-v1", "-", "Baseline", _NO_COLBERT),
-    ("Reason-ModernColBERT", "-", "Baseline", _NO_COLBERT),
-    ("ModernBERT-embed-large", "generic", "Tuned", _NO_PACKAGE),
-    ("ModernBERT-embed-large", "recommended", "Tuned", _NO_PACKAGE),
-    ("Stella-en-1.5B-v5", "generic", "Tuned", _NO_PACKAGE),
-    ("Stella-en-1.5B-v5", "recommended", "Tuned", _NO_PACKAGE),
+# The paper's rows that no params section of this project plans (model, prefix, setup), in the order of its tables.
+# Their notes are computed when the tables are assembled: whether the model resolves here (reporting.systems
+# .model_availability: its PyPI copy, the local Hugging Face cache, the hub now) and which params would run it.
+PAPER_ROWS = [
+    ("ModernBERT-embed-large", "generic", "Baseline"),
+    ("ModernBERT-embed-large", "recommended", "Baseline"),
+    ("Stella-en-1.5B-v5", "generic", "Baseline"),
+    ("Stella-en-1.5B-v5", "recommended", "Baseline"),
+    ("Stella-en-1.5B-v5", "per-move", "Baseline"),
+    ("EmbeddingGemma-300m", "generic", "Baseline"),
+    ("Qwen3-Embedding-0.6B", "generic", "Baseline"),
+    ("Qwen3-Embedding-0.6B", "per-move", "Baseline"),
+    ("ReasonIR-8B", "generic", "Baseline"),
+    ("ReasonIR-8B", "per-move", "Baseline"),
+    ("answerai-colbert-small-v1", "-", "Baseline"),
+    ("GTE-ModernColBERT-v1", "-", "Baseline"),
+    ("Reason-ModernColBERT", "-", "Baseline"),
+    ("ModernBERT-embed-large", "generic", "Tuned"),
+    ("ModernBERT-embed-large", "recommended", "Tuned"),
+    ("Stella-en-1.5B-v5", "generic", "Tuned"),
+    ("Stella-en-1.5B-v5", "recommended", "Tuned"),
 ]
-# Systems the paper reranks whose first stage cannot run here.
+# Systems the paper reranks whose first stage is one of PAPER_ROWS.
 PAPER_RERANKED = [("ModernBERT-embed-large", "recommended"), ("Stella-en-1.5B-v5", "recommended")]
 MPNET = "all-mpnet-base-v2"
 
@@ -195,38 +199,79 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
     )
 
 
-def _planned(expected: Expected) -> list[tuple[tuple[str, str, str], str]]:
-    """(row key, note if it has no run file) for every row the tables list."""
-    rows: list[tuple[tuple[str, str, str], str]] = []
+def _unplanned_note(model: str, setup: str, expected: Expected, availability: Callable[[str], ModelAvailability]) -> str:
+    """Why a row no params section plans is empty: the model is not here (and why), or which params would run it."""
+    status = availability(model)
+    if not status.available:
+        return f"{status.label}: not run: {status.reason}"
+    if setup == "Tuned":
+        return (f"{status.label}: not run: {status.found}, but notebook 09 fine-tunes train.base_model "
+                f"({', '.join(expected.tuned_models) or 'none'}) only")
+    section = "retrieval.colbert_checkpoints" if status.kind == "late-interaction" else "retrieval.dense_models"
+    return f"{status.label}: not run: {status.found}, but {section} does not name it (add it there to run this row)"
+
+
+def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set = frozenset(),
+             availability: Callable[[str], ModelAvailability] | None = None) -> list[tuple[tuple[str, str, str], str]]:
+    """(row key, note if it has no run file) for every row the tables list, the first note of a key standing.
+
+    `present`: the rows with a run file for some move (a reranked row's note depends on whether its first stage
+    has one); `availability`: whether a model resolves here (default systems.model_availability, asked only for
+    the models of rows no params section plans)."""
+    from .systems import model_availability
+
+    availability = availability or functools.cache(model_availability)
+    rows: dict[tuple[str, str, str], str] = {}
+
+    def plan(key: tuple[str, str, str], note: str) -> None:
+        rows.setdefault(key, note)
+
     for model in expected.bm25_models:
-        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+        plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
     for model in expected.dense_models:
         if expected.generic_prefix:
-            rows.append(((model, "generic", "Baseline"), "no run file yet (notebook 08 writes it)"))
+            plan((model, "generic", "Baseline"), "no run file yet (notebook 08 writes it)")
         if expected.move_instructions:
-            rows.append(((model, "per-move", "Baseline"), "no run file yet (notebook 08 writes it)"))
+            plan((model, "per-move", "Baseline"), "no run file yet (notebook 08 writes it)")
     for model in expected.colbert_rows:
-        rows.append(((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)"))
+        plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
     for model in expected.tuned_models:
         if model not in expected.dense_models:
-            rows.append(((model, "generic", "Baseline"), "not run: retrieval.dense_models leaves it out of notebook 08"))
-        rows.append(((model, "generic", "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)"))
-    reranked = dict.fromkeys(expected.tuned_models + expected.dense_models)
-    for model in reranked:
-        rows.append(((model, "generic", "Baseline + rerank"), _NO_LLM))
-        rows.append(((model, "generic", "Tuned + rerank"), _NO_LLM))
-    if MPNET not in expected.dense_models + expected.tuned_models:
-        for setup in ("Baseline", "Tuned", "Baseline + rerank", "Tuned + rerank"):
-            rows.append(((MPNET, "generic", setup), _MPNET_OFF))
-    rows += [((model, prefix, setup), note) for model, prefix, setup, note in PAPER_UNAVAILABLE]
-    for model, prefix in PAPER_RERANKED:
-        rows += [((model, prefix, "Baseline + rerank"), _PAPER_RERANK), ((model, prefix, "Tuned + rerank"), _PAPER_RERANK)]
-    return rows
+            plan((model, "generic", "Baseline"), "not run: retrieval.dense_models leaves it out of notebook 08")
+        plan((model, "generic", "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)")
+    for model in expected.dense_models:  # every untuned baseline has its Tuned row, empty with its reason
+        plan((model, "generic", "Tuned"), f"not run: notebook 09 fine-tunes train.base_model "
+                                          f"({', '.join(expected.tuned_models) or 'none'}) only")
+    if MPNET not in expected.dense_models + expected.tuned_models:  # the paper's first model
+        for setup in ("Baseline", "Tuned"):
+            plan((MPNET, "generic", setup), _unplanned_note(MPNET, setup, expected, availability))
+    for model, prefix, setup in PAPER_ROWS:
+        if (model, prefix, setup) not in rows:
+            plan((model, prefix, setup), _unplanned_note(model, setup, expected, availability))
+    firsts = [(model, "generic") for model in dict.fromkeys(expected.tuned_models + expected.dense_models + (MPNET,))]
+    for model, prefix in firsts + PAPER_RERANKED:
+        for setup in ("Baseline", "Tuned"):
+            first = (model, prefix, setup)
+            if first in rows:
+                plan((model, prefix, f"{setup} + rerank"), _rerank_note(first, rows[first], expected, present))
+    return list(rows.items())
+
+
+def _rerank_note(first: tuple[str, str, str], why_first: str, expected: Expected, present) -> str:
+    """Why a reranked row has no run file, from what exists: its first stage's run files, rerank.systems, notebook 10."""
+    name = system_name(*first)
+    if first not in present:
+        return _NO_FIRST_STAGE.format(first=name, why=why_first)
+    if name not in expected.reranked:
+        return _NOT_RERANKED.format(first=name)
+    if SHOWN_IN not in expected.stages:
+        return f"no run file yet (notebook {SHOWN_IN} writes it)"
+    return _NO_ANSWERS
 
 
 def _model_rank(expected: Expected) -> dict[str, int]:
     names = list(expected.bm25_models) + list(expected.dense_models) + list(expected.tuned_models) + [MPNET]
-    names += [model for model, *_ in PAPER_UNAVAILABLE]
+    names += [model for model, *_ in PAPER_ROWS]
     return {name: rank for rank, name in enumerate(dict.fromkeys(names))}
 
 
@@ -628,7 +673,7 @@ def _notes_of_every_table(infos: list[RunInfo], silver_moves: list[str], foreign
 
 def _add_paper_tables(out: _Assembly, expected: Expected, common: list[str]) -> None:
     """Tables 1, 7 and 8."""
-    planned = _planned(expected)
+    planned = _planned(expected, {key[:3] for key in out.scored})
     ranks = _model_rank(expected)
     for name, spec in TABLE_SPECS.items():
         shown, numbers, row_notes, out.records[name] = _paper_table(spec, out.scored, planned, ranks, out.silver_moves, out.cache)
@@ -647,7 +692,8 @@ def _add_rerank_table(out: _Assembly) -> None:
     query_set = query_set_label(out.silver_moves, "silver")
     out.captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set}), "
                                   "with a paired bootstrap interval of the difference and a paired permutation p-value.")
-    out.notes[RERANK_TABLE] = ([] if not shown.empty else [f"No reranked run file: {_NO_LLM}."]) + [
+    out.notes[RERANK_TABLE] = ([] if not shown.empty else ["No reranked run file: no row of Tables 1 and 8 has "
+                                                           "one (their notes say why)."]) + [
         "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
         f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
     ]

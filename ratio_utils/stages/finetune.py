@@ -29,7 +29,7 @@ class FinetuneStage(Stage):
         self.move = move
 
     def plan(self) -> pd.DataFrame:
-        return train.plan(self.cfg, self.move, self.params)
+        return train.finetune_plan(self.cfg, self.move, self.params)
 
     def train(self) -> pd.DataFrame:
         """Fine-tune the move(s); one row per move saying what was trained now and what was reused.
@@ -40,7 +40,7 @@ class FinetuneStage(Stage):
         for result in results:
             for line in result.reused():
                 record_reused(line)
-        return train.summary(results)
+        return train.finetune_summary(results)
 
     def table6(self) -> pd.DataFrame:
         return write_table6(self.cfg, self.params)

@@ -9,12 +9,12 @@ validation MRR@10 is selected and only it is scored on the test split, once.
 
 One module per layer; this package re-exports the names other modules and tests use:
 
-    params.py     TrainParams (the `train:` section), HyperParams, load_hyperparams, training_schedule
+    configurations.py  HyperParams, load_hyperparams, load_train_params, training_schedule, file names
     data.py       training_pairs, EvalSet, training_data_fingerprint (what a model is keyed by)
     evaluator.py  PoolRetrievalEvaluator (validation during training), per_query_values
     run.py        train_configuration: one configuration trained on one move, its RunResult
     selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
-                  plan / summary / finetune
+                  finetune_plan / finetune_summary / finetune
     tables.py     Table 6 and the tuned-vs-baseline table (paired intervals, p-values), from what selection wrote
     cli.py        the command line; __main__.py makes `python -m ratio_utils.train` run it
 
@@ -60,15 +60,15 @@ from .selection import (
     describe_runs,
     finetune,
     finetune_move,
-    model_card,
+    move_model_card,
     model_fingerprints,
     move_model_dir,
     move_runs_dir,
     not_beaten_note,
-    plan,
+    finetune_plan,
     run_key,
     score_percent,
-    summary,
+    finetune_summary,
     usage_lines,
 )
 
@@ -79,8 +79,8 @@ __all__ = [
     "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
     "RunResult", "train_configuration",
     "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "describe_runs", "finetune",
-    "finetune_move", "benchmark_fingerprints", "model_card", "model_fingerprints", "move_model_dir", "move_runs_dir", "not_beaten_note", "plan", "run_key",
-    "score_percent", "summary",
+    "finetune_move", "benchmark_fingerprints", "move_model_card", "model_fingerprints", "move_model_dir", "move_runs_dir", "not_beaten_note", "run_key",
+    "score_percent", "finetune_summary", "finetune_plan",
     "usage_lines",
     "main",
 ]

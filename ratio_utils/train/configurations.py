@@ -21,11 +21,11 @@ import yaml
 
 from ..config import REPO_ROOT, Config
 from ..param_sections import TrainParams
-from ..schema import Move
+from ..schema import MODEL_RESULTS_FILE, Move
 
 RUNS_DIRNAME = "_runs"
 RESULT_FILE = "result.json"  # written last in a configuration's folder: the "finished" marker
-FINAL_RESULTS_FILE = "results.json"
+FINAL_RESULTS_FILE = MODEL_RESULTS_FILE
 EVAL_KS = (1, 3, 5, 10, 100)
 PRIMARY = "MRR@10"
 EVALUATOR_NAME = "validation"

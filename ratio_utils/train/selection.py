@@ -324,7 +324,7 @@ def _publish_selected(cfg, params, bench, move, selected: RunResult, runs, basel
             # Per-query values (same queries, same order of qids per split) for intervals and paired tests.
             "per_query": {"tuned": tuned_per_query, "baseline": baseline_file.get("per_query", {})},
         }
-        write_text_atomic(staging / "README.md", model_card(results))
+        write_text_atomic(staging / "README.md", move_model_card(results))
         write_json_atomic(staging / FINAL_RESULTS_FILE, results)
         replace_folder(staging, final_dir)
     barrier()
@@ -359,7 +359,7 @@ def usage_lines(query_code: str, doc_code: str) -> list[str]:
             "model = SentenceTransformer(PATH_TO_THIS_FOLDER)", query_code, doc_code, "```"]
 
 
-def model_card(results: dict[str, Any]) -> str:
+def move_model_card(results: dict[str, Any]) -> str:
     """The README.md of a fine-tuned retriever: what it is, what it saw, how it scored."""
     hp = results["selected_config"]
     q, d = results["prefixes"]["query"], results["prefixes"]["document"]
@@ -402,7 +402,7 @@ def model_card(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> pd.DataFrame:
+def finetune_plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> pd.DataFrame:
     """The configurations a `finetune` call would try: each is trained, or reused where a finished run with the
     same run key (the same inputs) is on disk."""
     from ..models import model_fingerprint, resolve_model_path
@@ -424,7 +424,7 @@ def plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> p
     return pd.DataFrame(rows)
 
 
-def summary(results: list[MoveResult]) -> pd.DataFrame:
+def finetune_summary(results: list[MoveResult]) -> pd.DataFrame:
     """One row per move: what this call trained and what it reused (with run keys), the selected
     configuration, its scores, and the training speed."""
     return pd.DataFrame([

@@ -1,4 +1,5 @@
-// The explorer page: asks /api/ask for the three columns of one statement and sends marks to /api/mark.
+// The explorer page: asks api/ask for the three columns of one statement and sends marks to api/mark (URLs
+// relative to the page, so that it works under a proxy's path prefix too: docs/tunnels.md).
 // The statement and the retrievers live in the address (#q=...&r=...), so a reload or a shared link asks again
 // and shows the marks the server saved.
 "use strict";
@@ -101,7 +102,7 @@ async function ask(statement, retrievers, top) {
   $("go").disabled = true;
   try {
     const started = performance.now();
-    const answer = await call("POST", "/api/ask", { statement, retrievers, top });
+    const answer = await call("POST", "api/ask", { statement, retrievers, top });
     state.answer = answer;
     state.marks = answer.marks;
     history.replaceState(null, "", "#" + new URLSearchParams({ q: statement, r: retrievers, k: String(top) }));
@@ -118,7 +119,7 @@ async function ask(statement, retrievers, top) {
 async function sendMark(move, docid, label) {
   const statement = state.answer.statement;
   try {
-    const saved = await call("POST", "/api/mark", { statement, retrievers: state.answer.retrievers, move, docid, label });
+    const saved = await call("POST", "api/mark", { statement, retrievers: state.answer.retrievers, move, docid, label });
     state.marks = saved.marks;
     renderColumns();
     setStatus(label ? `Marked ${label.replace("_", " ")} · saved to ${state.info.judgments}` : "Mark taken back");
@@ -135,7 +136,7 @@ function updateCount() {
 
 async function start() {
   try {
-    state.info = await call("GET", "/api/info");
+    state.info = await call("GET", "api/info");
   } catch (err) {
     showError(err.message);
     setStatus("Not loaded");

@@ -1,4 +1,5 @@
-// The annotation page: renders /api/state and sends one answer at a time to /api/answer.
+// The annotation page: renders api/state and sends one answer at a time to api/answer (URLs relative to the
+// page, so that it works under a proxy's path prefix too: docs/tunnels.md).
 // Answers are sent in order through one queue, each with the version (etag) of the label file the
 // page last saw and the server's token (from the page's <meta>). A page shows an answer at once; if
 // the server refuses it or cannot be reached, every answer it has not confirmed is taken back, so the
@@ -79,7 +80,7 @@ class Refused extends Error {}
 
 // keepalive: an answer sent as the tab closes (pagehide) still reaches the server
 function post(change) {
-  return fetch("/api/answer", {
+  return fetch("api/answer", {
     method: "POST", keepalive: true, body: JSON.stringify({ ...change, etag: app.etag }),
     headers: { "Content-Type": "application/json", "X-Annotate-Token": app.token },
   });
@@ -275,7 +276,7 @@ function onKey(event) {
 
 async function start() {
   try {
-    const response = await fetch("/api/state", { headers: { "X-Annotate-Token": app.token } });
+    const response = await fetch("api/state", { headers: { "X-Annotate-Token": app.token } });
     const body = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(body.error || `the server answered ${response.status}`);
     app.data = body;

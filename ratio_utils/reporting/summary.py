@@ -1,0 +1,152 @@
+"""The summary page (notebook 14, `ratio_utils.stages.summary`): every part collected into one `Summary`, and
+reports/summary.md rendered from it. Computes nothing new about retrieval and says where each number comes from:
+
+- the headline Tables 1 and 7 of this run beside the paper's numbers (`reporting/summary_headline`);
+- the paper's claims, each decided by one stated rule (`reporting/claims`);
+- queries (and pairs) per move and split, who produced the labels, what differs from the paper
+  (`reporting/summary_setting`);
+- a figure of MRR@10 per move and system, each bar with its own n (`reporting/summary_figure`);
+- everything reduced, replaced by a stand-in or not run (the tables' own notes), the run's provenance and wall
+  times (`reporting/summary_provenance`).
+
+Reads:  cfg.paths.tables (*.records.csv, *.provenance.json), the benchmark, cfg.paths.papers, cfg.paths.mining_report,
+        a pipeline run's timings.csv (its path given by the stage).
+Writes: nothing (the stage writes reports/summary.md and the figures).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config import Config
+from ..evaluation import stats
+from ..param_sections import SummaryParams
+from ..publish.label_sources import notes as label_notes
+from ..publish.published import read_records
+from . import claims
+from .summary_figure import mrr_figure
+from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, results_long, silver_gains,
+                               tuned_vs_baseline)
+from .summary_provenance import input_checksums, reductions, run_provenance, shorten_paths, wall_times
+from .summary_setting import benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources
+
+
+@dataclass
+class Summary:
+    headline: pd.DataFrame  # silver beside the paper's silver numbers
+    headline_test: pd.DataFrame  # unfiltered test beside the paper's unfiltered test numbers
+    claims: pd.DataFrame
+    claim_counts: pd.DataFrame
+    gains: pd.DataFrame
+    differences: pd.DataFrame
+    label_sources: list  # the judge and rerankers behind the labels (`ratio_utils.publish.label_sources`)
+    label_notes: list[str]
+    contamination: str | None
+    tuned_vs_baseline: pd.DataFrame
+    queries: pd.DataFrame
+    reductions: pd.DataFrame
+    provenance: dict[str, Any]
+    inputs: pd.DataFrame
+    timings: pd.DataFrame
+    figure: Any  # matplotlib figure or None
+    table1_caption: str
+    table1_notes: list[str]
+
+
+def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> Summary:
+    """Every part of the summary from what the run wrote; `timings`: the pipeline run's timings.csv, if any."""
+    records = read_records(cfg)
+    long = results_long(records, params.table1)
+    record_path = Path(cfg.paths.tables) / f"{params.table1}.provenance.json"
+    record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
+    bench = benchmark_of(cfg)
+    queries = queries_per_split(bench)
+    sources = run_label_sources(cfg, bench)
+    claim_rows = claims.claims_table(records)
+    return Summary(
+        headline=headline_table(long, params.metrics, queries, "silver"),
+        headline_test=headline_table(results_long(records, TEST_TABLE), params.metrics, queries, "test"),
+        claims=claim_rows,
+        claim_counts=claims.verdict_counts(claim_rows),
+        gains=silver_gains(records),
+        differences=differences(cfg, bench, sources, queries),
+        label_sources=sources,
+        label_notes=label_notes(sources),
+        contamination=contamination_caveat(cfg, bench),
+        tuned_vs_baseline=tuned_vs_baseline(cfg.paths.tables),
+        queries=queries,
+        reductions=reductions(cfg),
+        provenance=run_provenance(cfg),
+        inputs=input_checksums(cfg),
+        timings=wall_times(timings),
+        figure=mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None,
+        table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
+        table1_notes=[shorten_paths(cfg, n) for n in record.get("notes", [])],
+    )
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "_(nothing recorded)_"
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
+
+
+def label_lines(summary: Summary) -> list[str]:
+    """Who produced the labels, and the contamination caveat, as Markdown lines."""
+    lines = ([f"- {note}" for note in summary.label_notes]
+             or ["- No LLM labels: the silver set and reranked runs are absent."])
+    return lines + (["", f"**{summary.contamination}**"] if summary.contamination else [])
+
+
+def claims_reading(summary: Summary) -> str:
+    """The claims table in one line: claim rows per verdict and query set."""
+    counts = summary.claim_counts
+    return "; ".join(f"{query_set}: " + ", ".join(f"{int(n)} {verdict}" for verdict, n in counts[query_set].items()
+                                                  if n)
+                     for query_set in counts.columns)
+
+
+def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
+    """reports/summary.md: every section of the notebook as Markdown (figures linked, relative paths)."""
+    lines = ["# Ratio rebuild: summary of this run", "",
+             "Written by notebook 14 (`ratio_utils.stages.summary`) from the tables, benchmark and timings of the "
+             "run; numbers are not typed in by hand. Cells: value [95% bootstrap interval over queries] where the "
+             f"table carries one; † marks cells on fewer than {stats.INDICATIVE_BELOW} queries (indicative only).", ""]
+    lines += ["## Who produced the labels", "", *label_lines(summary), ""]
+    lines += ["## The paper's claims tested by this run", "", claims.RULE, "",
+              f"Claim rows per verdict — {claims_reading(summary)}.", "", _markdown(summary.claims), ""]
+    lines += ["## Silver test set: this run beside the paper", "",
+              f"Source table: {summary.table1_caption}", "", _markdown(summary.headline), "",
+              f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['silver']}.", ""]
+    if not summary.gains.empty:
+        lines += ["Gains the paper states on the silver set beside this run's paired differences (points, 95% paired "
+                  "bootstrap interval):", "", _markdown(summary.gains), ""]
+    if "mrr" in figure_files:
+        lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
+    lines += ["## Unfiltered test set: this run beside the paper", "", _markdown(summary.headline_test), "",
+              f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['test']}.", ""]
+    lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
+              "MRR@10 (%); Δ with its paired bootstrap interval, p from a paired sign-flip permutation test "
+              "(tables/finetune_tuned_vs_baseline).", "", _markdown(summary.tuned_vs_baseline), ""]
+    lines += ["## What differs from the paper", "", _markdown(summary.differences), ""]
+    lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
+    if "years" in figure_files:
+        lines += ["## Papers per year and the split windows", "", f"![papers per year]({figure_files['years']})", ""]
+    lines += ["## Reduced, replaced by a stand-in, or not run (from the tables' notes)", ""]
+    lines += [f"- {'**' + r['what'] + '**: ' if r['what'] != '-' else ''}{r['why / how']} _({r['tables']})_"
+              for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
+    lines += ["", "## Provenance", ""]
+    lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
+    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
+              ("Wall time per notebook of this run (pipeline timings; models, embeddings and intervals already "
+               "computed from the same inputs are reused, so a rerun takes far less than a first run; the summary "
+               "notebook itself is not yet timed):"), "",
+              _markdown(summary.timings), ""]
+    if not summary.timings.empty:
+        lines += [f"Total: {summary.timings['seconds'].sum():.0f} s over {len(summary.timings)} notebook runs.", ""]
+    return "\n".join(lines)
