@@ -176,6 +176,8 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
     from ratio_utils.dataset.benchmark import write_pool
     from ratio_utils.schema import sentence_id
+    from ratio_utils.reporting.paper_tables import FULL_COLUMNS, metric_key
+    from ratio_utils.retrieval_analysis import analysed_runs
     from ratio_utils.stages import analyses
 
     pool = bench.pool("test")
@@ -198,14 +200,14 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
         (folder / "weights.txt").write_text(folder.name, encoding="utf-8")
     (address / "results.json").write_text(json.dumps({}))
     tuned_on = {str(untuned): None, str(address): "address", str(mine): "specify"}
-    monkeypatch.setattr(analyses, "DenseRetriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
+    monkeypatch.setattr(analysed_runs, "DenseRetriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
     params = analyses.AnalysisParams(base_model=str(untuned), tuned_models={"specify": str(mine)}, k=10, n_resamples=200)
     retrievers = analyses.find_retrievers(cfg, params)
     assert retrievers.tuned == {"address": address, "specify": mine} and set(retrievers.missing) == {"broaden"}
 
     # F.1: on its own move's queries a tuned retriever returns only the gold (overlap g, the query-gold overlap at
     # every k); the untuned one two no-overlap fillers, then the gold (0 at k=1, g/3 from k=3 on).
-    overlap = analyses.lexical_overlap(cfg, bench, params, retrievers)
+    overlap = lexical_overlap.overlap_analysis(cfg, bench, params, retrievers, analyses.STAGE)
     values = overlap.per_k.set_index(["move", "system", "k"])["value"]
     # by hand (BM25 word sets, shared / union): address 1/10 (parser), 0, 1/10 (beam); specify 0, 2/9 (featur, word), 0
     gold = {"address": (1 / 10 + 0 + 1 / 10) / 3, "specify": (0 + 2 / 9 + 0) / 3}
@@ -226,7 +228,8 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     assert (cfg.paths.figures / "figure4_lexical_overlap.png").exists()
 
     # F.2: in a pool of the move's golds the untuned retriever ranks the gold last (3rd of 3, 2nd of Broaden's 2)
-    table10 = analyses.oracle_filtering(cfg, bench, params, retrievers)
+    table10 = oracle_pools.oracle_filtering(cfg, bench, params, retrievers, analyses.STAGE,
+                                           {c: metric_key(c) for c in FULL_COLUMNS})
     specify = table10[table10["Move"] == "Specify"].set_index("Setup")
     assert set(specify["Pool size"]) == {3} and list(specify.index) == ["Baseline", "Tuned"]
     assert specify.loc["Baseline", "M@10"] == "33.3 [33.3, 33.3]" + DAGGER
@@ -247,11 +250,11 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     assert oracle_records.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3] * 2)
 
     # F.3 (MRR@10): untuned 1/3 everywhere; tuned on M: 1 on M's queries; on the others 1/2 (Address) or 1/3 (Specify)
-    transfer = analyses.cross_move_transfer(cfg, bench, params, retrievers)
-    assert len(transfer.table) == 2 * 3  # two tuned retrievers x three queried moves
+    transfer_result = transfer.cross_move_transfer(cfg, bench, params, retrievers, analyses.STAGE)
+    assert len(transfer_result.table) == 2 * 3  # two tuned retrievers x three queried moves
     expected = pd.DataFrame({"address": [2.0, 0.0], "broaden": [0.5, 0.0], "specify": [0.5, 2.0]}, index=["address", "specify"])
-    pd.testing.assert_frame_equal(transfer.matrix, expected, check_names=False)  # rows: tuned on; columns: queried
-    rows = transfer.table.set_index(["Tuned on", "Queries of"])
+    pd.testing.assert_frame_equal(transfer_result.matrix, expected, check_names=False)  # rows: tuned on; columns: queried
+    rows = transfer_result.table.set_index(["Tuned on", "Queries of"])
     assert rows.loc[("Specify", "Specify"), "Own move"] == "yes" and rows.loc[("Specify", "Address"), "Own move"] == ""
     assert rows.loc[("Specify", "Specify"), "Difference"].startswith("66.7")
     assert rows.loc[("Address", "Specify"), "Difference"].startswith("16.7")
@@ -262,16 +265,16 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     # on Address's queries 1 vs 1/3 (the Specify model), on Specify's 1 vs 1/2 (the Address model), in points
     assert own.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3, 50.0])
     assert (cfg.paths.tables / "analysis_cross_move_transfer.md").exists()
-    title = transfer.figure.axes[0].get_title()
+    title = transfer_result.figure.axes[0].get_title()
     n_address = len(bench.queries("address", "test"))
     assert f"Address unfiltered test N={n_address}{DAGGER}" in title and f"{DAGGER} fewer than 30 queries" in title
-    annotations = [t.get_text() for t in transfer.figure.axes[0].texts]
+    annotations = [t.get_text() for t in transfer_result.figure.axes[0].texts]
     assert annotations and all("N=" in t for t in annotations)
 
 
 def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
     from ratio_utils.evaluation.intervals import Cell
-    from ratio_utils.stages.analyses import oracle_cell_text
+    from ratio_utils.retrieval_analysis.oracle_pools import oracle_cell_text
 
     c = Cell(1.0, 1.0, 1.0, 41)
     assert oracle_cell_text("R@100", c, 41) == "100 (pool ≤ 100)"
@@ -279,3 +282,182 @@ def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
     assert oracle_cell_text("R@10", c, 11) == c.text() == "100.0 [100.0, 100.0]"  # 11 candidates: a real result
     assert oracle_cell_text("M@100", c, 41) == c.text()  # MRR depends on the rank even in a small pool
     assert oracle_cell_text("R@100", Cell(1.0, 1.0, 1.0, 6), 13).endswith(DAGGER)
+
+
+# -- how scores move with pool size -------------------------------------------------------------------------------------
+
+
+def test_subsamples_keep_every_gold_and_nest():
+    from ratio_utils.retrieval_analysis import pool_size
+
+    pool_ids = [f"d{i:03d}" for i in range(200)]
+    golds = {"d000", "d050", "d199", "not-in-pool"}
+    subsamples = pool_size.subsample_pools(pool_ids, golds, seed=13)
+    assert [s.fraction for s in subsamples] == list(pool_size.FRACTIONS)
+    for sub in subsamples:
+        assert {"d000", "d050", "d199"} <= sub.kept and "not-in-pool" not in sub.kept
+        assert sub.size == 3 + round(sub.fraction * 197)
+    assert all(a.kept < b.kept for a, b in zip(subsamples, subsamples[1:]))  # nested: one permutation, cut
+    assert subsamples[-1].kept == frozenset(pool_ids)
+    again = pool_size.subsample_pools(reversed(pool_ids), golds, seed=13)
+    assert [s.kept for s in again] == [s.kept for s in subsamples]  # seeded, whatever the pool's order
+    assert pool_size.subsample_pools(pool_ids, golds, seed=14)[0].kept != subsamples[0].kept
+
+
+def _stored_run(lists: dict[str, list[str]]) -> pd.DataFrame:
+    return pd.DataFrame([{"qid": q, "docid": d, "rank": r, "score": 1.0 / r}
+                         for q, docs in lists.items() for r, d in enumerate(docs, 1)])
+
+
+def test_subsample_scores_filter_the_stored_ranking_and_count_what_the_depth_cannot_decide():
+    from ratio_utils.evaluation.metrics import per_query_metrics
+    from ratio_utils.retrieval_analysis import pool_size
+
+    distractors = [f"d{i:02d}" for i in range(40)]
+    # depth 20: q1's gold at rank 15; q2's gold not in its stored top 20; q3's gold at rank 2
+    run = _stored_run({"q1": distractors[:14] + ["g1"] + distractors[14:19], "q2": distractors[:20],
+                       "q3": ["d00", "g3"] + distractors[1:19]})
+    qrels = pd.DataFrame({"qid": ["q1", "q2", "q3"], "docid": ["g1", "g2", "g3"]})
+    whole = frozenset(distractors) | {"g1", "g2", "g3"}
+    scores = pool_size.subsample_scores(run, qrels, whole, depth=20)
+    expected = per_query_metrics(run, qrels, ["MRR@10", "R@10"])
+    pd.testing.assert_frame_equal(scores[["MRR@10", "R@10"]], expected)  # the whole pool: the run's own scores
+    assert scores["determined"].all()  # q2: 20 candidates listed, so its gold is beyond 10
+    # keep two distractors of the top 14: q1's gold moves to rank 3; q2 lists 2 candidates and no gold: undetermined
+    kept = frozenset({"d03", "d07", "g1", "g2", "g3"})
+    scores = pool_size.subsample_scores(run, qrels, kept, depth=20)
+    assert scores.loc["q1", "MRR@10"] == pytest.approx(1 / 3) and scores.loc["q1", "determined"]
+    assert scores.loc["q3", "MRR@10"] == 1.0 and scores.loc["q3", "determined"]
+    assert not scores.loc["q2", "determined"] and scores.loc["q2", "MRR@10"] == 0
+    assert scores.loc["q2", "MRR@10 upper"] == pytest.approx(1 / 3) and scores.loc["q2", "R@10 upper"] == 1.0
+    assert scores.loc["q1", "MRR@10 upper"] == scores.loc["q1", "MRR@10"]
+    # a run that lists fewer than its depth lists the whole pool: a gold missing from it is nowhere, 0 exactly
+    short = pool_size.subsample_scores(run[run["rank"] <= 5], qrels, kept, depth=20)
+    assert short["determined"].all()
+
+
+def test_point_cells_are_evaluation_stats_intervals_and_bounds_where_undetermined():
+    from ratio_utils.evaluation.intervals import IntervalCache
+    from ratio_utils.retrieval_analysis import pool_size
+
+    per_query = pd.DataFrame({"MRR@10": [1.0, 0.5, 0.0, 0.25], "R@10": [1.0, 1.0, 0.0, 1.0], "determined": True},
+                             index=pd.Index(["a", "b", "c", "d"], name="qid"))
+    per_query = per_query.assign(**{"MRR@10 upper": per_query["MRR@10"], "R@10 upper": per_query["R@10"]})
+    row = pool_size.point_row(per_query, IntervalCache(None, seed=7, n_resamples=300))
+    low, high = stats.bootstrap_ci(per_query["MRR@10"].to_numpy(), n_resamples=300, seed=7)
+    assert (row["MRR@10"], row["MRR@10 low"], row["MRR@10 high"]) == pytest.approx((43.75, 100 * low, 100 * high))
+    assert row["Undetermined"] == 0 and row["MRR@10 lower bound"] == row["MRR@10 upper bound"] == pytest.approx(43.75)
+    open_ = per_query.assign(determined=[True, True, False, True], **{"MRR@10 upper": [1.0, 0.5, 0.5, 0.25]})
+    row = pool_size.point_row(open_, IntervalCache(None, seed=7, n_resamples=300))
+    assert row["MRR@10"] is None and row["Undetermined"] == 1  # no value is guessed
+    assert (row["MRR@10 lower bound"], row["MRR@10 upper bound"]) == pytest.approx((43.75, 56.25))
+
+
+def test_pool_size_stage_on_the_tiny_benchmark(cfg, bench):
+    """BM25 runs of notebook 08 on the tiny benchmark: the whole-pool point is the run's own MRR@10, the others are
+    scored on subsamples, one figure per move with a log x axis and the paper's pool size marked."""
+    import matplotlib.pyplot as plt
+
+    from ratio_utils.evaluation.metrics import evaluate_run, per_query_metrics
+    from ratio_utils.retrieval.bm25 import BM25Retriever
+    from ratio_utils.retrieval.runs import RunInfo, write_system_run
+    from ratio_utils.retrieval_analysis import pool_size
+    from ratio_utils.stages.analyses import AnalysesStage
+
+    for move in ("address", "broaden", "specify"):
+        evalset = bench.eval_set(move, "test")
+        run = BM25Retriever(1, name="BM25-unigram").search(evalset.queries, evalset.pool, k=100)
+        write_system_run(run, cfg.paths.retrieval_runs, RunInfo("BM25-unigram", "-", "Baseline", "bm25", move, "test",
+                                                                bench.checksum(), "08_retrieval_baselines"))
+    stage = AnalysesStage.from_config(cfg)
+    result = stage.pool_size()
+    assert result is stage.pool_size()  # computed and written once
+    rows = result.numeric[result.numeric["System"] == "BM25-unigram"]
+    assert set(rows["Move"]) == {"address", "broaden", "specify"} and set(rows["Fraction"]) == {
+        "1/16", "1/8", "1/4", "1/2", "whole pool"}
+    pool = bench.pool("test")
+    assert rows.loc[rows["Fraction"] == "whole pool", "Pool size"].eq(len(pool)).all()
+    for move, group in rows.groupby("Move"):  # every gold of the move's queries kept; 1/16 of the rest rounds to none
+        golds = set(bench.eval_set(move, "test").qrels["docid"])
+        smallest = round(len(set(pool["docid"]) - golds) / 16)
+        assert group.loc[group["Fraction"] == "1/16", "Pool size"].item() == len(golds & set(pool["docid"])) + smallest
+    for move in ("address", "specify"):
+        evalset = bench.eval_set(move, "test")
+        run = BM25Retriever(1).search(evalset.queries, evalset.pool, k=100)
+        whole = rows[(rows["Move"] == move) & (rows["Fraction"] == "whole pool")].iloc[0]
+        assert whole["MRR@10"] == pytest.approx(100 * evaluate_run(run, evalset.qrels, [10])["MRR@10"])
+        values = per_query_metrics(run, evalset.qrels, ["MRR@10"])["MRR@10"].to_numpy()
+        low, high = stats.bootstrap_ci(values, n_resamples=stage.params.n_resamples, seed=cfg.seed)
+        assert (whole["MRR@10 low"], whole["MRR@10 high"]) == pytest.approx((100 * low, 100 * high))
+    assert rows["Undetermined"].eq(0).all()  # k = 100 lists the whole tiny pool
+    notes = " ".join(result.notes)
+    assert "all-MiniLM-L6-v2 (tuned), address: no test run file" in notes and "404,371" in notes
+    assert "not comparable with ours" in result.reading and "no value at the paper's pool size is estimated" in result.reading
+    md = (cfg.paths.tables / "analysis_pool_size.md").read_text(encoding="utf-8")
+    assert "whole pool" in md and result.reading in md
+    assert set(result.figures) == {"address", "broaden", "specify"} and all(p.exists() for p in result.figures.values())
+    figure = pool_size.draw_pool_size_figure(rows[rows["Move"] == "address"], "address", "unfiltered test")
+    for ax in figure.axes:
+        assert ax.get_xscale() == "log"
+        assert any(list(line.get_xdata()) == [pool_size.PAPER_TEST_POOL] * 2 for line in ax.get_lines())
+    plt.close(figure)
+
+
+def test_vector_ranks_are_the_ranks_of_the_full_ranking_filtered_to_each_subsample():
+    from ratio_utils.evaluation.metrics import relevant_ranks
+    from ratio_utils.retrieval_analysis import pool_size
+
+    rng = np.random.default_rng(3)
+    pool_ids = [f"d{i:03d}" for i in range(120)]
+    pool_vectors = rng.normal(size=(120, 8)).astype(np.float32)
+    query_ids = ["q0", "d005", "q2"]  # the second query's own sentence is in the pool: never ranked
+    query_vectors = rng.normal(size=(3, 8)).astype(np.float32)
+    qrels = pd.DataFrame({"qid": ["q0", "q0", "d005", "q2"], "docid": ["d010", "d020", "d030", "d040"]})
+    subsamples = pool_size.subsample_pools(pool_ids, set(qrels["docid"]), seed=5)
+    ranks = pool_size.vector_ranks(query_ids, query_vectors, pool_ids, pool_vectors, qrels, subsamples, chunk=2)
+    scores = query_vectors @ pool_vectors.T
+    full = pd.DataFrame([{"qid": q, "docid": d, "rank": 0, "score": float(scores[i, j])}
+                         for i, q in enumerate(query_ids) for j, d in enumerate(pool_ids) if d != q])
+    for j, sub in enumerate(subsamples):
+        expected = relevant_ranks(full[full["docid"].isin(sub.kept)], qrels).set_index(["qid", "docid"])["rank"]
+        assert ranks[j].tolist() == expected.loc[ranks.index].astype(float).tolist()
+
+
+def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, monkeypatch):
+    """A dense run of depth 2 on the tiny pool: on every subsample the stored list is too short, so the golds outside
+    it are ranked from the run's cached embeddings, and each point equals the full ranking's scores on the subsample."""
+    from fake_encoder import FakeEncoder
+
+    from ratio_utils.evaluation.intervals import IntervalCache
+    from ratio_utils.evaluation.metrics import per_query_metrics
+    from ratio_utils.retrieval.runs import RunInfo, write_system_run
+    from ratio_utils.retrieval_analysis import pool_size
+
+    prefixes = ("query: ", "document: ")
+    encoder = FakeEncoder(query_prefix=prefixes[0], doc_prefix=prefixes[1], cache_dir=cfg.paths.embedding_cache)
+    pool = bench.pool("test")
+    for move in ("address", "broaden", "specify"):
+        evalset = bench.eval_set(move, "test")
+        info = RunInfo("fake", "generic", "Baseline", "dense", move, "test", bench.checksum(), "08_retrieval_baselines",
+                       k=2, source="fake", retriever=encoder.describe())
+        write_system_run(encoder.search(evalset.queries, pool, k=2), cfg.paths.retrieval_runs, info)
+    monkeypatch.setattr(pool_size, "DenseRetriever", lambda model, qp, dp, **kw: FakeEncoder(query_prefix=qp, doc_prefix=dp, **kw))
+    runs, _, notes = pool_size.load_runs(cfg, bench, ["fake", "BM25-unigram"])
+    assert set(runs) == {("fake", m) for m in ("address", "broaden", "specify")} and len(notes) == 3
+    assert all(runs[key].exact is not None for key in runs)  # read from the cache the search wrote
+    points = pool_size.pool_size_points(runs, IntervalCache(None, cfg.seed, 200))
+    assert points["Undetermined"].eq(0).all() and points["Ranked from embeddings"].gt(0).any()
+    for move in ("address", "specify"):
+        evalset = bench.eval_set(move, "test")
+        full = encoder.search(evalset.queries, pool, k=len(pool))
+        for sub in runs[("fake", move)].subsamples:
+            expected = per_query_metrics(full[full["docid"].isin(sub.kept)], evalset.qrels, ["MRR@10", "R@10"]).mean()
+            row = points[(points["Move"] == move) & (points["Fraction"] == pool_size.fraction_label(sub.fraction))].iloc[0]
+            assert (row["MRR@10"], row["R@10"]) == pytest.approx((100 * expected["MRR@10"], 100 * expected["R@10"]))
+    # without the cache the same queries are undetermined and shown as bounds
+    monkeypatch.setattr(pool_size, "cached_vectors", lambda *a, **kw: None)
+    runs, _, _ = pool_size.load_runs(cfg, bench, ["fake"])
+    bounded = pool_size.pool_size_points(runs, IntervalCache(None, cfg.seed, 200))
+    assert bounded["Undetermined"].gt(0).any() and bounded.loc[bounded["Undetermined"] > 0, "MRR@10"].isna().all()
+    assert (bounded["MRR@10 lower bound"] <= points["MRR@10"] + 1e-9).all()
+    assert (points["MRR@10"] <= bounded["MRR@10 upper bound"] + 1e-9).all()

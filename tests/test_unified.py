@@ -197,13 +197,13 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     fmt = json.loads((result.model_dir / unified.FORMAT_FILE).read_text())
     assert fmt["query_prefixes"]["broaden"] == unified.query_prefix("broaden")
     assert "MRR@10" in result.selected.validation and "broaden/MRR@10" in result.selected.validation
-    assert result.reused() == [] and unified.summary(result)["this run"].tolist() == ["trained"] * len(result.runs)
+    assert result.reused() == [] and unified.unified_summary(result)["this run"].tolist() == ["trained"] * len(result.runs)
     again = unified.train_unified(cfg, params)  # resumes: nothing trained, the test score reused
     assert again.trained_now == [] and again.final["test"] == result.final["test"]
     keys = ", ".join(f"{r.config['id']} (run key {r.run_key})" for r in result.runs)
     assert again.reused() == [f"unified: configuration(s) {keys}",
                               f"unified: the selected model, its test scores and move-sensitivity ranks ({result.model_dir.name})"]
-    assert unified.summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
+    assert unified.unified_summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
     runs_dir = unified.unified_runs_dir(cfg, params)
     assert runs_dir.is_relative_to(cfg.paths.models / "unified") and not (cfg.paths.models / "_runs").exists()
 
@@ -214,9 +214,9 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     from ratio_utils.stages import unified_retriever as stage
 
     plt.close("all")
-    shown = stage.sensitivity_figure(cfg, params, again.sensitivity)
+    shown = move_sensitivity.sensitivity_figure(cfg, params, again.sensitivity, stage.result_name(params))
     assert isinstance(shown, Image) and plt.get_fignums() == [] and (cfg.paths.figures / "unified_move_sensitivity.png").exists()
-    table = stage.sensitivity_table(cfg, params, again.sensitivity)
+    table = move_sensitivity.sensitivity_table(cfg, params, again.sensitivity)
     cells = stage.formatted(table)["Top 10 changes with the move (%)"]
     assert cells.tolist() == [f"{v:.1f}" for v in table["Top 10 changes with the move (%)"]]
     assert len(result.sensitivity) == 8 and again.sensitivity.equals(result.sensitivity)
@@ -229,7 +229,7 @@ def _per_query(values, qids):
 def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
     from ratio_utils.evaluation import stats
     from ratio_utils.evaluation.intervals import IntervalCache
-    from ratio_utils.stages.unified_retriever import comparison_row
+    from ratio_utils.train.unified import comparison_row
 
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(40)]
@@ -253,7 +253,7 @@ def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
 
 
 def test_confound_note_says_when_the_pair_budgets_differ():
-    from ratio_utils.stages.unified_retriever import confound_notes
+    from ratio_utils.train.unified import confound_notes
 
     frame = pd.DataFrame([
         {"Move": "Address", "Per-move training pairs": 108, "Unified training pairs": 108, "Unified unique pairs": 108},
@@ -269,7 +269,7 @@ def test_confound_note_says_when_the_pair_budgets_differ():
 
 def test_pairwise_test_and_the_reading_come_from_the_ranks():
     from ratio_utils.evaluation import stats
-    from ratio_utils.stages.unified_retriever import own_vs_other_shown, sensitivity_reading
+    from ratio_utils.retrieval_analysis.move_sensitivity import own_vs_other_shown, sensitivity_reading
 
     rng = np.random.default_rng(1)
     n = 200
@@ -300,12 +300,11 @@ def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny
     import shutil
 
     from ratio_utils.reporting.paper_tables import DAGGER
-    from ratio_utils.stages import unified_retriever as stage
 
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     params = UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=[1], pairs_per_move=4)
     result = unified.train_unified(cfg, params)
-    table = stage.comparison(cfg, params, result)
+    table = unified.compare_with_per_move(cfg, params, result)
     row = table.numeric.set_index(["Move", "Split"]).loc[("Address", "test")]
     # the recomputed per-query unified scores are the ones published with the model
     assert row["Unified M@10"] == pytest.approx(100 * result.final["test"]["address"]["MRR@10"])
@@ -314,16 +313,16 @@ def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny
     assert 0 < row["p vs baseline"] <= 1
     md = (cfg.paths.tables / "unified_vs_per_move.md").read_text(encoding="utf-8")
     assert "p vs baseline" in md and DAGGER in md  # 1-3 queries per move: every cell indicative
-    summary = stage.sensitivity_table(cfg, params, result.sensitivity)
+    summary = move_sensitivity.sensitivity_table(cfg, params, result.sensitivity)
     notes = (cfg.paths.tables / "unified_move_sensitivity.md").read_text(encoding="utf-8")
     assert "the gold ranks lower under its own move than under another move for" in notes
-    figure, title = stage.draw_sensitivity_figure(params, result.sensitivity)
+    figure, title = move_sensitivity.draw_sensitivity_figure(params, result.sensitivity)
     assert f"N = {len(result.sensitivity)}" in title and figure._suptitle.get_text() == title
     assert all("N=" in label.get_text() for label in figure.axes[0].get_xticklabels())
     import matplotlib.pyplot as plt
 
     plt.close(figure)
-    text = stage.narrative(table, summary)
+    text = unified.comparison_narrative(table, summary)
     assert "Address (test" in text and "lower under its own move" in text
 
 

@@ -1,6 +1,6 @@
 """Stage 06 with bounded memory: the benchmark of `dataset/in_memory`, built hash bucket by hash bucket.
 
-`dataset/stage` takes this path when the mined rows exceed `dataset.max_in_memory_bytes`. It reads the
+`stages/split_and_pool` takes this path when the mined rows exceed `dataset.max_in_memory_bytes`. It reads the
 pairs and distractors one part at a time (a single file is one part), works in a temporary folder under
 the benchmark's parent (removed at the end) and writes the release layout, each file through a temporary
 name renamed when complete. The rows, their order and every count equal the in-memory build's

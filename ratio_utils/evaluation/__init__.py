@@ -1,7 +1,8 @@
-"""Scoring a retriever on the benchmark: the Python API first, the command line on top of it.
+"""Scoring a retriever on the benchmark: the Python API (its command line is `ratio_utils.apps.evaluate`).
 
 * `evaluation/scoring` — `evaluate(model_or_retriever, benchmark, split, move)`, also `ratio_utils.evaluate`;
-* `evaluation/__main__` — its command line (`python -m ratio_utils.evaluation`, the `ratio-evaluate` script);
+* `evaluation/run_scoring` — rank one move and split with a retriever, then score the run;
+* `evaluation/mteb_tasks` — one MTEB retrieval task per move on a benchmark directory;
 * `evaluation/metrics` — Recall@k, MRR@k, hit rate per query, run and qrels I/O (checked against ranx);
 * `evaluation/stats` — bootstrap intervals, paired bootstrap, sign-flip permutation test (checked against scipy);
 * `evaluation/intervals` — the interval cells of every result table and their cache.

@@ -1,9 +1,9 @@
-"""What the stages publish and how a notebook shows it: tables, figures, claims, provenance.
+"""The paper's tables and the summary page, assembled from what the stages wrote (the floor above training and the
+analyses; what every stage writes with is `ratio_utils.publish`).
 
-* `reporting/display` — the one stage shape (`Stage`) and what a stage shows in its notebook;
-* `reporting/published` — tables (CSV, Markdown, LaTeX) and figures, each with a provenance record;
+* `reporting/systems` — the rows of Tables 1, 7, 8: each system's retriever and run files, model availability;
 * `reporting/paper_tables` — Tables 1, 7, 8 assembled from the run files present, with intervals;
 * `reporting/claims` — the paper's testable claims, each decided by one stated rule from the tables' records;
-* `reporting/label_sources` — who answered (judge, reranker), named on every output built on their labels;
-* `reporting/run_records` — what a notebook reused and the notices shown once per run, under `runs/<run-id>/`.
+* `reporting/summary` and its parts (`summary_headline`, `summary_setting`, `summary_figure`, `summary_provenance`) —
+  the summary page of notebook 14.
 """

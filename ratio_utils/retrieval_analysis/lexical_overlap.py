@@ -2,8 +2,12 @@
 top-k candidates, with the query–gold Jaccard as a reference. Words are the BM25 tokens (lower case, word
 characters, English stopwords removed, Snowball stems), taken from `retrieval.bm25.BM25Tokenizer`.
 
-Serves stage 11 (ratio_utils.stages.analyses); reads and writes no file (the interval cache it is handed
-is saved by the stage).
+`overlap_analysis` is the whole of F.1 for stage 11 (ratio_utils.stages.analyses): the untuned and the tuned
+retriever of each move on the unfiltered test and the silver queries, the tables and Figure 4.
+
+Reads:  the benchmark, the analysed retrievers' runs (analysed_runs.RunSource), cfg.paths.bootstrap_cache.
+Writes: tables/analysis_lexical_overlap, analysis_overlap_comparisons, analysis_overlap_count,
+        figures/figure4_lexical_overlap (each with provenance); the runs RunSource keeps.
 """
 
 from __future__ import annotations
@@ -13,12 +17,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..config import Config
 from ..dataset.benchmark import Benchmark
-from ..evaluation.intervals import Cell, IntervalCache, cell, paired_cell
+from ..evaluation import stats
+from ..evaluation.intervals import Cell, IntervalCache, cell, cell_record, paired_cell
 from ..evaluation.metrics import order_run
-from ..param_sections import OVERLAP_KS
+from ..evaluation.stats import DAGGER
+from ..param_sections import OVERLAP_KS, AnalysisParams
+from ..publish.label_sources import silver_sources
+from ..publish.published import records_frame, save_figure, set_figure_style, write_table
 from ..retrieval.bm25 import BM25Tokenizer
 from ..schema import MOVES, Move, Split
+from .analysed_runs import Retrievers, RunSource, interval_note, reduced_note
 
 
 def query_split(bench: Benchmark, move: Move | str) -> str:
@@ -167,3 +177,111 @@ def overlap_count(comparisons: pd.DataFrame, comparison_ks: Iterable[int]) -> pd
     rows.append({"Query set": "all", "Move": "all", "Tuned overlaps less": sum(r["Tuned overlaps less"] for r in rows),
                  "Comparisons made": int(len(comparisons)), "Comparisons in the paper's design": possible})
     return pd.DataFrame(rows)
+
+
+# -- F.1 end to end (stage 11) -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class OverlapResult:
+    per_k: pd.DataFrame  # query_set, move, system, k, value, low, high, n
+    comparisons: pd.DataFrame  # shown form, one row per (query set, move, k)
+    count: pd.DataFrame
+    notes: list[str]
+    figure: object = None  # Figure 4 (closed after saving: a notebook shows it once, where it is asked for)
+
+
+def overlap_analysis(cfg: Config, bench: Benchmark, params: AnalysisParams, retrievers: Retrievers, stage: str, *,
+                     write: bool = True) -> OverlapResult:
+    """Mean query–candidate Jaccard at each k, untuned vs tuned, on the unfiltered test and the silver set."""
+    source = RunSource(cfg, bench, params, retrievers, stage)
+    cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, params.n_resamples)
+    measure = OverlapMeasure(bench)
+    rows, comparisons, notes, records = [], [], [], []
+    for split in (Split.TEST.value, Split.SILVER.value):
+        for move in (m.value for m in MOVES):
+            if not (bench.has(move, split) and len(bench.queries(move, split))):
+                if split == Split.SILVER.value:
+                    notes.append(f"{move}: no silver split, so its silver comparisons cannot be made (the judge of notebook 07 has not run).")
+                continue
+            runs = {system: source.run(tuned_on, move, split) for system, tuned_on in (("baseline", None), ("tuned", move))
+                    if tuned_on is None or move in retrievers.tuned}
+            overlap = measure.of_move(move, split, source.queries(move, split), source.qrels(move, split), runs,
+                                      params.overlap_ks)
+            rows += [{"query_set": split, "move": move, **row} for row in overlap.cells(params.overlap_ks, cache)]
+            if "tuned" not in overlap.per_system:
+                continue
+            for k in params.comparison_ks:
+                compared = overlap.comparison(k, cache)
+                records.append(cell_record(compared.difference, compared.p, scale=1, move=move, query_set=split,
+                                           metric=f"Jaccard@{k}", subject="tuned", reference="baseline"))
+                comparisons.append({
+                    "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
+                    "Baseline": compared.baseline.text(1, 3), "Tuned": compared.tuned.text(1, 3),
+                    "Gold": compared.gold.text(1, 3), "Tuned - baseline": compared.difference.text(1, 3), "p": compared.p,
+                    "Tuned overlaps less": "yes" if compared.tuned_overlaps_less else "no"})
+    for move, why in retrievers.missing.items():
+        notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
+    per_k = pd.DataFrame(rows)
+    comparison_frame = pd.DataFrame(comparisons)
+    comparisons_shown = stats.with_p_text(comparison_frame, params.n_resamples)
+    count = overlap_count(comparison_frame, params.comparison_ks)
+    if write and not per_k.empty:
+        common = ["Jaccard over BM25 word sets (lower case, word tokens, English stopwords removed, Snowball stems; "
+                  "ratio_utils.retrieval.bm25.BM25Tokenizer); top-k candidates against the full test pool; "
+                  f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
+                  interval_note(), *reduced_note(params), *notes]
+        inputs = [cfg.paths.benchmark]
+        write_table(overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
+                    caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
+                            "between a query and its gold sentence, per query set and move.")
+        labels = silver_sources(bench)
+        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common, shown=comparisons_shown,
+                    labels=labels, records=records_frame(records),
+                    caption="Lexical overlap, tuned vs untuned at k in {" + ", ".join(map(str, params.comparison_ks)) + "}.")
+        write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common, labels=labels,
+                    caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
+                            "the untuned retriever's (paper: 24 of 24).")
+        figure = _overlap_figure(cfg, bench, per_k, notes)
+    cache.save()  # the next run looks the intervals up instead of resampling again
+    return OverlapResult(per_k, comparisons_shown, count, notes, figure if write and not per_k.empty else None)
+
+
+def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: list[str]):
+    import matplotlib.pyplot as plt
+
+    set_figure_style()
+    moves = [m.value for m in MOVES]
+    fig, axes = plt.subplots(1, len(moves), figsize=(4 * len(moves), 3.2), sharey=True)
+    colors = {"baseline": "C0", "tuned": "C1"}
+    shown_n: list[int] = []
+    for ax, move in zip(axes, moves):
+        split = query_split(bench, move)
+        data = per_k[(per_k["query_set"] == split) & (per_k["move"] == move)]
+        for system, marker in (("baseline", "o"), ("tuned", "s")):
+            line = data[data["system"] == system].sort_values("k")
+            if line.empty:
+                continue
+            ax.plot(line["k"], line["value"], marker=marker, color=colors[system], label=system, markersize=4)
+            ax.fill_between(line["k"], line["low"], line["high"], color=colors[system], alpha=0.2, linewidth=0)
+        gold = data[data["system"] == "gold"]
+        if not gold.empty:
+            ax.axhline(gold["value"].iloc[0], color="black", linestyle="--", linewidth=1, label="query–gold")
+        ax.set_xscale("log")
+        ticks = sorted(data["k"].unique())
+        ax.set_xticks(ticks, [str(k) for k in ticks])
+        ax.minorticks_off()
+        n = int(data["n"].max()) if not data.empty else 0
+        shown_n.append(n)
+        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}, N={n}{DAGGER if stats.is_indicative(n) else ''}", fontsize=9)
+        ax.set_xlabel("k")
+    axes[0].set_ylabel("mean Jaccard, query vs top-k")
+    handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
+    small = any(stats.is_indicative(n) for n in shown_n if n)
+    fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals; "
+                 f"N: queries{f'; {DAGGER} fewer than {stats.INDICATIVE_BELOW}, indicative' if small else ''})", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=silver_sources(bench))
+    plt.close(fig)
+    return fig

@@ -16,11 +16,16 @@ the move given as an instruction on the query (Appendix C's move instructions, i
   the whole validation pool and their mean (macro average: each move counts once) selects the
   epoch and the configuration, as the per-move models are selected; the test split is scored once.
 
-Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), a configs file.
+Then `compare_with_per_move` scores the unified model, the base model and notebook 09's per-move models on the same
+queries (paired intervals and tests, the training pairs behind each) and `comparison_narrative` says what it shows.
+
+Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models`), a configs file,
+        models/<base>__<move>/results.json (notebook 09, for the comparison).
 Writes: models/unified/_runs/<base>/<config>-<key>/result.json   one per configuration tried (resume marker), in
         notebook 13's own folder
         models/<base>__unified/  the selected model, unified.json (its query format), results.json, README.md
         the move-sensitivity ranks of the published model (ratio_utils.retrieval_analysis.move_sensitivity), beside its runs
+        tables/unified_vs_per_move (compare_with_per_move, with provenance)
 """
 
 from __future__ import annotations
@@ -38,24 +43,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..retrieval_analysis.move_sensitivity import sensitivity_ranks
 from ..config import Config
-from ..dataset.benchmark import Benchmark, load_benchmark
+from ..dataset.benchmark import Benchmark, EvalSet, load_benchmark
+from ..evaluation import stats
+from ..evaluation.intervals import IntervalCache, cell, paired_cell
+from ..evaluation.metrics import per_query_metrics
+from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
 from ..param_sections import TrainParams, UnifiedParams
-from ..schema import instructed_query_prefix
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, MOVES, Move, Split
+from ..publish.label_sources import silver_sources
+from ..publish.published import write_table
+from ..retrieval_analysis.move_sensitivity import sensitivity_ranks, sensitivity_reading
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MOVES, Move, Split, instructed_query_prefix
 from . import (
     EVAL_KS,
+    FINAL_RESULTS_FILE,
+    FINAL_SPLITS,
     PRIMARY,
     RESULT_FILE,
-    EvalSet,
     HyperParams,
     PoolRetrievalEvaluator,
     RunResult,
     base_name,
     benchmark_fingerprints,
     load_hyperparams,
+    move_model_dir,
     train_configuration,
     training_data_fingerprint,
     usage_lines,
@@ -66,8 +78,6 @@ logger = logging.getLogger(__name__)
 UNIFIED_SUFFIX = "unified"
 
 FORMAT_FILE = "unified.json"  # in the model folder: how to phrase a query for it (read by ratio_utils.apps.search)
-
-RESULTS_FILE = "results.json"
 
 
 def load_unified_params(cfg: Config) -> UnifiedParams:
@@ -216,26 +226,34 @@ def score_moves(model: Any, evalsets: dict[Move, EvalSet], template: str, doc_pr
     """Per-move scores ('<move>/MRR@10' …) of one model, each move's queries with its instruction,
     and their macro averages ('MRR@10' …: each move counts once, whatever its number of queries).
 
-    The pool is embedded once per call when `cache_dir` is given (the moves share it)."""
-    from ..evaluation.metrics import evaluate_run
+    Each move is ranked and scored by evaluation.run_scoring.run_and_score; the pool is embedded once per call
+    when `cache_dir` is given (the moves share it)."""
+    from ..evaluation.run_scoring import run_and_score
 
     scores: dict[str, float] = {}
     for move, evalset in evalsets.items():
-        run = move_run(model, move, evalset, template, doc_prefix, batch_size=batch_size, cache_dir=cache_dir)
-        for key, value in evaluate_run(run, evalset.qrels, EVAL_KS).items():
+        retriever = move_retriever(model, move, template, doc_prefix, batch_size=batch_size, cache_dir=cache_dir)
+        measured = run_and_score(retriever, evalset.benchmark, move, evalset.split, k=max(EVAL_KS), ks=EVAL_KS)
+        for key, value in measured.items():
             scores[f"{move.value}/{key}"] = value
     for key in {k.split("/", 1)[1] for k in scores}:
         scores[key] = float(np.mean([scores[f"{m.value}/{key}"] for m in evalsets]))
     return scores
 
 
+def move_retriever(model: Any, move: Move, template: str, doc_prefix: str, *, batch_size: int = 64,
+                   cache_dir: Path | None = None):
+    """The model as a retriever of one move: the move's instruction on every query."""
+    from ..retrieval import DenseRetriever
+
+    return DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
+                          batch_size=batch_size, cache_dir=cache_dir)
+
+
 def move_run(model: Any, move: Move, evalset: EvalSet, template: str, doc_prefix: str, *, batch_size: int = 64,
              cache_dir: Path | None = None) -> pd.DataFrame:
     """The top-k run of one move's queries, each with the move's instruction, against the split's pool."""
-    from ..retrieval import DenseRetriever
-
-    retriever = DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
-                               batch_size=batch_size, cache_dir=cache_dir)
+    retriever = move_retriever(model, move, template, doc_prefix, batch_size=batch_size, cache_dir=cache_dir)
     return retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
 
 
@@ -301,7 +319,7 @@ class UnifiedResult:
         return lines
 
 
-def plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
+def unified_plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFrame:
     """The training pairs each move contributes (the balance) under these params."""
     params = params or load_unified_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
@@ -335,7 +353,7 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     moves = [m for m in params.selected_moves() if bench.has(m, Split.VALIDATION) and len(bench.queries(m, Split.VALIDATION))]
     train_params = _train_params(params)
     runs_dir = unified_runs_dir(cfg, params)
-    validation = {m: EvalSet.load(bench, m, Split.VALIDATION) for m in moves}
+    validation = {m: bench.eval_set(m, Split.VALIDATION) for m in moves}
 
     def train_one(hp: HyperParams, key: str) -> RunResult:
         run_dir = runs_dir / f"{hp.name}-{key}"
@@ -365,7 +383,7 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
             runs.append(train_one(hp, key))
             trained_now.append(hp.id)
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
-    existing = read_json_if_exists(final_dir / RESULTS_FILE) or {}
+    existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}
     # the run key leaves test and silver out: a model scored on another benchmark is scored again, not retrained
     published = existing.get("selected_run_key") == selected.run_key and existing.get("benchmark_checksum") == scored_on["benchmark"]
     if not published and not Path(selected.model_dir).exists():
@@ -396,7 +414,7 @@ def query_format(params: UnifiedParams) -> dict[str, Any]:
 
 def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, runs, balance, fingerprints,
              final_dir: Path) -> dict[str, Any]:
-    existing = read_json_if_exists(final_dir / RESULTS_FILE)
+    existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE)
     if (existing and existing.get("selected_run_key") == selected.run_key
             and existing.get("benchmark_checksum") == fingerprints["benchmark"]
             and sensitivity_path(cfg, params, selected.run_key).exists()):
@@ -408,7 +426,7 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
     cache = cfg.paths.embedding_cache
     final_scores: dict[str, Any] = {}
     for split in (Split.TEST, Split.SILVER):
-        evalsets = {m: EvalSet.load(bench, m, split) for m in params.selected_moves()
+        evalsets = {m: bench.eval_set(m, split) for m in params.selected_moves()
                     if bench.has(m, split) and len(bench.queries(m, split))}
         if evalsets:
             scores = score_moves(str(staging), evalsets, params.instruction_template, params.doc_prefix,
@@ -433,13 +451,13 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
         "test": final_scores.get("test", {}), "silver": final_scores.get("silver"),
         "configs_tried": [{"config": r.config, "validation": r.validation, "run_key": r.run_key} for r in runs],
     }
-    write_text_atomic(staging / "README.md", model_card(results))
-    write_json_atomic(staging / RESULTS_FILE, results)
+    write_text_atomic(staging / "README.md", unified_model_card(results))
+    write_json_atomic(staging / FINAL_RESULTS_FILE, results)
     replace_folder(staging, final_dir)
     return results
 
 
-def model_card(results: dict[str, Any]) -> str:
+def unified_model_card(results: dict[str, Any]) -> str:
     fmt = results["query_format"]
     test = results.get("test") or {}
     rows = [f"| {move} | {100 * scores[PRIMARY]:.1f} |" for move, scores in test.items()]
@@ -464,7 +482,7 @@ def model_card(results: dict[str, Any]) -> str:
     ]) + "\n"
 
 
-def summary(result: UnifiedResult) -> pd.DataFrame:
+def unified_summary(result: UnifiedResult) -> pd.DataFrame:
     """One row per configuration tried: validation MRR@10 per move and their mean; selected marked."""
     rows = []
     for run in result.runs:
@@ -478,3 +496,208 @@ def summary(result: UnifiedResult) -> pd.DataFrame:
         row["this run"] = "trained" if run.config["id"] in result.trained_now else f"reused (run key {run.run_key})"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# -- notebook 13's comparison with the per-move models ------------------------------------------------------------
+
+
+def _per_move_results(cfg: Config, params: UnifiedParams, move: Move) -> tuple[dict | None, str]:
+    """The per-move model's results.json for the same base model and benchmark, or why there is none."""
+    folder = move_model_dir(cfg, TrainParams(base_model=params.base_model), move)
+    results = read_json_if_exists(folder / FINAL_RESULTS_FILE)
+    return (results, "") if results is not None else (None, f"{folder.name} missing")
+
+
+def _baseline(cfg: Config, params: UnifiedParams, evalset: EvalSet) -> pd.DataFrame:
+    # The base model as notebooks 08/09 score it (generic prefixes, shared embedding cache), per query.
+    from ..retrieval import DenseRetriever
+
+    retriever = DenseRetriever(params.base_model, GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX,
+                               batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
+    return per_query_metrics(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, COMPARED)
+
+
+def _unified_per_query(cfg: Config, params: UnifiedParams, result: UnifiedResult, move: Move,
+                       evalset: EvalSet) -> pd.DataFrame:
+    run = move_run(str(result.model_dir), move, evalset, params.instruction_template, params.doc_prefix,
+                   batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
+    return per_query_metrics(run, evalset.qrels, COMPARED)
+
+
+def _per_move_per_query(per_move: dict | None, split: Split) -> pd.DataFrame | None:
+    """Notebook 09's per-query values of the tuned model on a split (results.json), or None."""
+    values = (((per_move or {}).get("per_query") or {}).get("tuned") or {}).get(split.value)
+    if not values or any(metric not in values for metric in COMPARED):
+        return None
+    return pd.DataFrame({metric: values[metric] for metric in COMPARED}, index=pd.Index(values["qid"], name="qid")).sort_index()
+
+
+COMPARED = ("MRR@10", "R@10")
+
+
+@dataclass
+class Comparison:
+    """The unified-vs-per-move table: numbers (CSV), the shown form (cells with intervals) and its notes."""
+
+    numeric: pd.DataFrame
+    shown: pd.DataFrame
+    notes: list[str]
+
+    def _repr_html_(self) -> str:
+        import html
+
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return self.shown.to_html(index=False) + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else "")
+
+
+def comparison_row(move: str, split: str, base: pd.DataFrame, per_move: pd.DataFrame | None, uni: pd.DataFrame,
+                   pairs: dict[str, object], cache: IntervalCache) -> tuple[dict, dict]:
+    """(numbers, shown cells) of one move and split: each model's M@10 with its interval over the same queries,
+    the paired differences (unified - per-move, unified - baseline) with interval and permutation p, and the
+    training pairs behind each model."""
+    numbers: dict[str, object] = {"Move": move.capitalize(), "Split": split, "Queries": len(uni), **pairs}
+    shown: dict[str, object] = dict(numbers)
+    models = {"Baseline": base, "Per-move": per_move, "Unified": uni}
+    for name, frame in models.items():
+        for metric, column in (("MRR@10", "M@10"), ("R@10", "R@10")):
+            key = f"{name} {column}"
+            if frame is None:
+                numbers[key], numbers[f"{key} low"], numbers[f"{key} high"], shown[key] = None, None, None, ""
+                continue
+            c = cell(frame[metric].to_numpy(float), cache)
+            numbers[key], numbers[f"{key} low"], numbers[f"{key} high"] = 100 * c.value, 100 * c.low, 100 * c.high
+            shown[key] = c.text()
+    for against in ("Per-move", "Baseline"):
+        key = f"Unified − {against.lower()} M@10"
+        other = models[against]
+        if other is None:
+            numbers[key], numbers[f"{key} low"], numbers[f"{key} high"], numbers[f"p vs {against.lower()}"] = None, None, None, None
+            shown[key], shown[f"p vs {against.lower()}"] = "", ""
+            continue
+        if set(other.index) != set(uni.index):
+            raise ValueError(f"{move}/{split}: the {against.lower()} model was scored on other queries "
+                             f"({len(other)} vs {len(uni)}); a paired comparison needs the same ones")
+        diff, p = paired_cell(cache, uni["MRR@10"], other["MRR@10"])
+        numbers[key], numbers[f"{key} low"], numbers[f"{key} high"] = 100 * diff.value, 100 * diff.low, 100 * diff.high
+        numbers[f"p vs {against.lower()}"] = p
+        shown[key], shown[f"p vs {against.lower()}"] = diff.text(), format_p(p, cache.n_resamples)
+    return numbers, shown
+
+
+def confound_notes(numeric: pd.DataFrame, per_move_configs: dict[str, str], unified_config: str) -> list[str]:
+    """Whether the two designs were trained on the same budget per move, said from the pairs columns."""
+    notes, unmatched = [], []
+    for row in numeric.drop_duplicates("Move").to_dict(orient="records"):
+        per_move, used = row.get("Per-move training pairs"), row.get("Unified training pairs")
+        if per_move is None or pd.isna(per_move):
+            continue
+        if int(per_move) != int(used):
+            unmatched.append(f"{row['Move']} {int(per_move):,} per-move vs {int(used):,} unified "
+                             f"({int(row['Unified unique pairs']):,} unique)")
+    configs = sorted(set(per_move_configs.values()))
+    if unmatched:
+        notes.append("Not a matched comparison: the two designs were trained on different pair budgets per move ("
+                     + "; ".join(unmatched) + "), so 'Unified − per-move' mixes the unified design with the budget; read it "
+                     "as the unified model under its own budget, not as the cost of sharing one model.")
+    else:
+        notes.append("Pair budgets match: each move's per-move model and the unified model saw the same number of training pairs.")
+    if configs and configs != [unified_config]:
+        notes.append(f"Configurations also differ: per-move models selected among notebook 09's configurations "
+                     f"({', '.join(f'{m} {c}' for m, c in sorted(per_move_configs.items()))}), the unified model "
+                     f"configuration {unified_config}.")
+    return notes
+
+
+def compare_with_per_move(cfg: Config, params: UnifiedParams, result: UnifiedResult) -> Comparison:
+    """MRR@10 per move and split: baseline, the per-move fine-tuned model, the unified model, over the same queries,
+    with intervals, paired tests and each model's training pairs; written as a table."""
+    bench = load_benchmark(cfg.paths.benchmark)
+    checksum = bench.checksum()
+    cache = IntervalCache(cfg.paths.bootstrap_cache, cfg.seed)
+    balance = {r["move"]: r for r in result.balance.to_dict(orient="records")}
+    numeric_rows, shown_rows, missing, configs, mismatched = [], [], [], {}, []
+    for move in params.selected_moves():
+        per_move, why = _per_move_results(cfg, params, move)
+        if per_move is not None and per_move.get("benchmark_checksum") != checksum:
+            per_move, why = None, f"{cfg.paths.tuned_model_dir(params.base_model, move).name} was trained on another benchmark"
+        if why:
+            missing.append(why)
+        else:
+            configs[move.value] = str(per_move["selected_config"]["id"])
+        pairs = {"Per-move training pairs": (per_move or {}).get("train_pairs"),
+                 "Unified training pairs": balance.get(move.value, {}).get("used"),
+                 "Unified unique pairs": balance.get(move.value, {}).get("unique")}
+        for split in FINAL_SPLITS:
+            scores = (result.final.get(split.value) or {}).get(move.value)
+            if not scores:
+                continue
+            evalset = bench.eval_set(move, split)
+            uni = _unified_per_query(cfg, params, result, move, evalset)
+            if abs(uni["MRR@10"].mean() - scores[PRIMARY]) > 1e-9:
+                mismatched.append(f"{move.value}/{split.value}")
+            numbers, shown = comparison_row(move.value, split.value, _baseline(cfg, params, evalset),
+                                            _per_move_per_query(per_move, split), uni, pairs, cache)
+            numeric_rows.append(numbers)
+            shown_rows.append(shown)
+    cache.save()
+    numeric, shown = pd.DataFrame(numeric_rows), pd.DataFrame(shown_rows)
+    sel = result.selected.config
+    notes = [
+        "M@10 = MRR@10 (%), R@10 = Recall@10 (%), mean [95% percentile bootstrap interval over queries]; every query "
+        "ranked against the whole pool of its split (silver: the test pool), its own sentence excluded. Baseline: the "
+        "base model before fine-tuning with the generic prefixes; Per-move: notebook 09's retriever of that move (test "
+        "split scored once there; its per-query values from its results.json); Unified: one model for all moves with the "
+        "move's instruction on the query (notebook 13).",
+        "Differences: mean paired difference over the same queries with its paired bootstrap interval; p: two-sided "
+        f"sign-flip permutation test ({stats.N_RESAMPLES:,} permutations, ratio_utils.evaluation.stats). {DAGGER}: fewer than "
+        f"{INDICATIVE_BELOW} queries, indicative only.",
+        f"Unified: {base_name(params.base_model)}, configuration {sel['id']} of {params.configs_file} (epochs "
+        f"{sel['epochs']}, batch {sel['batch_size']}, lr {sel['learning_rate']}), selected by mean validation MRR@10 over "
+        "the moves. Training pairs: what each model was trained on for the move (unified: after balancing, repeats "
+        "included; unique: distinct pairs).",
+    ]
+    if not numeric.empty:
+        notes += confound_notes(numeric, configs, str(sel["id"]))
+    if missing:
+        notes.append("Per-move cells empty where notebook 09 has no model for this base model and benchmark: "
+                     + "; ".join(missing) + ".")
+    if mismatched:
+        notes.append("Unified scores recomputed here differ from those stored at publication for "
+                     + ", ".join(mismatched) + " (the table shows the recomputed ones).")
+    if not numeric.empty:
+        write_table(numeric, "unified_vs_per_move", cfg, notes=notes, inputs=[cfg.paths.benchmark], shown=shown,
+                    labels=silver_sources(bench),
+                    caption="One unified retriever vs one retriever per move, MRR@10 (%) on the same queries, "
+                            "with the training pairs behind each model and paired tests")
+    return Comparison(numeric, shown, notes)
+
+
+def comparison_narrative(table: Comparison | pd.DataFrame, sensitivity_summary: pd.DataFrame,
+                          pairwise: pd.DataFrame | None = None) -> str:
+    """What the two tables show, in sentences built from their numbers."""
+    numeric = table.numeric if isinstance(table, Comparison) else table
+    if numeric.empty:
+        return "No unified result to compare."
+    lines = []
+    for row in numeric.to_dict(orient="records"):
+        per_move = row.get("Per-move M@10")
+        if per_move is None or pd.isna(per_move):
+            vs = "no per-move model to compare with"
+        else:
+            vs = (f"{row['Unified − per-move M@10']:+.1f} points [{row['Unified − per-move M@10 low']:.1f}, "
+                  f"{row['Unified − per-move M@10 high']:.1f}] vs the per-move model ({per_move:.1f}; p "
+                  f"{format_p(row['p vs per-move'])})")
+            if row.get("Per-move training pairs") != row.get("Unified training pairs"):
+                vs += (f", trained on {int(row['Per-move training pairs']):,} pairs against the unified model's "
+                       f"{int(row['Unified training pairs']):,}")
+        small = f" {DAGGER}" if stats.is_indicative(int(row["Queries"])) else ""
+        lines.append(f"- {row['Move']} ({row['Split']}, {row['Queries']} queries{small}): unified {row['Unified M@10']:.1f}, "
+                     f"baseline {row['Baseline M@10']:.1f}; {vs}.")
+    if isinstance(table, Comparison):
+        lines += [f"- {note}" for note in table.notes if note.startswith(("Not a matched", "Pair budgets match"))]
+    if not sensitivity_summary.empty:
+        overall = sensitivity_summary[sensitivity_summary["Move"] == "All"].iloc[0]
+        lines.append(f"- Under the three instructions the top 10 differs for {overall['Top 10 changes with the move (%)']:.1f}% "
+                     f"of the queries (mean overlap {overall['Mean top-10 overlap with other moves (of 10)']:.1f} of 10).")
+        lines += [f"- {line}" for line in sensitivity_reading(sensitivity_summary, pairwise if pairwise is not None else pd.DataFrame())]
+    return "\n".join(lines)
