@@ -254,9 +254,9 @@ def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> d
     import shutil
 
     os.environ["RATIO_OUTPUT_ROOT"] = str(workdir / "out")
-    from ratio_utils import mining
     from ratio_utils.config import load_config
     from ratio_utils.corpora import build_corpus
+    from ratio_utils.stages.pair_mining import PairMiningStage
 
     overrides = {
         "corpus": {"sources": ["s2orc"], "papers_per_part": WHOLE_SHARD, "progress": False, "engine": corpus_engine,
@@ -274,7 +274,9 @@ def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> d
         result["corpus_s"] = time.perf_counter() - started
     with TreeMemory() as mining_memory:
         started = time.perf_counter()
-        mined, _ = mining.mine(cfg)
+        stage = PairMiningStage.from_config(cfg)
+        stage.mine()
+        mined = stage.result
         result["mining_s"] = time.perf_counter() - started
     stats = build.statistics.set_index("corpus").loc["all"]
     result |= {

@@ -327,9 +327,11 @@ class JudgeParams:
     """The `judge` params section; defaults follow the paper."""
 
     prompts_dir: str = "prompts/judge"  # relative to the repository
-    sample_sizes: dict[str, int | None] = field(
+    # per move; None = every test pair; a number: a sample stratified by marker, equal allocation; a list of numbers:
+    # a nested sample in waves, each wave drawn (same rule, same seed) from the pairs no earlier wave drew
+    sample_sizes: dict[str, int | list[int] | None] = field(
         default_factory=lambda: {"specify": 10_000, "address": None, "broaden": None}
-    )  # per move; None = every test pair (Specify: stratified by marker, equal allocation)
+    )
     n_calibration: int = 100  # pairs per move labelled by the calibration annotator
     n_panel: int = 60  # held-out pairs per move labelled by the panel
     n_retained: int = 2  # prompts kept per move; a pair must be accepted by all of them
@@ -350,6 +352,19 @@ class JudgeParams:
         unknown = sorted((set(self.sample_sizes) | set(self.retained)) - moves)
         if unknown:
             raise ValueError(f"judge params name unknown move(s) {unknown}; moves are {sorted(moves)}")
+        for move in self.sample_sizes:
+            self.waves(move)  # raises on a size that is not null, a positive whole number or a list of them
+
+    def waves(self, move: str) -> list[int] | None:
+        """The judge sample of `move` as wave sizes: None = every test pair; [n] = one wave (a plain number)."""
+        size = self.sample_sizes.get(move)
+        if size is None:
+            return None
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size]
+        if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
+            raise ValueError(f"judge.sample_sizes.{move} must be null, a positive whole number or a non-empty list of "
+                             f"them (waves of a nested sample), got {size!r}")
+        return sizes
 
 
 # -- retrieval: notebook 08 ------------------------------------------------------------------------------------
@@ -361,14 +376,24 @@ DEFAULT_MAX_POOL_BYTES = 16 << 30
 
 @dataclass
 class RetrievalParams:
-    """The `retrieval:` section of the params files."""
+    """The `retrieval:` section of the params files.
+
+    A dense model is a name, folder or hub id (ratio_utils.models.resolve_model); its rows are the setups the three
+    flags below ask for, unless `prefix_styles` names its own (the paper ran some setups for some models only).
+    An entry of `dense_models` may carry them itself, `{model: EmbeddingGemma-300m, prefixes: generic}` (or a list of
+    styles), which is read as the name in `dense_models` and its styles in `prefix_styles`.
+    """
 
     dense_models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])  # add all-mpnet-base-v2 (slow on CPU)
+    # model (as dense_models spells it) -> its setups, a subset of DENSE_PREFIX_STYLES; absent: the flags below
+    prefix_styles: dict[str, list[str]] = field(default_factory=dict)
     bm25_ngrams: list[int] = field(default_factory=lambda: [1, 2, 3])
     generic_prefix: bool = True  # query: / document:
     recommended_prefix: bool = True  # only for models whose developers recommend prefixes
     move_instructions: bool = True  # Appendix C instruction in front of each query
     colbert_checkpoints: dict[str, str] = field(default_factory=dict)  # row name -> PyLate checkpoint folder
+    # Late-interaction baselines by registry name, hub id or folder (PyLate, MaxSim); the row is the model's name.
+    colbert_models: list[str] = field(default_factory=list)
     splits: list[str] = field(default_factory=lambda: ["test", "silver"])
     k: int = 100
     batch_size: int = 64
@@ -377,6 +402,44 @@ class RetrievalParams:
     max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES
     max_queries: int | None = None  # per (move, split); smoke runs only
     tuned_models: bool = True  # notebook 09 writes run files of its models/<base>__<move>/
+
+    def __post_init__(self) -> None:
+        names: list[str] = []
+        styles = dict(self.prefix_styles or {})
+        for entry in self.dense_models:
+            if isinstance(entry, dict):
+                unknown = set(entry) - {"model", "prefixes"}
+                if "model" not in entry or unknown:
+                    raise ValueError(f"retrieval.dense_models: an entry is a model name or {{model: NAME, prefixes: "
+                                     f"STYLE or [STYLES]}}, got {entry!r}")
+                if "prefixes" in entry:
+                    styles[str(entry["model"])] = entry["prefixes"]
+                entry = entry["model"]
+            names.append(str(entry))
+        self.dense_models = names
+        self.prefix_styles = {}
+        for model, wanted in styles.items():
+            wanted = [wanted] if isinstance(wanted, str) else list(wanted or [])
+            wrong = [s for s in wanted if s not in DENSE_PREFIX_STYLES]
+            if wrong or not wanted:
+                raise ValueError(f"retrieval.prefix_styles[{model!r}]: styles are {list(DENSE_PREFIX_STYLES)}, "
+                                 f"got {wanted!r}")
+            if model not in names:
+                raise ValueError(f"retrieval.prefix_styles names {model!r}, which retrieval.dense_models does not")
+            self.prefix_styles[model] = wanted
+
+    def dense_styles(self, model: str) -> list[str]:
+        """The setups asked for a dense model: its own (prefix_styles), else those of the section's flags
+        ("recommended" stands for "where the model has recommended prefixes")."""
+        if model in self.prefix_styles:
+            return list(self.prefix_styles[model])
+        flags = zip(DENSE_PREFIX_STYLES, (self.generic_prefix, self.recommended_prefix, self.move_instructions))
+        return [style for style, on in flags if on]
+
+
+# The setups of a dense baseline (Tables 1, 7, 8): the generic prefixes, its developers' recommended ones, a move
+# instruction in front of the query.
+DENSE_PREFIX_STYLES = ("generic", "recommended", "per-move")
 
 
 # -- train: notebook 09 ----------------------------------------------------------------------------------------
@@ -398,6 +461,13 @@ class TrainParams:
     max_seq_length: int = 128
     query_prefix: str = GENERIC_QUERY_PREFIX  # the paper's generic prefixes (Appendix C, Input prefixes)
     doc_prefix: str = GENERIC_DOC_PREFIX
+    # "generic" or "recommended": the base model's prefixes from the model registry replace query_prefix /
+    # doc_prefix (ratio_utils.train.selection.training_setups); None: the two above as written.
+    prefixes: str | None = None
+    # Further fine-tuning setups notebook 09 runs after this one, each a mapping of `train:` keys that override this
+    # section's (the paper's five: {base_model: ModernBERT-embed-large, prefixes: recommended, bf16: true}, ...).
+    # A setup with recommended prefixes is kept in models/<base>-recommended__<move>/.
+    setups: list[dict[str, Any]] = field(default_factory=list)
     eval_batch_size: int = 64
     # Tiny moves (Broaden: 32 training pairs) give one optimizer step per epoch at batch 32; a pass over
     # the pairs is then repeated until an epoch has at least this many steps (training_schedule).
@@ -427,6 +497,18 @@ class TrainParams:
     colbert_query_length: int = 32
     colbert_document_length: int = 64
     colbert_evaluate_test: bool = True  # score the trained ColBERT on the test pool (MaxSim, ~89 docs/s on CPU)
+
+    def __post_init__(self) -> None:
+        if self.prefixes not in (None, "generic", "recommended"):
+            raise ValueError(f"train.prefixes must be 'generic', 'recommended' or null, got {self.prefixes!r}")
+        known = set(self.__dataclass_fields__) - {"setups"}
+        for setup in self.setups:
+            unknown = set(setup) - known if isinstance(setup, dict) else {"(not a mapping)"}
+            if unknown:
+                raise ValueError(f"train.setups: unknown keys {sorted(unknown)} in {setup!r}")
+        # each setup is checked as a section of its own (its prefixes, its moves)
+        for setup in self.setups:
+            TrainParams(**{**{k: getattr(self, k) for k in known}, **setup})
 
     def selected_moves(self, move: str | None = None) -> list[Move]:
         """`all` -> the moves of the params; one move -> that move if the params include it, else none

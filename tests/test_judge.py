@@ -22,7 +22,6 @@ from ratio_utils.config import REPO_ROOT
 from ratio_utils.dataset.benchmark import load_benchmark, pairs_path, write_pairs
 from ratio_utils.io import InputError, sha256_file, sha256_tree
 from ratio_utils.judge import (
-    SilverFilter,
     agreement,
     anaphora_analysis,
     annotation_pairs,
@@ -33,6 +32,7 @@ from ratio_utils.judge import (
     load_label_files,
     load_prompts,
     majority_label,
+    nested_sample,
     parse_verdict,
     rater_panel_agreement,
     read_prompt,
@@ -41,10 +41,12 @@ from ratio_utils.judge import (
     unanimous_label,
     with_pair_columns,
 )
-from ratio_utils.judge.silver import FIXED_IN_PARAMS
+from ratio_utils.judge.verdicts import FIXED_IN_PARAMS
 from ratio_utils.llm import ChatResult
+from ratio_utils.param_sections import JudgeParams
 from ratio_utils.publish.label_sources import read_silver_source
 from ratio_utils.schema import MOVES, Move, Split
+from ratio_utils.stages.silver_filter import SilverFilterStage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openai_stub_server import StubOpenAI  # noqa: E402
@@ -153,6 +155,35 @@ def test_stratified_sampling_gives_equal_allocation_with_caps():
     again = stratified_equal_allocation(frame, "queryTerm", 100, seed=3)
     assert again["row"].tolist() == sample["row"].tolist()
     assert len(stratified_equal_allocation(frame, "queryTerm", None, seed=3)) == len(frame)
+
+
+
+def test_nested_sample_draws_each_wave_from_the_pairs_no_earlier_wave_drew():
+    sizes = {"rare": 2, "small": 5, "mid": 30, "big": 200, "huge": 900}
+    frame = pd.DataFrame({"queryTerm": [m for m, n in sizes.items() for _ in range(n)]})
+    frame["row"] = range(len(frame))
+    waves = nested_sample(frame, "queryTerm", [100, 300], seed=3)
+    first, second = waves[waves["wave"] == 1], waves[waves["wave"] == 2]
+    # wave 1 is exactly the one-wave sample of today; wave 2 the same rule, same seed, over the rest
+    assert first["row"].tolist() == stratified_equal_allocation(frame, "queryTerm", 100, seed=3)["row"].tolist()
+    rest = frame[~frame["row"].isin(first["row"])]
+    assert second["row"].tolist() == stratified_equal_allocation(rest, "queryTerm", 300, seed=3)["row"].tolist()
+    assert len(second) == 300 and waves["row"].is_unique
+    one = nested_sample(frame, "queryTerm", [100], seed=3)  # a plain number: one wave, as today
+    assert one.drop(columns="wave").equals(stratified_equal_allocation(frame, "queryTerm", 100, seed=3))
+    assert len(nested_sample(frame, "queryTerm", None, seed=3)) == len(frame)
+    assert len(nested_sample(frame, "queryTerm", [1000, 1000], seed=3)) == len(frame)  # a wave takes what is left
+
+
+@pytest.mark.parametrize("size", [0, -5, 2.5, "400", [], [400, 0], [400, None], True])
+def test_judge_sample_sizes_must_be_a_number_or_a_list_of_numbers(size):
+    with pytest.raises(ValueError, match="judge.sample_sizes.specify"):
+        JudgeParams(sample_sizes={"specify": size})
+
+
+def test_judge_sample_sizes_read_as_waves():
+    params = JudgeParams(sample_sizes={"specify": [400, 800], "address": None, "broaden": 59})
+    assert params.waves("specify") == [400, 800] and params.waves("address") is None and params.waves("broaden") == [59]
 
 
 # -- label files and statistics ----------------------------------------------------------------
@@ -276,7 +307,7 @@ def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypat
     _install_benchmark(tiny_benchmark, cfg)
     stale = pairs_path(cfg.paths.benchmark, Move.ADDRESS, Split.SILVER)
     write_pairs(load_benchmark(cfg.paths.benchmark).queries("address", "test"), cfg.paths.benchmark, "address", "silver")
-    sf = SilverFilter.from_config(cfg)
+    sf = SilverFilterStage.from_config(cfg)
     status = sf.status()
     assert not sf.online and "OPENAI_API_KEY" in sf.why
     assert "not set" in status.to_string()
@@ -335,7 +366,7 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
         base["llm"] = {"model": "judge-model", "base_url": stub.base_url, "batch_poll_interval_s": 0.01}
         base["judge"] = {"n_calibration": 2, "n_panel": 1}
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        sf = SilverFilter.from_config(cfg)
+        sf = SilverFilterStage.from_config(cfg)
         assert sf.online
         sf.sample()
         sheets = sf.write_annotation_sheets()
@@ -353,8 +384,11 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
         assert sf.client.last_report.desc == "judge silver" and sf.client.last_report.n_to_send == 0
 
         # a rerun is answered from the cache: zero HTTP requests
-        again = SilverFilter.from_config(cfg)
-        again.sample(); again.load_labels(); again.calibrate(); again.filter()
+        again = SilverFilterStage.from_config(cfg)
+        again.sample()
+        again.load_labels()
+        again.calibrate()
+        again.filter()
         assert stub.total_requests == requests_after_first_run
 
     prompts = load_prompts(REPO_ROOT / "prompts" / "judge")
@@ -418,7 +452,7 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
             assert KEY.encode() not in path.read_bytes(), path
 
 
-def _record_batch_files(folder: Path, sf: SilverFilter, model: str, *, skip_pairs: set[str]) -> int:
+def _record_batch_files(folder: Path, sf: SilverFilterStage, model: str, *, skip_pairs: set[str]) -> int:
     """Recorded responses in the Batch API format of ../shared/llm_cache (input + output JSONL),
     answered by `model`, for every retained-prompt request except those of `skip_pairs`."""
     folder.mkdir(parents=True)
@@ -445,14 +479,16 @@ def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg
     cfg.sections["judge"] = {"retained": {m.value: ["minimal", "ordered"] for m in MOVES}}
     recorded = tmp_path / "recorded"
     cfg.sections["llm"] = {"model": "gpt-5.4", "replay_dirs": [str(recorded)]}
-    sf = SilverFilter.from_config(cfg)
+    sf = SilverFilterStage.from_config(cfg)
     sf.sample()
     sf.calibrate()
     missing_pair = sf.samples[Move.SPECIFY]["pair_id"].iloc[0]
     assert _record_batch_files(recorded, sf, "standin-model", skip_pairs={missing_pair}) == 2
-    sf = SilverFilter.from_config(cfg)  # a fresh client sees the recorded files
+    sf = SilverFilterStage.from_config(cfg)  # a fresh client sees the recorded files
     assert sf.online
-    sf.sample(); sf.load_labels(); sf.calibrate()
+    sf.sample()
+    sf.load_labels()
+    sf.calibrate()
     summary = sf.filter().set_index("move")
     assert summary["replay misses"].to_dict() == {"address": 0, "broaden": 0, "specify": 2}
     assert summary.loc["specify", "judged"] == 2 and summary.loc["specify", "sampled"] == 3
@@ -464,6 +500,13 @@ def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg
     notes = (cfg.paths.tables / "judge_silver_summary.md").read_text()
     assert "gpt-5.4 configured; answers replayed from ../shared/llm_cache, produced by standin-model" in notes
     assert "specify: 2 request(s), 1 pair(s)" in notes
+    # the unanswered pair: written as a request file, named in Table 9's notes, never counted as rejected
+    assert sf.request_files and len(list(Path(sf.request_files).rglob("*.jsonl"))) >= 1
+    assert verdicts.loc[missing_pair, "unanswered"] and not verdicts.drop(index=missing_pair)["unanswered"].fillna(False).any()
+    sf.table9()
+    table9_notes = (cfg.paths.tables / "table9_judge_agreement.md").read_text()
+    assert "1 judged pair(s) are unanswered" in table9_notes and "specify: 1 of 3" in table9_notes
+    assert "never counted as rejected" in table9_notes
     assert str(tmp_path) not in notes
     sf.anaphora()
     assert "produced by standin-model" in (cfg.paths.tables / "judge_anaphora.md").read_text()
@@ -481,11 +524,14 @@ def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_bra
     cfg.sections["judge"] = {"retained": {m.value: ["minimal", "ordered"] for m in MOVES}}
     recorded = tmp_path / "recorded"
     cfg.sections["llm"] = {"replay_dirs": [str(recorded)]}
-    sf = SilverFilter.from_config(cfg)
-    sf.sample(); sf.calibrate()
+    sf = SilverFilterStage.from_config(cfg)
+    sf.sample()
+    sf.calibrate()
     _record_batch_files(recorded, sf, "standin-model", skip_pairs=set().union(*(set(s["pair_id"]) for s in sf.samples.values())))
-    sf = SilverFilter.from_config(cfg)
-    sf.sample(); sf.load_labels(); sf.calibrate()
+    sf = SilverFilterStage.from_config(cfg)
+    sf.sample()
+    sf.load_labels()
+    sf.calibrate()
     summary = sf.filter()
     assert not summary["silver written"].any() and (summary["judged"] == 0).all()
     assert not any(load_benchmark(cfg.paths.benchmark).has(m, "silver") for m in MOVES)

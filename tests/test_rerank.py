@@ -16,6 +16,7 @@ import pytest
 
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.dataset.benchmark import load_benchmark
+from ratio_utils.evaluation.rerank_promotion import promotion_cells, promotion_columns
 from ratio_utils.param_sections import RerankParams
 from ratio_utils.retrieval.rerank import (
     REPAIR_RULES,
@@ -187,6 +188,16 @@ def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup
                 assert order[:K] == [before[4], before[3]]
                 assert order[K:] == [d for d in before if d not in order[:K]]
 
+    # the reranker's own statistic: gold promotion over the answered queries with the gold in the top n, beside the
+    # first stage's recall@n over the sample (Address: one gold outside the top n) and the paper's rate
+    names = promotion_columns(TOP_N, K)
+    assert summary[names["n_first"]].to_dict() == {"address": 3, "broaden": 2, "specify": 3}
+    assert summary.loc["address", names["recall"]].startswith("66.7 [")
+    assert summary.loc["broaden", names["recall"]] == "100.0 [100.0, 100.0]†"
+    assert summary[names["n_promoted"]].to_dict() == summary["answered"].to_dict()
+    assert summary[names["paper"]].to_dict() == {"address": "85.1", "broaden": "71.6", "specify": "86.6"}
+    assert "Gold promotion" in (cfg.paths.tables / "rerank_summary.md").read_text()
+
     report = json.loads(cfg.paths.rerank_report.read_text())
     assert report["mode"] == "live" and report["answered_by"] == ["rerank-model"] and report["request_files"] is None
     address = next(j for j in report["jobs"] if j["move"] == "address")
@@ -312,3 +323,13 @@ def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(s
     other = next((s for s in range(seed + 1, seed + 50) if planned_sample(s) != samples), None)
     assert other is not None, "another seed should draw another sample of 2 of 3 queries"
     assert planned_sample(other)["broaden"] == samples["broaden"]  # 2 of Broaden's 2: every seed takes both
+
+
+def test_gold_promotion_cells_have_n_an_interval_and_the_papers_rate():
+    names = promotion_columns(100, 10)
+    cells = promotion_cells("specify", [1.0, 1.0, 0.0, 1.0], [True, False, True], top_n=100, k=10)
+    assert cells[names["recall"]].startswith("75.0 [") and cells[names["recall"]].endswith("]†")
+    assert cells[names["promoted"]].startswith("66.7 [") and cells[names["n_promoted"]] == 3
+    assert cells[names["n_first"]] == 4 and cells[names["paper"]] == "86.6"
+    empty = promotion_cells("broaden", [], [])  # a job that was not run: empty cells, n 0
+    assert empty[names["recall"]] == "" and empty[names["promoted"]] == "" and empty[names["n_promoted"]] == 0

@@ -8,15 +8,16 @@ beside it, and Table 5 (through the stage). One job per module:
 * `dataset/in_memory` — dedupe, split, pools, train/test overlap on whole tables (`build_benchmark`);
 * `dataset/bounded` — the same benchmark hash bucket by hash bucket, past `dataset.max_in_memory_bytes`;
 * `dataset/leakage` — the leakage checks (`LeakageError`), on whole tables or one bucket of ids;
-* `dataset/release` — the official release layout;
+* `dataset/release` — the official release layout and the split report;
 * `dataset/card` — the release directory's dataset card, for Hugging Face `datasets`;
-* `dataset/tables` — Table 5, its notes and the figures;
-* `dataset/stage` — notebook 06 end to end.
+* `dataset/tables` — Table 5, its notes and the figures.
+
+`ratio_utils.stages.split_and_pool` runs these steps in notebook 06's order.
 """
 
 from .benchmark import load_benchmark
 from .bounded import build_bounded
-from .in_memory import BuiltBenchmark, build_benchmark
+from .in_memory import BuiltBenchmark, build_benchmark, build_from_tables, fits_in_memory
 from .leakage import (
     LeakageError,
     check_golds_in_pool,
@@ -26,9 +27,8 @@ from .leakage import (
     check_test_queries_not_in_train,
     run_leakage_checks,
 )
-from .release import release_pairs, write_release
+from .release import release_pairs, split_report, write_release
 from .splits import assign_split, hash_position, paper_splits
-from .stage import build
 from .tables import (
     PAPER_FIGURES,
     PAPER_FIGURES_AS_WRITTEN,
@@ -44,10 +44,10 @@ from .tables import (
 )
 
 __all__ = [
-    "load_benchmark", "BuiltBenchmark", "build_benchmark", "build_bounded", "LeakageError",
+    "load_benchmark", "BuiltBenchmark", "build_benchmark", "build_bounded", "build_from_tables", "fits_in_memory", "LeakageError",
     "check_golds_in_pool", "check_no_distractor_equals_gold", "check_no_pair_in_two_splits",
     "check_test_pool_disjoint_from_train", "check_test_queries_not_in_train", "run_leakage_checks", "release_pairs",
-    "write_release", "assign_split", "hash_position", "paper_splits", "build", "PAPER_FIGURES",
+    "write_release", "split_report", "assign_split", "hash_position", "paper_splits", "PAPER_FIGURES",
     "PAPER_FIGURES_AS_WRITTEN", "TABLE5_NOTES", "corpus_papers_per_split", "marker_frequency_figure",
     "papers_per_year_figure", "split_boundaries", "table5", "table5_notes", "table5_shown", "window_label",
 ]  # fmt: skip

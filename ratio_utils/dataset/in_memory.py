@@ -7,7 +7,7 @@ all moves plus the distractors from that split's papers (`dataset.distractor_fra
 draw of them), de-duplicated, with no distractor equal to a gold sentence. Nothing of the test split
 reaches training: a test-pool sentence or test query that also occurs in the train pool is removed from
 it, and train pairs built on it are dropped (all counted).
-Reads and writes no file (`dataset/stage` does); `dataset/bounded` gives the same benchmark bucket by bucket.
+Reads and writes no file (`ratio_utils.stages.split_and_pool` does); `dataset/bounded` gives the same benchmark bucket by bucket.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..mining import counts_to_report
+from ..mining import counts_to_report, read_mined
 from ..param_sections import SPLITS, DatasetParams
+from ..parts import table_bytes
 from ..schema import MOVES, SEEDED_HASH_RANGE, seeded_hash
 from .leakage import run_leakage_checks
 from .splits import paper_splits
@@ -133,3 +134,14 @@ def _remove_test_sentences_from_train(pairs: pd.DataFrame, pools: dict[str, pd.D
     leaks = in_train & (pairs["gold_id"].isin(test_ids) | pairs["query_id"].isin(test_ids))
     counts["pairs.dropped.train_pair_touching_test"] = int(leaks.sum())
     return pairs[~leaks].reset_index(drop=True), pools
+
+
+def fits_in_memory(pairs_table, distractors_table, params: DatasetParams) -> bool:
+    """Whether stage 05's tables (a file or a folder of parts each) take at most `dataset.max_in_memory_bytes`; past
+    it the benchmark is built bucket by bucket (`dataset/bounded`, the same benchmark)."""
+    return table_bytes(pairs_table) + table_bytes(distractors_table) <= params.max_in_memory_bytes
+
+
+def build_from_tables(pairs_table, distractors_table, params: DatasetParams) -> BuiltBenchmark:
+    """`build_benchmark` on stage 05's tables: a single file each, or the parts of a partitioned run (a polars scan)."""
+    return build_benchmark(read_mined(pairs_table), read_mined(distractors_table), params)

@@ -1,5 +1,6 @@
 """Stage 06's output in the official release layout: `data/<move>/<split>.parquet` (schema.PAIR_COLUMNS plus
-our extras) and `candidates/<split>.parquet`, written through `ratio_utils.dataset.benchmark`.
+our extras) and `candidates/<split>.parquet`, written through `ratio_utils.dataset.benchmark`; and the split report
+beside it (`split_report`, written by ratio_utils.stages.split_and_pool to `cfg.paths.split_report`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..param_sections import SPLITS
+from ..param_sections import SPLITS, DatasetParams
 from ..schema import MOVES, PAIR_COLUMNS
 from .benchmark import write_pairs, write_pool
 from .in_memory import BuiltBenchmark
@@ -48,3 +49,12 @@ def write_release(built: BuiltBenchmark, root: Path) -> list[Path]:
             written.append(write_pairs(release_pairs(rows), root, move, split))
         written.append(write_pool(built.pools[split], root, split))
     return written
+
+
+def split_report(built: BuiltBenchmark, params: DatasetParams) -> dict:
+    """The benchmark's counts (`BuiltBenchmark.report`) and the split params that decided them."""
+    report = built.report()
+    report["params"] = {"split_by": params.split_by, "splits": params.splits, "year_only": params.year_only}
+    if any(w.fraction is not None for w in params.windows()):
+        report["params"]["hash_seed"] = params.hash_seed
+    return report

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..io import InputError, require_columns, write_text_atomic
 from ..schema import Move
+from .sampling import with_pair_columns
 
 ANNOTATION_SETS = ("calibration", "panel")
 _TRUE = {"1", "true", "yes", "y", "accept", "accepted"}
@@ -125,3 +126,41 @@ def load_label_files(labels_dir: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     labels = labels.drop_duplicates(["pair_id", "move", "set", "annotator"]).reset_index(drop=True)
     counts["labels"] = len(labels)
     return labels, counts
+
+
+LABEL_COLUMNS = ["pair_id", "move", "set", "annotator", "label"]
+
+
+def label_summary(labels: pd.DataFrame) -> pd.DataFrame:
+    """Pairs, annotators, labels and the accept rate per (move, set)."""
+    summary = labels.groupby(["move", "set"]).agg(pairs=("pair_id", "nunique"), annotators=("annotator", "nunique"),
+                                                  labels=("label", "size"), accept_rate=("label", "mean"))
+    return summary.reset_index()
+
+
+def calibration_reference(labels: pd.DataFrame, move: Move, annotator: str | None) -> pd.Series:
+    """The calibration annotator's labels of `move` by pair id (`annotator` names them when several labelled)."""
+    part = labels[(labels["move"] == move.value) & (labels["set"] == "calibration")]
+    annotators = sorted(part["annotator"].unique())
+    if annotator:
+        part = part[part["annotator"] == annotator]
+    elif len(annotators) > 1:
+        raise ValueError(f"{move.value}: calibration pairs were labelled by {annotators}; set judge.calibration_annotator")
+    return part.set_index("pair_id")["label"].astype("object")
+
+
+def panel_labels(labels: pd.DataFrame, move: Move) -> pd.DataFrame:
+    """The panel's labels of `move`: one row per pair, one column per annotator."""
+    part = labels[(labels["move"] == move.value) & (labels["set"] == "panel")]
+    return part.pivot_table(index="pair_id", columns="annotator", values="label", aggfunc="first")
+
+
+def labelled_pairs(labels: pd.DataFrame, test_pairs: pd.DataFrame, move: Move, notes: list[str]) -> pd.DataFrame:
+    """The test pairs of `move` that carry a label (the judge's view added); labelled pair ids that are not in this
+    test set are counted in `notes`."""
+    ids = set(labels.loc[labels["move"] == move.value, "pair_id"])
+    frame = with_pair_columns(test_pairs)
+    found = frame[frame["pair_id"].isin(ids)].drop_duplicates("pair_id")
+    if len(found) < len(ids):
+        notes.append(f"{move.value}: {len(ids) - len(found)} labelled pair(s) are not in this test set and were not judged.")
+    return found

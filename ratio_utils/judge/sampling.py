@@ -99,8 +99,27 @@ def stratified_equal_allocation(frame: pd.DataFrame, by: str, n: int | None, see
     return frame.loc[sorted(chosen)].copy()
 
 
-def sample_for_judging(test_pairs: dict[Move, pd.DataFrame], sizes: dict[str, int | None], seed: int) -> dict[Move, pd.DataFrame]:
-    """The pairs the judge sees: per move, all test pairs or a marker-stratified sample.
+def nested_sample(frame: pd.DataFrame, by: str, waves: list[int] | None, seed: int) -> pd.DataFrame:
+    """A sample drawn in waves, each with a `wave` column (1, 2, ...): wave 1 is `stratified_equal_allocation(frame,
+    by, waves[0], seed)`, each later wave the same rule with the same seed over the rows no earlier wave drew. One
+    wave (a plain number) is exactly today's sample; `None` takes every row as wave 1. Rows in wave order."""
+    if waves is None:
+        return frame.assign(wave=1)
+    drawn: list[pd.DataFrame] = []
+    rest = frame
+    for number, n in enumerate(waves, start=1):
+        if rest.empty:
+            break
+        wave = stratified_equal_allocation(rest, by, n, seed)
+        drawn.append(wave.assign(wave=number))
+        rest = rest.loc[~rest.index.isin(wave.index)]
+    return pd.concat(drawn) if drawn else frame.iloc[:0].assign(wave=pd.Series(dtype=int))
+
+
+def sample_for_judging(test_pairs: dict[Move, pd.DataFrame], sizes: dict[str, int | list[int] | None],
+                       seed: int) -> dict[Move, pd.DataFrame]:
+    """The pairs the judge sees: per move, all test pairs or a marker-stratified sample (in waves for a list of
+    sizes, `nested_sample`), with the wave of each pair.
 
     A (query, gold) pair is judged once: repeated pairs would get the same verdict anyway.
     """
@@ -111,5 +130,29 @@ def sample_for_judging(test_pairs: dict[Move, pd.DataFrame], sizes: dict[str, in
         if repeated:
             print(f"{move.value}: {repeated} repeated (query, gold) pair(s) are judged once")
         frame = frame.drop_duplicates("pair_id")
-        samples[move] = stratified_equal_allocation(frame, "queryTerm", sizes.get(move.value), seed)
+        size = sizes.get(move.value)
+        waves = None if size is None else list(size) if isinstance(size, (list, tuple)) else [size]
+        samples[move] = nested_sample(frame, "queryTerm", waves, seed)
     return samples
+
+
+def sample_overview(test_pairs: dict[Move, pd.DataFrame], samples: dict[Move, pd.DataFrame],
+                    sizes: dict[str, int | list[int] | None]) -> pd.DataFrame:
+    """Per move: test pairs and markers, the pairs sampled (per wave) and their markers, the share with an anaphor."""
+    return pd.DataFrame([
+        {"move": m.value, "test pairs": len(test_pairs[m]), "markers": test_pairs[m]["queryTerm"].map(normalize_marker).nunique(),
+         "sampled": len(s), "markers sampled": s["queryTerm"].map(normalize_marker).nunique(),
+         "with anaphor %": 100 * s["marker_has_anaphor"].astype(bool).mean() if len(s) else np.nan,
+         "sample size (param)": sizes.get(m.value) or "all",
+         "per wave": ", ".join(str(n) for n in s["wave"].value_counts().sort_index())}
+        for m, s in samples.items()
+    ])
+
+
+def first_wave(sample: pd.DataFrame, move: Move) -> pd.DataFrame:
+    """The pairs of a sample's first wave (annotation sheets are drawn from it, so labels made on earlier sheets
+    stay valid as waves are added); the whole sample when it has one wave."""
+    if sample["wave"].max() <= 1:
+        return sample
+    print(f"{move.value}: annotation sheets from wave 1 of the nested sample ({int((sample['wave'] == 1).sum())} pairs)")
+    return sample[sample["wave"] == 1]

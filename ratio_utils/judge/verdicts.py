@@ -1,7 +1,7 @@
 """Asking the judge: one request per (pair, prompt), verdicts parsed from the JSON answers, the
-verdict matrix, the silver rule (every retained prompt accepts) and prompt selection by F1 against
-the calibration annotator. Every call goes through `ratio_utils.llm.LLMClient` (cached, replayable);
-this module writes nothing itself.
+verdict matrix, the silver rule (every retained prompt accepts; a pair with an unanswered request is not
+judged) and prompt selection by F1 against the calibration annotator (or prompts fixed in params). Every call
+goes through `ratio_utils.llm.LLMClient` (cached, replayable); this module writes nothing itself.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..llm import ChatRequest, ChatResult, LLMClient
+from ..llm.prompts import PromptFile, _relative
 from ..param_sections import JudgeParams
-from ..schema import Move
+from ..schema import MOVES, Move
 from .agreement_stats import single_annotator_agreement
 from .labels import _FALSE, _TRUE
-from ..llm.prompts import PromptFile, _relative
 
 # --------------------------------------------------------------------------------------------
 # asking the judge
@@ -51,17 +51,38 @@ def parse_verdict(result: ChatResult) -> tuple[bool | None, str | None, str | No
     return value, (str(reason) if reason is not None else None), None
 
 
-def judge_pairs(client: LLMClient, pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[PromptFile]],
-                params: JudgeParams, *, desc: str) -> pd.DataFrame:
-    """Every (pair, prompt) verdict, long format; one client run for all moves (one batch job)."""
-    model = params.model or client.settings.model
+def judge_plan(pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[PromptFile]], model: str,
+               params: JudgeParams) -> tuple[list[tuple[str, str, PromptFile]], list[ChatRequest]]:
+    """The judge's requests for every (pair, prompt), move by move, prompt by prompt, and their (move, pair, prompt)."""
     requests: list[ChatRequest] = []
     keys: list[tuple[str, str, PromptFile]] = []
     for move, frame in pairs_by_move.items():
         for prompt in prompts.get(move, []):
-            batch = judge_requests(frame, prompt, model, params)
-            requests += batch
+            requests += judge_requests(frame, prompt, model, params)
             keys += [(move.value, pid, prompt) for pid in frame["pair_id"]]
+    return keys, requests
+
+
+def unanswered_requests(judgements: pd.DataFrame, pairs_by_move: dict[Move, pd.DataFrame],
+                        prompts: dict[Move, list[PromptFile]], model: str, params: JudgeParams) -> list[ChatRequest]:
+    """The requests of `judge_pairs` that replay could not answer (`replay_miss`), to write as request files."""
+    missed = set(judgements.loc[judgements["replay_miss"].astype(bool), "custom_id"])
+    return [r for r in judge_plan(pairs_by_move, prompts, model, params)[1] if r.custom_id in missed]
+
+
+def write_requests(client: LLMClient, requests: list[ChatRequest], *, desc: str) -> str | None:
+    """Requests nothing answered written as Batch API request files (a dry run) for the maintainers to send; the
+    folder, or None when there is nothing to write."""
+    if not requests:
+        return None
+    client.run(requests, mode="dry_run", desc=desc)
+    return client.last_report.batch_dir
+
+
+def judge_pairs(client: LLMClient, pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[PromptFile]],
+                params: JudgeParams, *, desc: str) -> pd.DataFrame:
+    """Every (pair, prompt) verdict, long format; one client run for all moves (one batch job)."""
+    keys, requests = judge_plan(pairs_by_move, prompts, params.model or client.settings.model, params)
     # Partial replay is normal (a prompt or the data changed since the answers were recorded): a
     # request without a recorded response becomes a verdict-less row flagged `replay_miss`.
     results = client.run(requests, desc=desc, allow_replay_misses=True) if requests else []
@@ -107,3 +128,77 @@ def select_prompts(judgements: pd.DataFrame, calibration: pd.Series, move: Move,
     # a prompt without a usable F1 (no answers) is never retained
     table["retained"] = [i < n_keep and pd.notna(f1) for i, f1 in enumerate(table["single_F1"])]
     return table.reset_index(drop=True)
+
+
+FIXED_IN_PARAMS = "fixed in params (judge.retained)"  # a prompt used without selection by calibration F1
+SELECTION_COLUMNS = ["move", "prompt", "retained", "single_P", "single_R", "single_F1", "single_kappa", "single_Agr", "n_single"]
+
+
+def fixed_prompts(retained: dict[str, list[str]], prompts: dict[Move, list[PromptFile]]) -> dict[Move, list[str]]:
+    """The prompt labels `judge.retained` fixes per move (by name or label); an unknown name raises."""
+    fixed = {}
+    for move, names in ((Move.parse(m), list(names)) for m, names in retained.items()):
+        known = {p.label for p in prompts[move]} | {p.name for p in prompts[move]}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"judge.retained.{move.value} names unknown prompt(s) {unknown}; have {sorted(known)}")
+        fixed[move] = [next(p.label for p in prompts[move] if n in (p.name, p.label)) for n in names]
+    return fixed
+
+
+def prompt_selection(judgements: pd.DataFrame | None, references: dict[Move, pd.Series],
+                     prompts: dict[Move, list[PromptFile]], retained: dict[Move, list[str]], n_keep: int,
+                     fixed: set[Move]) -> tuple[pd.DataFrame, dict[Move, list[str]]]:
+    """Every prompt against the calibration annotator (`select_prompts`, where there are judgements and labels)
+    and the prompts retained per move: those of `retained` (fixed in params), else the `n_keep` best. A fixed
+    move's rows say where the choice came from (FIXED_IN_PARAMS)."""
+    retained = dict(retained)
+    tables = []
+    for move in MOVES:
+        reference = references.get(move, pd.Series(dtype="object"))
+        if judgements is not None and len(reference):
+            table = select_prompts(judgements, reference, move, n_keep)
+            if move not in retained and not table.empty:
+                retained[move] = table.loc[table["retained"], "prompt"].tolist()
+        else:
+            table = pd.DataFrame({"move": move.value, "prompt": [p.label for p in prompts[move]]})
+        table["retained"] = table["prompt"].isin(retained.get(move, []))
+        if move in fixed:  # not chosen by calibration F1 here: say where the choice came from
+            table["retained"] = table["retained"].map({True: FIXED_IN_PARAMS, False: ""})
+        tables.append(table)
+    selection = pd.concat(tables, ignore_index=True).reindex(columns=SELECTION_COLUMNS)
+    if selection["retained"].isin([FIXED_IN_PARAMS]).any():
+        selection = selection.rename(columns={"retained": "used by the judge"})
+    return selection, retained
+
+
+def unanswered_ids(judgements: pd.DataFrame, move: Move) -> set[str]:
+    """The sampled pairs of `move` with a judge request that nothing answered (a replay miss)."""
+    part = judgements[(judgements["move"] == move.value) & judgements["replay_miss"].astype(bool)]
+    return set(part["pair_id"])
+
+
+def silver_verdicts(judgements: pd.DataFrame, samples: dict[Move, pd.DataFrame],
+                    retained: dict[Move, list[str]]) -> pd.DataFrame:
+    """One row per sampled pair: its sample columns, each retained prompt's verdict (`accept[<prompt>]`) and the
+    silver decision (`accepted`: every retained prompt accepts, `both_rule`). A pair with an unanswered request
+    (`unanswered`, only when there is one) has no decision: it is not judged, never counted as rejected."""
+    rows = []
+    for move in MOVES:
+        verdicts = verdict_matrix(judgements, move).reindex(samples[move]["pair_id"])
+        accepted = both_rule(verdicts, retained[move]) if len(verdicts.columns) else pd.Series(dtype="boolean")
+        unanswered = unanswered_ids(judgements, move)
+        if unanswered:
+            accepted = accepted.where(~accepted.index.isin(unanswered), pd.NA)
+        frame = samples[move].set_index("pair_id")
+        frame = frame.assign(move=move.value, **{f"accept[{p}]": verdicts[p] for p in retained[move]}, accepted=accepted)
+        if unanswered:
+            frame["unanswered"] = frame.index.isin(unanswered)
+        rows.append(frame.reset_index())
+    return pd.concat(rows, ignore_index=True)
+
+
+def accepted_ids(verdicts: pd.DataFrame, move: Move) -> list[str]:
+    """The silver pairs of `move`: accepted by every retained prompt."""
+    part = verdicts[verdicts["move"] == move.value]
+    return part.loc[part["accepted"].fillna(False).astype(bool), "pair_id"].tolist()

@@ -37,7 +37,7 @@ DISTRACTOR_TABLE_COLUMNS = (
 
 @dataclass
 class MiningResult:
-    pairs: pd.DataFrame  # every kept pair; for a partitioned run only `move` and `marker` (mining/stage.read_mined_summary)
+    pairs: pd.DataFrame  # every kept pair; for a partitioned run only `move` and `marker` (mining/parallel.read_mined_summary)
     distractors: pd.DataFrame  # every kept distractor; for a partitioned run only `category`
     counts: Counter
     examples: pd.DataFrame | None = None  # a partitioned run's seeded sample of whole pair rows (None: `pairs` are whole)
@@ -50,6 +50,38 @@ class MiningResult:
     def report(self) -> dict[str, Any]:
         return counts_to_report(self.counts)
 
+
+def mining_report(result: MiningResult, lexicon_summary: dict, params: MiningParams, inputs: dict[str, str],
+                  parts: dict[str, int] | None = None) -> dict[str, Any]:
+    """The run's mining report: every rule counted, the parts mined or reused (a partitioned run), the lexicon's
+    findings, the params and the inputs."""
+    report = result.report()
+    if parts is not None:
+        report["parts"] = parts
+    report["lexicon"] = lexicon_summary
+    report["params"] = dict(params.__dict__)
+    report["inputs"] = inputs
+    return report
+
+
+def drop_count_table(result: MiningResult) -> pd.DataFrame:
+    """Every counted rule as rows (stage, rule, count) for display."""
+    rows = [(key.rsplit(".", 1)[0], key.rsplit(".", 1)[1], n) for key, n in sorted(result.counts.items())]
+    return pd.DataFrame(rows, columns=["what", "rule", "count"])
+
+
+def example_pairs(pairs: pd.DataFrame, per_move: int = 3, seed: int = 13) -> pd.DataFrame:
+    """A few random pairs per move, with the original second sentence beside the cleaned gold."""
+    shuffled = pairs.sample(frac=1.0, random_state=seed)
+    columns = ["move", "marker_text", "query_prefix", "query", "gold", "gold_original"]
+    return shuffled.groupby("move").head(per_move).sort_values("move", kind="stable")[columns]
+
+
+def marker_frequencies(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Pairs per (move, marker), most frequent first."""
+    if pairs.empty:
+        return pd.DataFrame(columns=["move", "marker", "pairs"])
+    return pairs.groupby(["move", "marker"]).size().rename("pairs").reset_index().sort_values(["move", "pairs"], ascending=[True, False])
 
 def counts_to_report(counts: Counter) -> dict[str, Any]:
     """Nest flat counter keys ('pairs.dropped.gold_too_short') into a JSON-friendly dict."""

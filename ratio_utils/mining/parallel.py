@@ -7,6 +7,9 @@ and only the matcher and the rule counts travel. Each mined part's report (`cfg.
 its key and counts) is written after both tables, so it marks the part finished; the key hashes the sentence
 part's bytes, the mining params that change rows and the lexicon's SHA-256, and a rerun (a killed notebook 05
 resumed) takes a finished part's counts from its report instead of mining it again.
+
+The mined tables of a run, one parquet file or a folder of parts, are written (`mine_table`, `write_mined`) and
+read back here (`read_mined`; a partitioned run's short columns and seeded example rows: `mined_parts_result`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pandas as pd
 from ..cluster import dask_client
 from ..io import sha256_file, write_json_atomic, write_parquet_atomic
 from ..param_sections import MiningParams
-from ..parts import part_files, part_path, remove_parts_from, reset_table
+from ..parts import object_text, part_files, part_path, read_table, remove_parts_from, reset_table, scan_table
 from ..schema import SENTENCE_COLUMNS
 from .extraction import MiningResult, combine, mine_sentences
 from .matcher import MarkerMatcher
@@ -174,3 +177,58 @@ def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str |
         for future in tqdm(as_completed(futures), total=len(futures), desc="sentence parts", disable=not params.progress):
             add(*future.result())
     return mined
+
+
+# -- the mined tables of a run: one file, or a folder of parts ----------------------------------------------------
+def mine_table(sentences: "str | Path", matcher: MarkerMatcher, params: MiningParams, client=None) -> MiningResult:
+    """A sentence table in one parquet file mined in this process, or in shards on Dask (`engine: dask` or a given
+    client): the same rows either way."""
+    frame = pd.read_parquet(sentences, columns=list(SENTENCE_COLUMNS))
+    if params.engine == "dask" or client is not None:
+        return mine_with_dask(frame, matcher, params, client)
+    return mine_sentences(frame, matcher, params, sentences)
+
+
+def write_mined(result: MiningResult, pairs: "str | Path", distractors: "str | Path") -> None:
+    """The pairs and distractors of a whole-table run, each as one parquet file (parts of an earlier run removed)."""
+    for table in (pairs, distractors):
+        reset_table(table, partitioned=False)
+    write_parquet_atomic(result.pairs, pairs)
+    write_parquet_atomic(result.distractors, distractors)
+
+
+MINED_ORDER = ["corpus", "paper_id", "para", "sent"]  # the row order of `extraction._sorted`
+
+EXAMPLE_SAMPLE_PER_MOVE = 50  # whole pairs per move kept from a partitioned run for notebook 05's examples
+
+
+def read_mined(table: "str | Path") -> pd.DataFrame:
+    """Pairs or distractors as one frame: a single file, or every part (a polars scan) in `_sorted`'s order."""
+    return read_table(table, parts_order=MINED_ORDER)
+
+
+def read_mined_summary(table: "str | Path", columns: list[str]) -> pd.DataFrame:
+    """A few short columns of every mined row, as categories (a partitioned run's pairs do not fit whole)."""
+    return scan_table(table).select(columns).collect().to_pandas().astype("category")
+
+
+def sample_mined_pairs(table: "str | Path", per_move: int, seed: int) -> pd.DataFrame:
+    """A seeded sample of whole pairs: per move the `per_move` pairs whose query id hashes lowest, one part at a
+    time (so at most parts x moves x per_move rows are held), in `_sorted`'s order."""
+    kept = None
+    for path in part_files(table):
+        frame = object_text(pd.read_parquet(path))
+        if kept is not None:
+            frame = pd.concat([kept, frame], ignore_index=True)
+        rank = pd.util.hash_pandas_object(frame["query_id"], index=False, hash_key=f"{seed:016d}"[-16:])
+        kept = frame.assign(_rank=rank.to_numpy()).sort_values("_rank", kind="stable").groupby("move").head(per_move).drop(columns="_rank")
+    if kept is None:
+        raise FileNotFoundError(f"{table}: no parquet file or parts")
+    return kept.sort_values(MINED_ORDER, kind="stable").reset_index(drop=True)
+
+
+def mined_parts_result(mined: MinedParts, pairs: "str | Path", distractors: "str | Path", seed: int) -> MiningResult:
+    """What notebook 05 shows of a partitioned run (the parts are the output): each pair's move and marker, each
+    distractor's category (categories: a few bytes a row), the counts and a seeded sample of whole pairs."""
+    return MiningResult(read_mined_summary(pairs, ["move", "marker"]), read_mined_summary(distractors, ["category"]),
+                        mined.counts, examples=sample_mined_pairs(pairs, EXAMPLE_SAMPLE_PER_MOVE, seed))

@@ -12,7 +12,8 @@ top-k metrics cannot change) and keep their first-stage ranking.
 An answer that is not exactly k valid numbers is repaired by the rules of `REPAIR_RULES` (each counted).
 
 Reads:  cfg.paths.retrieval_runs/<system>/<move>/<split>.parquet (+ .run.json), the benchmark, prompts/rerank/.
-Writes (through ratio_utils.stages.llm_rerank): cfg.paths.retrieval_runs/<system> + rerank/<move>/<split>.*,
+Writes (through ratio_utils.retrieval.rerank_jobs, run by ratio_utils.stages.llm_rerank): cfg.paths.retrieval_runs/
+        <system> + rerank/<move>/<split>.*,
         cfg.paths.rerank_report, and request files (dry run) under the LLM cache.
 """
 

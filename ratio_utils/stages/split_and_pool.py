@@ -1,12 +1,16 @@
 """Notebook 06_split_and_pool: de-duplication, temporal split, shared candidate pools, leakage
 checks, the benchmark in the release layout (paper §4.2, Appendix B.2, Table 5).
 
-Reads `Paths.pairs`, `Paths.distractors`, `Paths.papers`; writes `Paths.benchmark`,
-`Paths.split_report`, the benchmark's dataset card (ratio_utils.dataset.card), tables/table5_split_and_pool and
-figures/marker_frequency_per_move.
+Reads `Paths.pairs`, `Paths.distractors` (notebook 05; a file or a folder of parts), `Paths.papers`; writes
+`Paths.benchmark` (the release layout), `Paths.split_report`, the benchmark's dataset card (ratio_utils.dataset.card),
+tables/table5_split_and_pool and figures/marker_frequency_per_move. Past `dataset.max_in_memory_bytes` of mined rows
+the benchmark is built bucket by bucket (`dataset/bounded`, the same benchmark); below it in one process
+(`dataset/in_memory`, then `dataset/release`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 from IPython.display import Image, Markdown
@@ -14,6 +18,7 @@ from IPython.display import Image, Markdown
 from .. import dataset
 from ..config import Config
 from ..dataset.card import write_run_card
+from ..io import write_json_atomic
 from ..models import contamination_note, encoders_used
 from ..param_sections import SPLITS, DatasetParams
 from ..publish.display import Stage, show_figure
@@ -30,9 +35,18 @@ class SplitAndPoolStage(Stage):
     def windows(self):
         return self.params.windows()
 
-    def build(self):
-        """Build, check for leakage, write the release layout; the counts."""
-        self.built = dataset.build(self.cfg)
+    def build(self) -> dict:
+        """Build, check for leakage, write the release layout and the split report; the counts."""
+        paths = self.cfg.paths
+        for path in (paths.pairs, paths.distractors):
+            if not Path(path).exists():
+                raise FileNotFoundError(f"{path} not found: run notebook 05 (pair mining) first")
+        if dataset.fits_in_memory(paths.pairs, paths.distractors, self.params):
+            self.built = dataset.build_from_tables(paths.pairs, paths.distractors, self.params)
+            dataset.write_release(self.built, paths.benchmark)
+        else:  # bucket by bucket (the same benchmark)
+            self.built = dataset.build_bounded(paths.pairs, paths.distractors, self.params, paths.benchmark)
+        write_json_atomic(paths.split_report, dataset.split_report(self.built, self.params))
         return self.built.report()
 
     def table5(self) -> pd.DataFrame:
