@@ -119,7 +119,7 @@ def browser():
 
     binary, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
     if not (Path(binary).exists() and Path(driver).exists()):
-        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/bootstrap.sh does as root)")
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/install_browser.sh does as root; run_tests.sh calls it)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):

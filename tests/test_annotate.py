@@ -1,5 +1,5 @@
 """The annotation app (ratio_utils.human_eval.app): the label store and HTTP API on 127.0.0.1, and the page itself
-in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/bootstrap.sh
+in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/install_browser.sh
 installs them). Browser tests skip, saying why, only where no browser can be had."""
 
 from __future__ import annotations

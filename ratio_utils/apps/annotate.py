@@ -16,7 +16,11 @@ from ..local_server import add_host_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ratio-annotate", description="Annotate a packet of the inspiration study in the browser.")
+    parser = argparse.ArgumentParser(
+        prog="ratio-annotate", description="Annotate a packet of the inspiration study in the browser.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  ratio-annotate --packets data/human_eval/packets --annotator annotator1 --port 8765\n"
+               "through a tunnel (ssh -L 9000:localhost:8765): add --allow-host localhost:9000 (docs/tunnels.md)")
     parser.add_argument("--packets", required=True, help="packet folder written by notebook 12")
     parser.add_argument("--annotator", required=True, help="your name as in the packet's assignments.json")
     parser.add_argument("--labels", help="folder of the label files (default: <packets>/labels)")

@@ -18,7 +18,9 @@ from ..dataset.card import CardSources, card_configs, write_dataset_card
 
 def main(argv: list[str] | None = None) -> int:
     """Write the card of a directory that no run of ours wrote (the official release, say)."""
-    parser = argparse.ArgumentParser(prog="ratio-card", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ratio-card", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  ratio-card ratio-release/ --licence s2orc='ODC-By 1.0'")
     parser.add_argument("benchmark", type=Path, help="a directory in the release layout")
     parser.add_argument("--name", default=None, help="what the card calls the directory (default: its folder name)")
     parser.add_argument("--licence", action="append", default=[], metavar="CORPUS=TEXT",

@@ -17,7 +17,9 @@ from ..schema import MOVES, Move, Split
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ratio-export", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ratio-export", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example:\n  ratio-export --format beir --move specify --split test exports/specify/")
     parser.add_argument("out", type=Path, nargs="?", default=None,
                         help="output folder (default: data/processed/exports/<format>/); --move all adds <move>/")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, required=True)

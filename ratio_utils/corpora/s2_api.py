@@ -168,7 +168,10 @@ def download_release(client: S2DatasetsClient, params: S2orcParams, dest: "str |
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Download S2ORC and papers shards of the pinned release.")
+    parser = argparse.ArgumentParser(
+        prog="ratio-s2orc", description="Download S2ORC and papers shards of the pinned release.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example (needs S2_API_KEY):\n  ratio-s2orc --params params/paper.yaml")
     parser.add_argument("--params", default=None, help="params file with a corpus.s2orc section")
     args = parser.parse_args(argv)
     cfg = load_config(args.params)

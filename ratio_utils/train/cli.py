@@ -32,7 +32,11 @@ def _parse_override(text: str) -> tuple[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Fine-tune one dense retriever per move (notebook 09's stage).")
+    parser = argparse.ArgumentParser(
+        prog="ratio-train", description="Fine-tune one dense retriever per move (notebook 09's stage).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  ratio-train --params params/default.yaml --move address\n"
+               "  torchrun --nproc_per_node 4 -m ratio_utils.train --params params/paper.yaml --move specify")
     parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
     parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
     parser.add_argument("--set", dest="overrides", action="append", type=_parse_override, default=[],
