@@ -105,3 +105,16 @@ def test_commit_is_dirty_only_when_code_changed(tmp_path):
     assert git_commit(tmp_path) == head
     (tmp_path / "ratio_utils/m.py").write_text("v2\n")
     assert git_commit(tmp_path) == head + "-dirty"
+
+
+def test_provenance_names_python_and_the_versions_of_the_packages_that_change_numbers(cfg):
+    import importlib.metadata
+    import platform
+
+    from ratio_utils.publish.published import NUMBER_CHANGING_PACKAGES, provenance
+
+    software = provenance(cfg)["software"]
+    assert software["python"] == platform.python_version()
+    for name in ("torch", "sentence-transformers", "transformers", "faiss-cpu", "bm25s", "numpy"):
+        assert software[name] == importlib.metadata.version(name)
+    assert set(software) - {"python"} <= set(NUMBER_CHANGING_PACKAGES)

@@ -104,3 +104,21 @@ def test_a_run_file_without_a_sidecar_is_ranked_again(tmp_path):
     path = get_or_compute(tmp_path, WANTED, compute, prefixes=PREFIXES).path
     path.with_suffix("").with_suffix(".run.json").unlink()
     assert not get_or_compute(tmp_path, WANTED, compute, prefixes=PREFIXES).reused and compute.calls == 2
+
+
+def test_a_sidecar_names_the_software_that_wrote_it_and_reuse_ignores_it(tmp_path):
+    import importlib.metadata
+    import json
+    import platform
+
+    compute = Counter()
+    first = get_or_compute(tmp_path, WANTED, compute, prefixes=PREFIXES)
+    software = read_run_info(first.path).software
+    assert software["python"] == platform.python_version()
+    assert software["torch"] == importlib.metadata.version("torch")
+    assert software["sentence-transformers"] == importlib.metadata.version("sentence-transformers")
+    sidecar = first.path.with_suffix(".run.json")
+    record = json.loads(sidecar.read_text())
+    record["software"] = {"python": "3.0", "torch": "0.1"}  # written by another machine
+    sidecar.write_text(json.dumps(record))
+    assert get_or_compute(tmp_path, WANTED, compute, prefixes=PREFIXES).reused and compute.calls == 1

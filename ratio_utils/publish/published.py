@@ -9,6 +9,8 @@ reader of the table sees them without opening the JSON.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.metadata
+import platform
 import re
 import subprocess
 import sys
@@ -43,8 +45,25 @@ def git_commit(repo: Path = REPO_ROOT) -> str | None:
         return None
 
 
+# The packages whose versions can change a number the compendium reports (encoders, search, metrics, tables).
+NUMBER_CHANGING_PACKAGES = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "faiss-gpu", "bm25s",
+                            "PyStemmer", "numpy", "scipy", "pandas", "polars", "mteb", "pylate")
+
+
+def software_versions() -> dict[str, str]:
+    """Python's version and those of the installed NUMBER_CHANGING_PACKAGES (read from their metadata, so nothing is
+    imported); a package that is not installed is left out."""
+    versions = {"python": platform.python_version()}
+    for name in NUMBER_CHANGING_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
 def provenance(cfg: Config, inputs: Iterable[str | Path] = (), notes: Iterable[str] = (), **extra: Any) -> dict:
-    """Params, input checksums, commit and notes; every path relative (`Paths.relative`), so a
+    """Params, input checksums, commit, software versions and notes; every path relative (`Paths.relative`), so a
     committed record carries no path of the machine that wrote it."""
     checksums = {}
     for path in inputs:
@@ -53,6 +72,7 @@ def provenance(cfg: Config, inputs: Iterable[str | Path] = (), notes: Iterable[s
     return {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
+        "software": software_versions(),
         "params": cfg.to_dict(),
         "inputs": checksums,
         "notes": [relative_text(note, cfg) for note in notes],

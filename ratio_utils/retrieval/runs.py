@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import InputError, atomic_path, require_columns, write_json_atomic, write_parquet_atomic
+from ..publish.published import software_versions
 from ..schema import RUN_COLUMNS, Move, Split
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -126,6 +127,7 @@ class RunInfo:
     model_fingerprint: str | None = None  # models.model_fingerprint of a model folder
     retriever: dict = field(default_factory=dict)  # Retriever.describe()
     notes: list[str] = field(default_factory=list)
+    software: dict = field(default_factory=dict)  # Python and package versions of the writer; not in the reuse key
 
     @property
     def system(self) -> str:
@@ -149,7 +151,8 @@ def write_system_run(run: pd.DataFrame, runs_dir: Path, info: RunInfo) -> dict[s
     """Write a run under runs_dir/<system>/<move>/<split> with its sidecar (written last)."""
     path = run_path(runs_dir, info.system, info.move, info.split)
     written = write_run(run, path, info.system)
-    written["info"] = write_json_atomic(info_path(path), info.to_json())
+    stamped = dataclasses.replace(info, software=info.software or software_versions())
+    written["info"] = write_json_atomic(info_path(path), stamped.to_json())
     return written
 
 
