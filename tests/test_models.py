@@ -123,7 +123,7 @@ def test_live_model_fingerprint_changes_with_weights():
 
 def test_fingerprint_ignores_notebook_09_scores_and_card(tmp_path):
     # notebook 09 scores a model, then writes results.json and README.md beside its weights: the embeddings
-    # cached under the first fingerprint must still be found afterwards (retrieval.systems.record_tuned_runs)
+    # cached under the first fingerprint must still be found afterwards (reporting.systems.record_tuned_runs)
     from ratio_utils.models import model_fingerprint
 
     folder = tmp_path / "model"
@@ -446,3 +446,201 @@ def test_a_folder_is_named_after_the_model_it_holds(minilm_hf_cache, tmp_path): 
     (tmp_path / "all-MiniLM-L6-v2__address").mkdir()
     ref = models.resolve_model(tmp_path / "all-MiniLM-L6-v2__address")
     assert (ref.name, ref.source, ref.entry) == ("all-MiniLM-L6-v2__address", "folder", None)
+
+
+# -- what a params file names, resolved once per entry point (stages 08, 09; issue 38) ---------------------------------
+
+PAPER_BASELINE_ROWS = {  # (model, prefix) of every untuned paper row that params/paper.yaml must plan (Tables 1, 7, 8)
+    ("all-mpnet-base-v2", "generic"), ("ModernBERT-embed-large", "generic"), ("ModernBERT-embed-large", "recommended"),
+    ("Stella-en-1.5B-v5", "generic"), ("Stella-en-1.5B-v5", "recommended"), ("Stella-en-1.5B-v5", "per-move"),
+    ("EmbeddingGemma-300m", "generic"), ("Qwen3-Embedding-0.6B", "generic"), ("Qwen3-Embedding-0.6B", "per-move"),
+    ("ReasonIR-8B", "generic"), ("ReasonIR-8B", "per-move"), ("answerai-colbert-small-v1", "-"),
+    ("GTE-ModernColBERT-v1", "-"), ("Reason-ModernColBERT", "-"),
+}
+
+
+def test_a_params_file_names_dense_models_with_their_prefix_styles():
+    from ratio_utils.param_sections import RetrievalParams
+    from ratio_utils.reporting.systems import plan_systems, system_prefixes
+    from ratio_utils.schema import Move
+
+    plain = RetrievalParams(dense_models=["all-MiniLM-L6-v2"])  # a bare name: the section's flags, as before
+    assert [(s.model, s.prefix) for s in plan_systems(plain) if s.family == "dense"] == [
+        ("all-MiniLM-L6-v2", "generic"), ("all-MiniLM-L6-v2", "per-move")]
+    both = RetrievalParams(dense_models=["all-MiniLM-L6-v2", {"model": "EmbeddingGemma-300m", "prefixes": "generic"},
+                                         {"model": "google/embeddinggemma-300m", "prefixes": ["generic", "recommended"]}],
+                           bm25_ngrams=[])
+    assert both.dense_models == ["all-MiniLM-L6-v2", "EmbeddingGemma-300m", "google/embeddinggemma-300m"]
+    assert both.prefix_styles == {"EmbeddingGemma-300m": ["generic"], "google/embeddinggemma-300m": ["generic", "recommended"]}
+    assert RetrievalParams(dense_models=["all-MiniLM-L6-v2"], prefix_styles={"all-MiniLM-L6-v2": "generic"}).prefix_styles == {
+        "all-MiniLM-L6-v2": ["generic"]}  # the parallel form
+    rows = plan_systems(both)
+    assert [(s.model, s.prefix) for s in rows][2:] == [
+        ("EmbeddingGemma-300m", "generic"), ("embeddinggemma-300m", "generic"), ("embeddinggemma-300m", "recommended")]
+    assert system_prefixes(rows[-1], Move.ADDRESS) == ("task: search result | query: ", "title: none | text: ")  # the registry's
+    # a model without recommended prefixes gets no recommended row, whatever is asked
+    mpnet = RetrievalParams(dense_models=[{"model": "all-mpnet-base-v2", "prefixes": ["generic", "recommended"]}])
+    assert [s.prefix for s in plan_systems(mpnet) if s.family == "dense"] == ["generic"]
+    for wrong in ({"model": "x", "prefixes": "fancy"}, {"name": "x"}, {"model": "x", "prefixes": []}):
+        with pytest.raises(ValueError, match="dense_models|prefix_styles"):
+            RetrievalParams(dense_models=[wrong])
+    with pytest.raises(ValueError, match="does not"):
+        RetrievalParams(dense_models=["a"], prefix_styles={"b": ["generic"]})
+
+
+def test_paper_params_name_every_retriever_and_fine_tuning_setup_of_the_paper():
+    from ratio_utils.config import load_config
+    from ratio_utils.reporting.systems import load_retrieval_params, plan_systems
+    from ratio_utils.train import load_train_params
+    from ratio_utils.train.selection import training_setups
+
+    cfg = load_config("params/paper.yaml")
+    planned = {(s.model, s.prefix) for s in plan_systems(load_retrieval_params(cfg))}
+    assert PAPER_BASELINE_ROWS <= planned
+    named = {models.registry_entry(m).paper_name for m in models.models_in_params(cfg) if models.registry_entry(m)}
+    assert set(PAPER_RETRIEVERS) <= named  # all nine neural retrievers of the paper
+    setups = [(s.base_model, s.prefixes, s.bf16, s.query_prefix, s.doc_prefix) for s in training_setups(load_train_params(cfg))]
+    assert setups == [  # §5.1: five combinations of model and prefix, trained per move; bf16 for the large two
+        ("all-mpnet-base-v2", "generic", False, "query: ", "document: "),
+        ("ModernBERT-embed-large", "generic", True, "query: ", "document: "),
+        ("ModernBERT-embed-large", "recommended", True, "search_query: ", "search_document: "),
+        ("Stella-en-1.5B-v5", "generic", True, "query: ", "document: "),
+        ("Stella-en-1.5B-v5", "recommended", True, models.registry_entry("Stella-en-1.5B-v5").recommended.query, ""),
+    ]
+
+
+def test_models_in_params_reads_every_form_a_params_file_can_name_a_model_in():
+    from types import SimpleNamespace
+
+    sections = {"retrieval": {"dense_models": ["all-MiniLM-L6-v2", {"model": "EmbeddingGemma-300m", "prefixes": "generic"}],
+                              "colbert_models": ["answerai-colbert-small-v1"], "colbert_checkpoints": {"mine": "/x/ckpt"}},
+                "train": {"base_model": "all-mpnet-base-v2", "setups": [{"base_model": "ModernBERT-embed-large"}]},
+                "analysis": {"base_model": "all-mpnet-base-v2"}}
+    assert models.models_in_params(SimpleNamespace(sections=sections)) == [
+        "all-MiniLM-L6-v2", "EmbeddingGemma-300m", "answerai-colbert-small-v1", "/x/ckpt", "all-mpnet-base-v2",
+        "ModernBERT-embed-large"]
+
+
+def test_the_ml_instance_runs_embeddinggemma_with_the_generic_prefix_and_installs_it(monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    from ratio_utils import pipeline
+    from ratio_utils.config import load_config
+    from ratio_utils.reporting.systems import load_retrieval_params, plan_systems
+
+    cfg = load_config("params/ml.yaml")
+    rows = [(s.model, s.prefix) for s in plan_systems(load_retrieval_params(cfg)) if s.family == "dense"]
+    assert ("EmbeddingGemma-300m", "generic") in rows and ("EmbeddingGemma-300m", "recommended") not in rows
+    assert ("all-mpnet-base-v2", "per-move") in rows  # the rows of the earlier models are unchanged
+    gemma = models.PACKAGED_MODELS["embeddinggemma-300m"]
+    monkeypatch.setattr(pipeline, "_resolves_here", lambda spec: False)
+    monkeypatch.setattr(models, "missing_packaged_models", lambda names, cache_dir=None: [gemma] if "EmbeddingGemma-300m" in names else [])
+    calls = []
+
+    def run(command, **kwargs):
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "error: wheel 0.2.7 not found")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    failed = pipeline.install_missing_models(cfg)
+    assert calls == [[sys.executable, "-m", "ratio_utils.models", "install", "embeddinggemma-300m"]]
+    out = capsys.readouterr().out
+    assert "installing embeddinggemma-300m (python -m ratio_utils.models install embeddinggemma-300m), which ml.yaml" in out
+    assert "Gemma Terms of Use" in out
+    assert failed.startswith("embeddinggemma-300m could not be installed; run: .venv/bin/python -m ratio_utils.models "
+                             "install embeddinggemma-300m") and "\n" not in failed
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", ""))
+    assert pipeline.install_missing_models(cfg) is None
+
+
+def _counting(monkeypatch, module, name="resolve_model"):
+    calls = []
+    real = getattr(module, name)
+
+    def counted(spec, *args, **kwargs):
+        calls.append(spec if isinstance(spec, str) else type(spec).__name__)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.models
+def test_stage_08_resolves_each_model_once_and_keys_its_runs_as_before(cfg, tiny_benchmark, monkeypatch):
+    from ratio_utils.dataset.benchmark import load_benchmark
+    from ratio_utils.param_sections import RetrievalParams
+    from ratio_utils.reporting import systems
+    from ratio_utils.retrieval import dense
+    from ratio_utils.retrieval.runs import read_run_info
+    from ratio_utils.stages.retrieval_baselines import run_baselines
+
+    in_systems, in_dense = _counting(monkeypatch, systems), _counting(monkeypatch, dense)
+    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2", "no-such-model-here"], bm25_ngrams=[], splits=["test"], k=10)
+    done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
+    assert (done["status"] == "written").sum() == 6  # generic and per-move rows, three moves
+    assert in_systems == ["all-MiniLM-L6-v2", "no-such-model-here"] and in_dense == []  # once each, for every row
+    skipped = done[done["status"].str.startswith("not run")]
+    assert skipped["system"].tolist() == ["no-such-model-here"] and "neither a local folder" in skipped["status"].iloc[0]
+    info = read_run_info(next(cfg.paths.retrieval_runs.glob("all-MiniLM-L6-v2/address/test.parquet")))
+    assert info.source == "all-MiniLM-L6-v2"  # the run key's model source is the name as written, as before
+    assert models.resolve_model("all-MiniLM-L6-v2").fingerprint == model_fingerprint(resolve_model_path("all-MiniLM-L6-v2"))
+
+
+def test_stage_09_resolves_its_base_model_once_for_every_move_and_setup(cfg, tiny_benchmark, monkeypatch, tmp_path):
+    import shutil
+
+    import yaml
+
+    from ratio_utils import train
+    from ratio_utils.config import load_config
+    from ratio_utils.train import selection
+
+    configs = tmp_path / "configs.yaml"
+    configs.write_text(yaml.safe_dump({"model": "all-MiniLM-L6-v2", "configs": [
+        {"id": 1, "epochs": 1, "batch_size": 4, "learning_rate": 1e-5, "weight_decay": 0.0, "warmup_ratio": 0.0,
+         "max_grad_norm": 1.0, "rationale": "test"}]}))
+    cfg = load_config(overrides={"train": {"configs_file": str(configs), "configs": None, "colbert": False,
+                                           "moves": ["address", "specify"], "device": "cpu"}})
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    resolved = _counting(monkeypatch, selection)
+    given = []
+
+    def fake_train(base, pairs, evaluator, hp, run_dir, params, *, move, run_key, seed, **kwargs):
+        given.append(type(base).__name__)
+        (run_dir / "model").mkdir(parents=True)
+        (run_dir / "model" / "weights.bin").write_text(str(move))
+        return train.RunResult(move=move.value, config={**hp.__dict__}, run_key=run_key, train_pairs=len(pairs),
+                               best_epoch=1.0, validation={"MRR@10": 0.5}, history=[], loss_history=[], train_seconds=1.0,
+                               eval_seconds=0.0, pairs_per_second=1.0, world_size=1, device="cpu",
+                               model_dir=str(run_dir / "model")), None
+
+    scored = []
+
+    def fake_scores(model_path, bench, move, splits, *args, ref=None, **kwargs):
+        scored.append(type(ref).__name__)
+        return {s.value: {"MRR@10": 0.25} for s in splits if bench.has(move, s)}
+
+    monkeypatch.setattr(selection, "train_configuration", fake_train)
+    monkeypatch.setattr(selection, "_evaluate_saved", fake_scores)
+    results = train.finetune(cfg, "all")
+    assert [r.move for r in results] == ["address", "specify"]
+    assert resolved == ["all-MiniLM-L6-v2"] and given == ["ModelRef", "ModelRef"]
+    assert scored.count("ModelRef") == 2  # the baseline of each move scored with the reference, its registry settings
+
+    twice = {"train": {**cfg.sections["train"], "setups": [{"base_model": "sentence-transformers/all-MiniLM-L6-v2"}]}}
+    with pytest.raises(ValueError, match="same models"):
+        selection.training_setups(train.load_train_params(load_config(overrides=twice)))
+
+
+@pytest.mark.models
+def test_evaluate_scores_the_benchmark_by_hub_id_through_the_hub_code_path(minilm_hf_cache, tiny_benchmark):  # noqa: F811
+    import ratio_utils
+
+    by_id = ratio_utils.evaluate(MINILM_ID, tiny_benchmark, "test", "all", k=10, cache_dir=False, intervals=False)
+    assert (by_id["model_source"], by_id["model_path"]) == ("hub", str(minilm_hf_cache))
+    assert by_id["model_fingerprint"] == models.resolve_model(MINILM_ID).fingerprint
+    # the same weights by their packaged name: the same numbers
+    by_name = ratio_utils.evaluate("all-MiniLM-L6-v2", tiny_benchmark, "test", "all", k=10, cache_dir=False, intervals=False)
+    assert by_name["model_source"] == "packaged"
+    assert by_id["scores"] == by_name["scores"] and set(by_id["scores"]) == {"address", "broaden", "specify"}

@@ -219,3 +219,70 @@ def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_process
     assert pipeline.main(["--params", str(params), "--notebooks", str(nbdir), "--run-id", "t"]) == 0
     assert order == [("notebook", "08_y.ipynb"), ("torchrun", ["--move", "broaden", "--no-tables"], "09_x__move=broaden.torchrun.log"),
                      ("notebook", "09_x__move=broaden.ipynb")]
+
+
+def _unavailable_except_minilm(monkeypatch, tmp_path):
+    """Resolution as on a machine with MiniLM only and no hub: every other model raises what resolve_model raises."""
+    from ratio_utils import models
+    from ratio_utils.reporting import systems
+
+    real = models.resolve_model
+
+    def resolve(spec, cache_dir=None, *, download=True):
+        if models.model_key(str(spec)) == "all-minilm-l6-v2":
+            return real(spec)
+        entry = models.registry_entry(str(spec))
+        hub_id = entry.hub_id if entry else spec
+        raise models.ModelNotAvailableError(
+            f"model {spec!r} ({hub_id}) is not available: not in the local Hugging Face cache. Ways to get it: "
+            f"(1) `hf download {hub_id}`; (2) pass a local folder holding the model", model=str(spec), reason="not cached")
+
+    monkeypatch.setattr(models, "resolve_model", resolve)
+    monkeypatch.setattr(systems, "resolve_model", resolve)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
+
+
+def test_a_params_file_naming_models_this_machine_cannot_get_stops_before_the_first_notebook(monkeypatch, tmp_path, capsys):
+    _unavailable_except_minilm(monkeypatch, tmp_path)
+    monkeypatch.setattr(pipeline, "install_missing_models", lambda cfg, notebooks=None: None)
+    monkeypatch.setattr(pipeline, "execute", lambda job, out_dir: pytest.fail("a notebook ran"))
+    assert pipeline.main(["--params", "params/paper.yaml", "--run-id", "t"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    wanted = ["all-mpnet-base-v2", "ModernBERT-embed-large", "Stella-en-1.5B-v5", "EmbeddingGemma-300m",
+              "Qwen3-Embedding-0.6B", "ReasonIR-8B", "answerai-colbert-small-v1", "GTE-ModernColBERT-v1", "Reason-ModernColBERT"]
+    assert err[0] == f"paper.yaml names {len(wanted)} model(s) this machine cannot get; nothing was run:"
+    assert [line.split(": ")[1] for line in err[1:]] == wanted  # one line per model, in the params' order
+    qwen = err[1 + wanted.index("Qwen3-Embedding-0.6B")]
+    assert "not in the local Hugging Face cache, and HF_HUB_OFFLINE is set" in qwen
+    assert "To get it: (1) `hf download Qwen/Qwen3-Embedding-0.6B`" in qwen
+    assert "python -m ratio_utils.models install embeddinggemma-300m" in err[1 + wanted.index("EmbeddingGemma-300m")]
+    assert not (tmp_path / "out" / "runs").exists()
+
+    # the same lines without running anything: --check-models (exit 2) and --list (its note on stderr, exit 0)
+    assert pipeline.main(["--params", "params/paper.yaml", "--check-models"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == len(wanted)
+    assert pipeline.main(["--params", "params/paper.yaml", "--list"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("00_corpus") and len(err.splitlines()) == len(wanted)
+
+    # only the models of the notebooks that run: 00 loads none, 09 the bases of fine-tuning
+    from ratio_utils.config import load_config
+
+    paper = load_config("params/paper.yaml")
+    assert pipeline.unavailable_models(paper, ["00", "05"]) == []
+    assert [line.split(":")[0] for line in pipeline.unavailable_models(paper, ["09"])] == [
+        "all-mpnet-base-v2", "ModernBERT-embed-large", "Stella-en-1.5B-v5"]
+
+
+def test_a_model_the_hub_can_give_passes_the_preflight(monkeypatch, tmp_path):
+    from ratio_utils.config import load_config
+    from ratio_utils.reporting import systems
+
+    _unavailable_except_minilm(monkeypatch, tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(systems, "hub_reachable", lambda timeout=3.0: True)
+    assert pipeline.unavailable_models(load_config("params/paper.yaml")) == []  # the run downloads them
+    assert pipeline.unavailable_models(load_config()) == []  # the default run needs MiniLM only

@@ -11,13 +11,42 @@ from .registry import encoder_training, registry_entry
 ENCODER_TRAINING: dict[str, tuple[int, str]] = encoder_training()
 
 
-def models_in_params(cfg) -> list[str]:
-    """Every model a run's params ask a notebook to load, as written: the dense baselines (08) and the bases of
-    fine-tuning (09), the analyses (11) and the unified retriever (13)."""
+def _spec(entry) -> str | None:
+    """A model entry as written: a name, or the `model` of a mapping ({model: NAME, prefixes: STYLE})."""
+    if isinstance(entry, dict):
+        entry = entry.get("model")
+    return str(entry) if entry else None
+
+
+# The notebooks that load the models of each params section's entries (by notebook number).
+_LOADED_BY = {"retrieval": ("08", "12"), "train": ("09", "12"), "analysis": ("11",), "unified": ("13",)}
+
+
+def models_in_params(cfg, notebooks=None) -> list[str]:
+    """Every model a run's params ask a notebook to load, as written, once each, in order: the dense and ColBERT
+    baselines (08: retrieval.dense_models, with or without their prefixes, colbert_models, colbert_checkpoints), the
+    bases of fine-tuning (09: train.base_model and each of train.setups), the analyses (11) and the unified
+    retriever (13). `notebooks` (numbers, "08"): only the models those notebooks load (notebook 12 reads the
+    dense baselines and the fine-tuned base)."""
     sections = cfg.sections
-    names = [*sections.get("retrieval", {}).get("dense_models", []),
-             *(sections.get(name, {}).get("base_model") for name in ("train", "analysis", "unified"))]
-    return [name for name in names if name]
+    retrieval = sections.get("retrieval") or {}
+    train = sections.get("train") or {}
+    wanted = None if notebooks is None else {str(n).zfill(2)[:2] for n in notebooks}
+
+    def asked(section: str) -> bool:
+        return wanted is None or bool(wanted & set(_LOADED_BY[section]))
+
+    names = []
+    if asked("retrieval"):
+        names += [*map(_spec, retrieval.get("dense_models") or [])]
+        if wanted is None or "08" in wanted:
+            names += [*map(_spec, retrieval.get("colbert_models") or []), *(retrieval.get("colbert_checkpoints") or {}).values()]
+    if asked("train"):
+        names.append(train.get("base_model"))
+        if wanted is None or "09" in wanted:
+            names += [s.get("base_model") for s in train.get("setups") or [] if isinstance(s, dict)]
+    names += [(sections.get(name) or {}).get("base_model") for name in ("analysis", "unified") if asked(name)]
+    return list(dict.fromkeys(str(name) for name in names if name))
 
 
 def encoders_used(cfg) -> list[str]:

@@ -26,12 +26,13 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark
 from ..io import read_json_if_exists
 from ..models import (
-    ModelNotAvailableError, hub_offline, model_fingerprint, model_name, packaged_model, registry_entry, resolve_model,
+    ModelNotAvailableError, ModelRef, RegistryEntry, hub_offline, model_name, packaged_model,
+    registry_entry, resolve_model,
 )
 from ..param_sections import RetrievalParams
 from ..schema import GENERIC_PREFIXES, MOVES, Move, Split
 from ..retrieval.bm25 import BM25Retriever
-from ..retrieval.dense import DenseRetriever, recommended_prefixes
+from ..retrieval.dense import DenseRetriever
 from ..schema import instructed_query_prefix
 from ..retrieval.ranking import get_or_record_run
 from ..retrieval.runs import RunInfo, system_name
@@ -71,51 +72,98 @@ class System:
                        max_queries=params.max_queries, source=self.source)
 
 
+def _entry(model: str | ModelRef) -> RegistryEntry | None:
+    """A model's registry entry: a resolved reference's, else by its spelling or its folder's name (a copied model
+    folder named after a registry model gets that model's prefixes, as before the registry)."""
+    if isinstance(model, ModelRef):
+        return model.entry or registry_entry(model.name)
+    return registry_entry(model) or registry_entry(model_name(model))
+
+
+def has_recommended_prefixes(model: str | ModelRef) -> bool:
+    """Whether the model's developers recommend prefixes (the registry's `recommended`, not both empty)."""
+    entry = _entry(model)
+    return bool(entry and entry.recommended and (entry.recommended.query or entry.recommended.document))
+
+
 def plan_systems(params: RetrievalParams) -> list[System]:
-    """The rows that run here (BM25, dense baselines, ColBERT checkpoints), in table order."""
+    """The rows that run here (BM25, dense baselines, ColBERT checkpoints and models), in table order.
+
+    A dense model's rows are the setups params.dense_styles names ("recommended" only where it has such prefixes);
+    nothing is resolved here (the registry says which prefixes a model has)."""
     systems = [System(bm25_model_name(n), "-", "bm25", str(n)) for n in params.bm25_ngrams]
     for model in params.dense_models:
         name = model_name(model)
-        if params.generic_prefix:
-            systems.append(System(name, "generic", "dense", model))
-        style = recommended_prefixes(model)
-        if params.recommended_prefix and style and (style.query_prefix or style.doc_prefix):
-            systems.append(System(name, "recommended", "dense", model))
-        if params.move_instructions:
-            systems.append(System(name, "per-move", "dense", model))
+        styles = params.dense_styles(model)
+        for style in ("generic", "recommended", "per-move"):
+            if style in styles and (style != "recommended" or has_recommended_prefixes(model)):
+                systems.append(System(name, style, "dense", model))
     for row_name, checkpoint in params.colbert_checkpoints.items():
         systems.append(System(row_name, "-", "colbert", checkpoint))
+    for model in params.colbert_models:
+        systems.append(System(model_name(model), "-", "colbert", model))
     return systems
 
 
-def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config):
-    """The retriever of one row for one move (instructions depend on the move)."""
+def system_prefixes(system: System, move: Move, model: str | ModelRef | None = None) -> tuple[str, str]:
+    """(query prefix, document prefix) of a dense row for a move, from the model registry."""
+    entry = _entry(model if model is not None else system.source)
+    if system.prefix == "generic":
+        return GENERIC_PREFIXES
+    if system.prefix == "recommended":
+        if entry is None or entry.recommended is None:
+            raise ValueError(f"{system.model} has no recommended prefixes in the model registry")
+        return entry.recommended.query, entry.recommended.document
+    if system.prefix == "per-move":
+        # The instruction replaces the generic query prefix; candidates keep the generic one, so the
+        # pool embeddings of the generic row are reused.
+        template = entry.instruction_template if entry is not None and entry.instruction_template else None
+        query_prefix = instructed_query_prefix(move, template) if template else instructed_query_prefix(move)
+        return query_prefix, GENERIC_PREFIXES[1]
+    raise ValueError(f"unknown prefix kind {system.prefix!r}")
+
+
+def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config, ref: ModelRef | None = None):
+    """The retriever of one row for one move (instructions depend on the move).
+
+    `ref`: the row's model resolved once by the caller (run_baselines resolves each model once for all its rows and
+    moves); without it a dense model is resolved here."""
     cache = cfg.paths.embedding_cache
     if system.family == "bm25":
         return BM25Retriever(int(system.source), name=system.model, max_pool_bytes=params.max_pool_bytes)
     if system.family == "colbert":
         from ..retrieval.colbert import ColBERTRetriever
 
-        return ColBERTRetriever(system.source, batch_size=params.batch_size, name=system.model)
-    model = system.source
-    if system.prefix == "generic":
-        query_prefix, doc_prefix = GENERIC_PREFIXES
-    elif system.prefix == "recommended":
-        style = recommended_prefixes(model)
-        query_prefix, doc_prefix = style.query_prefix, style.doc_prefix
-    elif system.prefix == "per-move":
-        # The instruction replaces the generic query prefix; candidates keep the generic one, so the
-        # pool embeddings of the generic row are reused.
-        style = recommended_prefixes(model)
-        template = style.instruction_template if style and style.instruction_template else None
-        query_prefix = instructed_query_prefix(move, template) if template else instructed_query_prefix(move)
-        doc_prefix = GENERIC_PREFIXES[1]
-    else:
-        raise ValueError(f"unknown prefix kind {system.prefix!r}")
+        entry = _entry(ref if ref is not None else system.source)
+        lengths = {"query_length": entry.query_length, "document_length": entry.document_length} \
+            if entry is not None and entry.query_length else {}
+        # The spec as written, not ref's folder: the run's sidecar records it (no machine path); PyLate loads it
+        # through models.resolve_model_path once, when the first text is encoded.
+        return ColBERTRetriever(system.source, batch_size=params.batch_size, name=system.model, **lengths)
+    model = ref if ref is not None else resolve_model(system.source)
+    query_prefix, doc_prefix = system_prefixes(system, move, model)
     return DenseRetriever(
         model, query_prefix, doc_prefix, batch_size=params.batch_size, cache_dir=cache,
         fp16_storage=params.fp16_storage, name=system.model, max_pool_bytes=params.max_pool_bytes,
     )
+
+
+def resolve_systems(systems: list[System]) -> tuple[list[System], dict[str, ModelRef], list[dict]]:
+    """Resolve the model of every dense and ColBERT row once (downloading from the hub where the user's environment
+    allows): the rows whose model resolves, their references by source, and one row per model that does not
+    (system, status "not run (<why>)")."""
+    refs: dict[str, ModelRef] = {}
+    failed: dict[str, str] = {}
+    for system in systems:
+        if system.family == "bm25" or system.source in refs or system.source in failed:
+            continue
+        try:
+            refs[system.source] = resolve_model(system.source)
+        except ModelNotAvailableError as exc:
+            failed[system.source] = str(exc)
+    kept = [s for s in systems if s.family == "bm25" or s.source in refs]
+    skipped = [{"system": model_name(source), "status": f"not run ({why})"} for source, why in failed.items()]
+    return kept, refs, skipped
 
 
 # -- whether a model of the paper can run here -------------------------------------------------------------------
@@ -208,23 +256,31 @@ class TunedModel:
         recorded = (self.results or {}).get("prefixes") or {}
         return recorded.get("query", GENERIC_PREFIXES[0]), recorded.get("document", GENERIC_PREFIXES[1])
 
+    @functools.cached_property
+    def ref(self) -> ModelRef:
+        """The folder resolved once, for the run key's fingerprint and the retriever."""
+        return resolve_model(self.folder)
+
     def info(self, move: Move, split: Split, checksum: str, params: RetrievalParams, stage: str = TUNED_STAGE) -> RunInfo:
         return dataclasses.replace(self.system.info(move, split, checksum, params, stage=stage),
-                                   model_fingerprint=model_fingerprint(self.folder), notes=_tuned_notes(self.results or {}))
+                                   model_fingerprint=self.ref.fingerprint, notes=_tuned_notes(self.results or {}))
 
     def retriever(self, params: RetrievalParams, cfg: Config) -> DenseRetriever:
         return DenseRetriever(
-            str(self.folder), *self.prefixes, batch_size=params.batch_size, cache_dir=cfg.paths.embedding_cache,
+            self.ref, *self.prefixes, batch_size=params.batch_size, cache_dir=cfg.paths.embedding_cache,
             fp16_storage=params.fp16_storage, name=system_name(self.system.model, self.system.prefix, self.system.setup),
             max_pool_bytes=params.max_pool_bytes)
 
 
-def tuned_model(cfg: Config, base_model: str, move: Move) -> TunedModel:
-    """The fine-tuned retriever of `base_model` on `move`, found through `Paths.tuned_model_dir` (as notebook 09 writes it)."""
+def tuned_model(cfg: Config, base_model: str, move: Move, prefixes: str | None = None) -> TunedModel:
+    """The fine-tuned retriever of `base_model` on `move`, found through `Paths.tuned_model_dir` (as notebook 09 writes it);
+    `prefixes` "recommended": the setup trained with the model's recommended prefixes (its own folder and row)."""
     from ..train import FINAL_RESULTS_FILE
+    from ..train.selection import tuned_base
 
-    folder = cfg.paths.tuned_model_dir(base_model, move)
-    system = System(model_name(base_model), "generic", "dense", f"models/{folder.name}", setup="Tuned")
+    folder = cfg.paths.tuned_model_dir(tuned_base(base_model, prefixes), move)
+    row_prefix = "recommended" if prefixes == "recommended" else "generic"
+    system = System(model_name(base_model), row_prefix, "dense", f"models/{folder.name}", setup="Tuned")
     return TunedModel(folder, read_json_if_exists(folder / FINAL_RESULTS_FILE), system)
 
 
@@ -240,6 +296,7 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
     """
     from ..dataset.benchmark import load_benchmark
     from ..train import load_train_params
+    from ..train.selection import training_setups
 
     params = params or load_retrieval_params(cfg)
     train = load_train_params(cfg)
@@ -251,8 +308,8 @@ def record_tuned_runs(cfg: Config, move: str = "all", bench: Benchmark | None = 
         return pd.DataFrame([{"move": move, "status": "not fine-tuned in this run (train.moves leaves it out)"}])
     checksum = bench.checksum()
     splits = [Split.parse(s) for s in params.splits]
-    for target in train.selected_moves(move):
-        tuned = tuned_model(cfg, train.base_model, target)
+    for setup, target in [(s, m) for s in training_setups(train) for m in s.selected_moves(move)]:
+        tuned = tuned_model(cfg, setup.base_model, target, setup.prefixes)
         if tuned.results is None:
             rows.append({"move": target.value, "status": f"no fine-tuned model under models/{tuned.folder.name}/"})
             continue

@@ -16,13 +16,12 @@ from tqdm.auto import tqdm
 
 from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
-from ..models import ModelNotAvailableError, model_name, resolve_model_path
 from ..param_sections import RetrievalParams
 from ..reporting import paper_tables
 from ..publish.display import Stage
 from ..retrieval.ranking import record_run
 from ..retrieval.runs import system_name
-from ..reporting.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, runnable
+from ..reporting.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, resolve_systems, runnable
 from ..schema import Split
 
 
@@ -59,17 +58,13 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
     """Run every available system on every move and split; write run files. Returns what was written.
 
     Run files of another benchmark (any stage's) are set aside first (paper_tables.retire_foreign_runs):
-    this notebook starts the retrieval stages, so a new benchmark makes them stale."""
+    this notebook starts the retrieval stages, so a new benchmark makes them stale.
+
+    Each model is resolved once (reporting.systems.resolve_systems) and its reference handed to the retrievers of
+    all its rows; a model that cannot be had here leaves its rows out, with one line saying why."""
     params = params or load_retrieval_params(cfg)
     splits = [Split.parse(s) for s in params.splits]
-    systems = plan_systems(params)
-    skipped = []
-    for model in params.dense_models:
-        try:
-            resolve_model_path(model)
-        except ModelNotAvailableError as exc:
-            systems = [s for s in systems if s.source != model]
-            skipped.append({"system": model_name(model), "status": f"not run ({exc})"})
+    systems, refs, skipped = resolve_systems(plan_systems(params))
     checksum = bench.checksum()
     retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
                for path in paper_tables.retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
@@ -86,7 +81,7 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
         wanted = (system, move if system.prefix == "per-move" else None)
         if wanted != key:
             retriever = None  # the previous index is freed before the next is built
-            key, retriever = wanted, make_retriever(system, move, params, cfg)
+            key, retriever = wanted, make_retriever(system, move, params, cfg, ref=refs.get(system.source))
             retriever.show_progress = False  # this loop's bar is the only one (no nested bars)
         run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
         done.append({"system": info.system, "move": move.value, "split": split.value, "status": "written",

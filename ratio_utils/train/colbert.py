@@ -23,7 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -46,6 +46,9 @@ from . import (
     score_percent,
     training_pairs,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..models import ModelRef
 
 logger = logging.getLogger(__name__)
 
@@ -75,15 +78,17 @@ class ColbertResult:
 
 
 def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None = None,
-                       bench: Benchmark | None = None) -> ColbertResult:
-    """Train (unless already done) and save the move's ColBERT; score it on test when asked."""
-    from ..models import model_fingerprint, resolve_model_path
+                       bench: Benchmark | None = None, base: "ModelRef | None" = None) -> ColbertResult:
+    """Train (unless already done) and save the move's ColBERT; score it on test when asked.
+
+    `base`: the base model resolved once by the caller (train_colbert), else resolved here."""
+    from ..models import resolve_model
 
     move = Move.parse(move)
     params = params or load_train_params(cfg)
     bench = bench or load_benchmark(cfg.paths.benchmark)
-    base_path = resolve_model_path(params.base_model)
-    base_fingerprint = model_fingerprint(base_path)
+    base_path = base if base is not None else resolve_model(params.base_model)
+    base_fingerprint = base_path.fingerprint
     fingerprints = model_fingerprints(base_fingerprint, bench, move)
     scored_on = benchmark_fingerprints(base_fingerprint, bench)
     settings = colbert_settings(params)
@@ -133,7 +138,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     return ColbertResult(move.value, str(out_dir), len(pairs), loss_history, pairs_per_second, test, True)
 
 
-def _train(base_path: Path, pairs: pd.DataFrame, params: TrainParams, out_dir: Path, seed: int) -> tuple[list, float]:
+def _train(base_path: "Path | ModelRef", pairs: pd.DataFrame, params: TrainParams, out_dir: Path, seed: int) -> tuple[list, float]:
     from datasets import Dataset
     from pylate import losses, utils
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -229,8 +234,14 @@ def train_colbert(cfg: Config, move: str = "all", params: TrainParams | None = N
     params = params or load_train_params(cfg)
     if not params.colbert:
         return []
+    from ..models import resolve_model
+
+    moves = colbert_moves(params, move)
+    if not moves:
+        return []
     bench = load_benchmark(cfg.paths.benchmark)
-    return [train_colbert_move(cfg, m, params, bench) for m in colbert_moves(params, move)]
+    base = resolve_model(params.base_model)  # once for every move
+    return [train_colbert_move(cfg, m, params, bench, base) for m in moves]
 
 
 def skipped_reason(params: TrainParams, move: str = "all") -> str:

@@ -29,6 +29,8 @@ from .evaluator import PoolRetrievalEvaluator
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
 
+    from ..models import ModelRef
+
 logger = logging.getLogger(__name__)
 
 
@@ -72,7 +74,7 @@ class RunResult:
 
 
 def train_configuration(
-    base_model_path: Path,
+    base_model_path: "Path | ModelRef",
     pairs: pd.DataFrame,
     evaluator: PoolRetrievalEvaluator,
     hp: HyperParams,
@@ -86,7 +88,8 @@ def train_configuration(
 ) -> tuple[RunResult, "SentenceTransformer"]:
     """Train one configuration, restore its best epoch, save it to run_dir/model; return the result.
 
-    `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
+    `base_model_path`: the base model's folder, or its reference resolved once by the caller (its registry settings,
+    dtype or remote code, apply when it is loaded). `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
     the unified retriever's move-mixing sampler, ratio_utils.train.unified).
     """
     from datasets import Dataset

@@ -26,7 +26,7 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..distributed import barrier, init_process_group, is_main_process, world_size
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
-from ..models import model_name
+from ..models import ModelRef, model_name, registry_entry, resolve_model
 from ..param_sections import TrainParams
 from ..schema import Move, Split
 from .configurations import (
@@ -55,12 +55,51 @@ def base_name(base_model: str) -> str:
     return model_name(base_model)
 
 
+RECOMMENDED_SUFFIX = "-recommended"  # models/<base>-recommended__<move>/: a setup trained with recommended prefixes
+
+
+def tuned_base(base_model: str, prefixes: str | None = None) -> str:
+    """The name a fine-tuned setup's folders carry: the base model's, with "-recommended" for a setup trained with
+    its developers' prefixes (the paper trains ModernBERT and Stella both ways)."""
+    return f"{model_name(base_model)}{RECOMMENDED_SUFFIX}" if prefixes == "recommended" else base_model
+
+
 def move_model_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
-    return cfg.paths.tuned_model_dir(params.base_model, move)
+    return cfg.paths.tuned_model_dir(tuned_base(params.base_model, params.prefixes), move)
 
 
 def move_runs_dir(cfg: Config, params: TrainParams, move: Move) -> Path:
-    return cfg.paths.tuned_runs_dir(params.base_model, move)
+    return cfg.paths.tuned_runs_dir(tuned_base(params.base_model, params.prefixes), move)
+
+
+def with_prefixes(params: TrainParams) -> TrainParams:
+    """`params` with query_prefix / doc_prefix set from the model registry when `prefixes` names a style
+    (unchanged when it is None)."""
+    if params.prefixes is None:
+        return params
+    entry = registry_entry(params.base_model) or registry_entry(model_name(params.base_model))
+    if entry is None:
+        if params.prefixes == "recommended":
+            raise ValueError(f"train.prefixes is 'recommended' but the model registry does not list {params.base_model!r}")
+        from ..models import GENERIC_PREFIXES
+
+        prefixes = GENERIC_PREFIXES
+    else:
+        prefixes = entry.prefixes(params.prefixes)
+    return dataclasses.replace(params, query_prefix=prefixes.query, doc_prefix=prefixes.document)
+
+
+def training_setups(params: TrainParams) -> list[TrainParams]:
+    """Every fine-tuning setup of the `train:` section: the section itself, then each of `setups` (the section's
+    values with the setup's own), prefixes filled in from the registry (with_prefixes)."""
+    main = dataclasses.replace(params, setups=[])
+    setups = [with_prefixes(main)] + [with_prefixes(dataclasses.replace(main, **setup)) for setup in params.setups]
+    folders = [model_name(tuned_base(s.base_model, s.prefixes)) for s in setups]
+    twice = sorted({f for f in folders if folders.count(f) > 1})
+    if twice:
+        raise ValueError(f"train.setups: two setups would write the same models/<base>__<move>/ folders ({', '.join(twice)}); "
+                         "give each base model one generic and one recommended setup at most")
+    return setups
 
 
 def model_fingerprints(base_fingerprint: str, bench: Benchmark, move: Move) -> dict[str, str]:
@@ -165,14 +204,16 @@ FINAL_SPLITS = (Split.TEST, Split.SILVER)  # silver (judge-filtered test queries
 
 
 def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, params: TrainParams,
-                    cache_dir: Path | None, per_query: dict[str, dict] | None = None) -> dict[str, dict[str, float]]:
+                    cache_dir: Path | None, per_query: dict[str, dict] | None = None, *,
+                    ref: ModelRef | None = None) -> dict[str, dict[str, float]]:
     """Scores of a saved model on each split that exists (one retriever: silver reuses the test pool's vectors).
 
-    `per_query`, when given, receives each split's per-query values (per_query_values)."""
+    `per_query`, when given, receives each split's per-query values (per_query_values); `ref`, the model at
+    `model_path` resolved once by the caller (with its registry settings: dtype, remote code)."""
     from ..evaluation.metrics import evaluate_run
     from ..retrieval import DenseRetriever
 
-    retriever = DenseRetriever(str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
+    retriever = DenseRetriever(ref if ref is not None else str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
                                batch_size=params.eval_batch_size, cache_dir=cache_dir)
     scores = {}
     for split in splits:
@@ -185,7 +226,7 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     return scores
 
 
-def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Move, base_path: Path,
+def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Move, base: Path | ModelRef,
                     fingerprints: dict[str, str]) -> dict[str, dict[str, float]]:
     """The base model before fine-tuning, scored like the tuned one (same prefixes, pools); cached."""
     path = move_runs_dir(cfg, params, move) / "baseline.json"
@@ -199,28 +240,32 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
     if is_main_process():
         # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
         per_query: dict[str, dict] = {}
-        scores = _evaluate_saved(base_path, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache, per_query)
+        folder, ref = (base.path, base) if isinstance(base, ModelRef) else (base, None)
+        scores = _evaluate_saved(folder, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache,
+                                 per_query, ref=ref)
         write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix],
                                  "scores": scores, "per_query": per_query})
     barrier()
     return (read_json_if_exists(path) or {}).get("scores", scores)
 
 
-def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = None, bench: Benchmark | None = None) -> MoveResult:
-    """Train every configuration of one move not yet done, select the best, score it on test once."""
-    from ..models import model_fingerprint, resolve_model_path
+def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = None, bench: Benchmark | None = None,
+                  base: ModelRef | None = None) -> MoveResult:
+    """Train every configuration of one move not yet done, select the best, score it on test once.
 
+    The base model is resolved once (`base`, or here) and its reference handed to the baseline's scoring and to
+    every configuration's training."""
     move = Move.parse(move)
-    params = params or load_train_params(cfg)
+    params = with_prefixes(params or load_train_params(cfg))
     init_process_group(params.ddp_timeout, params.device)  # before the first barrier (the baseline's)
     bench = bench or load_benchmark(cfg.paths.benchmark)
-    base_path = resolve_model_path(params.base_model)
-    base_fingerprint = model_fingerprint(base_path)
+    base = base if base is not None else resolve_model(params.base_model)
+    base_fingerprint = base.fingerprint
     fingerprints, scored_on = model_fingerprints(base_fingerprint, bench, move), benchmark_fingerprints(base_fingerprint, bench)
     configs = load_hyperparams(params.configs_file, move, params.configs)
     runs_dir = move_runs_dir(cfg, params, move)
     final_dir = move_model_dir(cfg, params, move)
-    baseline = baseline_scores(cfg, params, bench, move, base_path, scored_on)
+    baseline = baseline_scores(cfg, params, bench, move, base, scored_on)
 
     pairs = None
     validation = None
@@ -238,7 +283,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         if pairs is None:
             pairs = training_pairs(bench, move, params.max_train_pairs, cfg.seed)
             validation = EvalSet.load(bench, move, Split.VALIDATION)
-        result = _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, key, cfg.seed)
+        result = _train_and_record(base, pairs, validation, hp, run_dir, params, move, key, cfg.seed)
         runs.append(result)
         trained_now.append(hp.id)
 
@@ -249,7 +294,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         hp = HyperParams(**selected.config)
         pairs = pairs if pairs is not None else training_pairs(bench, move, params.max_train_pairs, cfg.seed)
         validation = validation or EvalSet.load(bench, move, Split.VALIDATION)
-        fresh = _train_and_record(base_path, pairs, validation, hp, Path(selected.model_dir).parent, params, move, selected.run_key, cfg.seed)
+        fresh = _train_and_record(base, pairs, validation, hp, Path(selected.model_dir).parent, params, move, selected.run_key, cfg.seed)
         runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
         selected = fresh
         trained_now.append(hp.id)
@@ -264,11 +309,11 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     return MoveResult(move.value, runs, selected, baseline, test, str(final_dir), trained_now, published_now)
 
 
-def _train_and_record(base_path, pairs, validation, hp, run_dir, params, move, key, seed) -> RunResult:
+def _train_and_record(base, pairs, validation, hp, run_dir, params, move, key, seed) -> RunResult:
     evaluator = PoolRetrievalEvaluator(validation, query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
                                        batch_size=params.eval_batch_size)
     logger.info("training %s %s on %d pairs", move.value, hp.name, len(pairs))
-    result, _ = train_configuration(base_path, pairs, evaluator, hp, run_dir, params, move=move, run_key=key, seed=seed)
+    result, _ = train_configuration(base, pairs, evaluator, hp, run_dir, params, move=move, run_key=key, seed=seed)
     if is_main_process():
         write_json_atomic(run_dir / RESULT_FILE, result.to_json())  # last: marks the run finished
     barrier()
@@ -405,23 +450,31 @@ def move_model_card(results: dict[str, Any]) -> str:
 def finetune_plan(cfg: Config, move: str = "all", params: TrainParams | None = None) -> pd.DataFrame:
     """The configurations a `finetune` call would try: each is trained, or reused where a finished run with the
     same run key (the same inputs) is on disk."""
-    from ..models import model_fingerprint, resolve_model_path
-
     params = params or load_train_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
-    base_fingerprint = model_fingerprint(resolve_model_path(params.base_model))
+    setups = training_setups(params)
     rows = []
-    for m in params.selected_moves(move):
-        n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
-        fingerprints = model_fingerprints(base_fingerprint, bench, m)
-        for hp in load_hyperparams(params.configs_file, m, params.configs):
-            key = run_key(fingerprints, params, hp, m, cfg.seed, key_world_size(params))
-            done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
-            rows.append({"move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
-                         "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
-                         "available pairs": n_pairs, "run key": key,
-                         "this run": "reuse: finished by an earlier run with the same run key" if done else "train"})
+    for setup in setups:
+        base_fingerprint = resolve_model(setup.base_model).fingerprint
+        for m in setup.selected_moves(move):
+            rows.extend(_plan_rows(cfg, setup, bench, m, base_fingerprint, len(setups) > 1))
     return pd.DataFrame(rows)
+
+
+def _plan_rows(cfg: Config, params: TrainParams, bench: Benchmark, m: Move, base_fingerprint: str,
+               name_setup: bool) -> list[dict]:
+    n_pairs = len(bench.queries(m, Split.TRAIN)) if bench.has(m, Split.TRAIN) else 0
+    fingerprints = model_fingerprints(base_fingerprint, bench, m)
+    setup = {"setup": move_model_dir(cfg, params, m).name.rsplit("__", 1)[0]} if name_setup else {}
+    rows = []
+    for hp in load_hyperparams(params.configs_file, m, params.configs):
+        key = run_key(fingerprints, params, hp, m, cfg.seed, key_world_size(params))
+        done = (move_runs_dir(cfg, params, m) / f"{hp.name}-{key}" / RESULT_FILE).exists()
+        rows.append({**setup, "move": m.value, "config": hp.id, "epochs": hp.epochs, "batch": hp.batch_size,
+                     "lr": hp.learning_rate, "train pairs": min(n_pairs, params.max_train_pairs or n_pairs),
+                     "available pairs": n_pairs, "run key": key,
+                     "this run": "reuse: finished by an earlier run with the same run key" if done else "train"})
+    return rows
 
 
 def finetune_summary(results: list[MoveResult]) -> pd.DataFrame:
@@ -442,7 +495,13 @@ def finetune_summary(results: list[MoveResult]) -> pd.DataFrame:
 
 
 def finetune(cfg: Config, move: str = "all", params: TrainParams | None = None) -> list[MoveResult]:
-    """Notebook 09's entry point: fine-tune the selected move(s)."""
+    """Notebook 09's entry point: fine-tune the selected move(s) in every setup of the params (training_setups: the
+    `train:` section, then its `setups`), each base model resolved once for all its moves."""
     params = params or load_train_params(cfg)
     bench = load_benchmark(cfg.paths.benchmark)
-    return [finetune_move(cfg, m, params, bench) for m in params.selected_moves(move)]
+    results = []
+    for setup in training_setups(params):
+        moves = setup.selected_moves(move)
+        base = resolve_model(setup.base_model) if moves else None
+        results += [finetune_move(cfg, m, setup, bench, base) for m in moves]
+    return results
