@@ -13,8 +13,9 @@ import pytest
 from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.evaluation import stats
-from ratio_utils.reporting.paper_tables import DAGGER
+from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.retrieval.base import Retriever
+from ratio_utils.schema import NOTEBOOKS
 
 
 def test_word_sets_are_the_bm25_preprocessing():
@@ -207,7 +208,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
 
     # F.1: on its own move's queries a tuned retriever returns only the gold (overlap g, the query-gold overlap at
     # every k); the untuned one two no-overlap fillers, then the gold (0 at k=1, g/3 from k=3 on).
-    overlap = lexical_overlap.overlap_analysis(cfg, bench, params, retrievers, analyses.STAGE)
+    overlap = lexical_overlap.overlap_analysis(cfg, bench, params, retrievers, NOTEBOOKS["11"])
     values = overlap.per_k.set_index(["move", "system", "k"])["value"]
     # by hand (BM25 word sets, shared / union): address 1/10 (parser), 0, 1/10 (beam); specify 0, 2/9 (featur, word), 0
     gold = {"address": (1 / 10 + 0 + 1 / 10) / 3, "specify": (0 + 2 / 9 + 0) / 3}
@@ -228,7 +229,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     assert (cfg.paths.figures / "figure4_lexical_overlap.png").exists()
 
     # F.2: in a pool of the move's golds the untuned retriever ranks the gold last (3rd of 3, 2nd of Broaden's 2)
-    table10 = oracle_pools.oracle_filtering(cfg, bench, params, retrievers, analyses.STAGE,
+    table10 = oracle_pools.oracle_filtering(cfg, bench, params, retrievers, NOTEBOOKS["11"],
                                            {c: metric_key(c) for c in FULL_COLUMNS})
     specify = table10[table10["Move"] == "Specify"].set_index("Setup")
     assert set(specify["Pool size"]) == {3} and list(specify.index) == ["Baseline", "Tuned"]
@@ -250,7 +251,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     assert oracle_records.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3] * 2)
 
     # F.3 (MRR@10): untuned 1/3 everywhere; tuned on M: 1 on M's queries; on the others 1/2 (Address) or 1/3 (Specify)
-    transfer_result = transfer.cross_move_transfer(cfg, bench, params, retrievers, analyses.STAGE)
+    transfer_result = transfer.cross_move_transfer(cfg, bench, params, retrievers, NOTEBOOKS["11"])
     assert len(transfer_result.table) == 2 * 3  # two tuned retrievers x three queried moves
     expected = pd.DataFrame({"address": [2.0, 0.0], "broaden": [0.5, 0.0], "specify": [0.5, 2.0]}, index=["address", "specify"])
     pd.testing.assert_frame_equal(transfer_result.matrix, expected, check_names=False)  # rows: tuned on; columns: queried

@@ -430,6 +430,45 @@ def test_the_stale_reference_check_finds_planted_names():
     assert stale_references(REPO_ROOT, texts) == ["a.md: ratio_utils.retrieval.systems", "a.md: docs/nowhere.md"]
 
 
+# -- one definition of each name ---------------------------------------------------------------------------------------
+
+# Names that every module of one kind defines for the same job: the applications' argument parsers.
+SAME_JOB_NAMES = {"build_parser", "main", "PROG", "EPILOG", "logger"}
+
+
+def defined_names(package_dir: Path) -> dict[str, list[str]]:
+    """Public module-level names (functions, classes, assignments) -> the modules defining them (not importing)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [target.id for target in node.targets if isinstance(target, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                names = []
+            for name in names:
+                if not name.startswith("_") and name not in SAME_JOB_NAMES:
+                    found.setdefault(name, []).append(path.relative_to(package_dir.parent).as_posix())
+    return found
+
+
+def test_no_name_is_defined_in_two_modules():
+    twice = {name: where for name, where in defined_names(REPO_ROOT / "ratio_utils").items() if len(where) > 1}
+    assert not twice, "one definition per name (import it, or name the two things apart): " + str(twice)
+
+
+def test_the_name_check_finds_a_planted_second_definition(tmp_path):
+    for name, text in {"pkg/a.py": "def combine():\n    pass\n", "pkg/b.py": "COMBINE = 1\ncombine = None\n",
+                       "pkg/c.py": "from .a import combine\ndef main():\n    pass\n", "pkg/d.py": "def main():\n    pass\n"}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    twice = {name: where for name, where in defined_names(tmp_path / "pkg").items() if len(where) > 1}
+    assert twice == {"combine": ["pkg/a.py", "pkg/b.py"]}
+
+
 # -- docs/architecture.md keeps in step with the tree ------------------------------------------------------------------
 
 ARCHITECTURE_DOC = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")

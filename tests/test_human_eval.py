@@ -199,7 +199,7 @@ def test_table12_against_hand_computed_values(study):
 def test_agreement_matches_hand_computed_kappa_and_sklearn(study):
     from sklearn.metrics import cohen_kappa_score
 
-    agree = statistics.agreement(study, MOVES).set_index(["move", "judgement"])
+    agree = statistics.annotator_agreement(study, MOVES).set_index(["move", "judgement"])
     row = agree.loc[("address", "candidate useful")]
     assert (row["queries"], row["pairs"]) == (1, 6)
     assert row["agreement"] == pytest.approx(50)

@@ -19,7 +19,8 @@ from ratio_utils.evaluation.metrics import evaluate_run
 from ratio_utils.evaluation.stats import bootstrap_ci
 from ratio_utils.param_sections import RetrievalParams
 from ratio_utils.reporting import paper_tables
-from ratio_utils.reporting.paper_tables import DAGGER, Expected, ForeignRunError, assemble_tables
+from ratio_utils.evaluation.stats import DAGGER
+from ratio_utils.reporting.paper_tables import Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, read_run
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
 from ratio_utils.stages.retrieval_baselines import run_baselines

@@ -299,7 +299,7 @@ def test_pairwise_test_and_the_reading_come_from_the_ranks():
 def test_stage_tables_pair_the_models_and_the_figure_names_its_queries(cfg, tiny_benchmark):
     import shutil
 
-    from ratio_utils.reporting.paper_tables import DAGGER
+    from ratio_utils.evaluation.stats import DAGGER
 
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     params = UnifiedParams(configs_file="params/finetune/smoke.yaml", configs=[1], pairs_per_move=4)

@@ -36,7 +36,7 @@ LABELS = ("useful", "not_useful")
 
 PREFERENCES = ("A", "B", "tie")
 
-SETUPS = ("baseline", "tuned")
+STUDY_SETUPS = ("baseline", "tuned")
 
 # One row per shown candidate (docs/human_eval.md). No field says which system made a list.
 LABEL_FIELDS = (
@@ -49,7 +49,7 @@ MAX_COMMENT = 5_000  # characters; the app's comment box holds no more
 KEY_FILE = "unblinding_key.jsonl"
 
 # Paper §3, shown to annotators beside the query; the question follows Appendix G's guidelines.
-MOVE_DEFINITIONS = {
+ANNOTATOR_DEFINITIONS = {
     Move.ADDRESS: "The query articulates a problem; the candidate gives an approach or insight that can help address it.",
     Move.BROADEN: "The candidate reformulates the query at a broader scope or greater generality, so that the query "
     "is a particular instance or manifestation of it.",
@@ -154,7 +154,7 @@ def packet_split(bench: Benchmark, move: Move) -> Split:
 def run_files_in(runs_dir: Path, params: HumanEvalParams, bench: Benchmark) -> dict[tuple[str, str], Path]:
     """(setup, move) -> runs_dir/<system>/<move>/<split>.parquet of both compared systems of every move."""
     return {(setup, move.value): run_path(runs_dir, params.system(setup, move), move, packet_split(bench, move))
-            for move in (Move.parse(m) for m in params.moves) for setup in SETUPS}
+            for move in (Move.parse(m) for m in params.moves) for setup in STUDY_SETUPS}
 
 
 @dataclass
@@ -196,7 +196,7 @@ def build_packets(bench: Benchmark, run_files: dict[tuple[str, str], Path], para
     report = {"seed": seed, "ab_order": "List A is the tuned system's top k with probability 1/2, per query, "
               "drawn from numpy.random.default_rng(seed) after the sampling", "per_move": build.per_move,
               "assignment": counts, "notes": build.notes,
-              "systems": {m: {s: params.system(s, Move.parse(m)) for s in SETUPS} for m in params.moves}}
+              "systems": {m: {s: params.system(s, Move.parse(m)) for s in STUDY_SETUPS} for m in params.moves}}
     return StudyPackets(build.items, assignments, build.key, report)
 
 
@@ -219,7 +219,7 @@ def _top_lists(run_files: dict[tuple[str, str], Path], params: HumanEvalParams, 
                split: Split) -> dict[str, dict[str, list[str]]]:
     """Setup -> query id -> that system's top k."""
     tops = {}
-    for setup in SETUPS:
+    for setup in STUDY_SETUPS:
         path = run_files.get((setup, move.value))
         if path is None or not path.exists():
             raise FileNotFoundError(f"no run file for {params.system(setup, move)!r} on {move.value}/{split.value}: "
@@ -314,7 +314,7 @@ def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, repo
         raise RuntimeError(f"{packets_dir} already holds other packets with labels in {labels_here}; move them away "
                            "(or restore the params that made them) before writing new packets")
     study = {"format": PACKET_FORMAT, "k": k, "lists": list(LISTS),
-             "moves": {m.value: {"definition": MOVE_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]} for m in MOVES},
+             "moves": {m.value: {"definition": ANNOTATOR_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]} for m in MOVES},
              "annotators": sorted(packets.assignments)}
     written = {
         "study": write_json_atomic(packets_dir / "study.json", study),

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..evaluation.stats import paired_permutation_test
 from .labels import StudyLabels
-from .packets import SETUPS
+from .packets import STUDY_SETUPS
 
 
 def annotation_scores(labels: StudyLabels) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def table2(labels: StudyLabels, moves: list[str], n_permutations: int = 10_000, 
         n = group["item"].nunique()
         p_values = {m: paired_permutation_test(*_paired(group, m), n_permutations=n_permutations, seed=seed)
                     for m in ("HR", "P", "MRR")}
-        for setup in SETUPS:
+        for setup in STUDY_SETUPS:
             scores = group[group["setup"] == setup]
             rows.append({
                 "move": move, "queries": n, "setup": setup.capitalize(),
@@ -77,7 +77,7 @@ def table11(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
     per_query = query_scores(labels)
     rows = []
     for move, group in _groups(per_query, moves):
-        for setup in SETUPS:
+        for setup in STUDY_SETUPS:
             s = group[group["setup"] == setup]
             mrr, mrr_gold = s["MRR"].mean(), s["MRR_gold"].mean()
             rows.append({"move": move, "queries": s["item"].nunique(), "setup": setup.capitalize(),
@@ -96,7 +96,7 @@ def table12(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
     c = labels.candidates
     rows = []
     for move, group in _groups(c, moves):
-        for setup in SETUPS:
+        for setup in STUDY_SETUPS:
             s = group[group["setup"] == setup]
             beyond = s[s["useful"] & ~s["is_gold"]]
             shown = s.drop_duplicates(["item", "setup", "list", "rank"])
@@ -115,7 +115,7 @@ def gold_marked_useful(labels: StudyLabels) -> pd.DataFrame:
             .assign(**{"marked useful": lambda f: 100 * f["marked useful"]}).reset_index())
 
 
-def agreement(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
+def annotator_agreement(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
     """Inter-annotator agreement on queries labelled twice: observed agreement and Cohen's kappa.
 
     Candidates: the two useful/not-useful labels of each shown candidate; preferences: the two list

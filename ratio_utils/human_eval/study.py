@@ -135,7 +135,7 @@ def study_results(cfg: Config, params: HumanEvalParams) -> HumanEvalResults:
         "table2_human_eval": study_statistics.table2(labels, moves, params.n_permutations, study_seed(cfg, params)),
         "table11_beyond_gold": study_statistics.table11(labels, moves),
         "table12_cross_paper": study_statistics.table12(labels, moves),
-        "human_eval_agreement": study_statistics.agreement(labels, moves),
+        "human_eval_agreement": study_statistics.annotator_agreement(labels, moves),
         "human_eval_gold_useful": study_statistics.gold_marked_useful(labels),
     }
     status = labels.candidates.groupby("annotator")["item"].nunique().rename("complete queries").reset_index()

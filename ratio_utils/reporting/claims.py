@@ -3,7 +3,7 @@
 Reads the long numeric records the result tables write beside themselves
 (`ratio_utils.publish.published.read_records`: tables/*.records.csv), never their display cells. A claim is tested by paired differences (subject -
 reference over the same queries) in the direction the paper states; each comparison gets a verdict by
-`decide`, and a claim's verdict for one move and query set combines them by `combine`:
+`decide`, and a claim's verdict for one move and query set combines them by `combine_verdicts`:
 
 - a comparison **supports** the claim when it has at least `MIN_QUERIES` queries, its paired 95% interval
   excludes 0 on the paper's side and its permutation p is below `ALPHA`; it **contradicts** it when the same
@@ -93,7 +93,7 @@ def decide(value: float, low: float, high: float, p: float, n: int, direction: i
     return NOT_SHOWN
 
 
-def combine(verdicts: list[str]) -> str:
+def combine_verdicts(verdicts: list[str]) -> str:
     if not verdicts:
         return CANNOT_TEST
     if CONTRADICTED in verdicts:
@@ -128,7 +128,7 @@ def claims_table(records: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> p
             for query_set in QUERY_SETS:
                 found = _comparisons(claim, records, move, query_set)
                 verdicts = [decide(r.value, r.low, r.high, r.p, int(r.n), claim.direction) for r in found.itertuples()]
-                verdict = combine(verdicts)
+                verdict = combine_verdicts(verdicts)
                 name = "silver" if query_set == "silver" else "unfiltered test"
                 row[f"{name}: verdict"] = verdict
                 if verdicts:

@@ -55,12 +55,11 @@ from ..retrieval.runs import (
 )
 from .systems import STAGE as BASELINE_STAGE
 from .systems import TUNED_STAGE, ModelAvailability
-from ..schema import MOVES, Move, Split
+from ..schema import MOVES, NOTEBOOKS, Move, Split
 from ..publish.label_sources import notes as label_notes
 from ..publish.label_sources import LabelSource, rerank_source, silver_sources
 from ..publish.published import records_frame
 
-DAGGER = stats.DAGGER
 
 _NO_FIRST_STAGE = "not run: no first stage: {first} has no run file ({why})"
 _NOT_RERANKED = "not run: rerank.systems does not name its first stage, {first}"
@@ -139,7 +138,7 @@ def metric_key(column: str) -> str:
 # -- the rows that are expected ---------------------------------------------------------------------
 
 
-SHOWN_IN = "10_llm_rerank"  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
+SHOWN_IN = NOTEBOOKS["10"]  # the last notebook that adds rows: the only one that displays Tables 1, 7 and 8
 ROW_STAGES = (BASELINE_STAGE, TUNED_STAGE, SHOWN_IN)  # the notebooks that add rows, in order
 
 
@@ -579,7 +578,7 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
     )
     notes.append(
         f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
-        f"(10,000 resamples, seed fixed; ratio_utils.evaluation.stats). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+        f"(10,000 resamples, seed fixed; ratio_utils.evaluation.stats). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
     )
     capped = sorted({i.max_queries for i in infos if i.max_queries})
     if capped:
@@ -695,7 +694,7 @@ def _add_rerank_table(out: _Assembly) -> None:
     out.notes[RERANK_TABLE] = ([] if not shown.empty else ["No reranked run file: no row of Tables 1 and 8 has "
                                                            "one (their notes say why)."]) + [
         "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
-        f"permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+        f"permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
     ]
 
 
@@ -707,7 +706,7 @@ def _add_baseline_table(out: _Assembly) -> None:
                                     "BM25, MRR@10 (%), per move and query set.")
     out.notes[BASELINE_TABLE] = [
         "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
-        f"sign-flip permutation test (10,000 permutations). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
+        f"sign-flip permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
         "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
         "the same queries, as the paper's 'best retriever for each move'); best tuned and best BM25 likewise, among the "
         "fine-tuned runs (notebook 09, first stage only) and the BM25 n-gram variants.",

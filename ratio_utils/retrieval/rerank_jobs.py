@@ -22,7 +22,7 @@ from ..llm import ChatRequest, ChatResult, LLMClient
 from ..llm.prompts import PromptFile
 from ..param_sections import RerankParams
 from ..publish.label_sources import REPLAYED_FROM
-from ..schema import Move, Split
+from ..schema import NOTEBOOKS, Move, Split
 from .rerank import (
     REPAIR_RULES,
     QueryCounts,
@@ -35,7 +35,6 @@ from .rerank import (
 )
 from .runs import RERANK_SUFFIX, info_path, read_run, read_run_info, reranked_system_name, run_path, write_system_run
 
-STAGE = "10_llm_rerank"
 
 COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one request each); of those requests, sent: "
                "sent to the endpoint in this run; replayed: answered from recorded responses (replay or the cache); "
@@ -231,7 +230,7 @@ def finish_job(job: Job, results: dict[str, ChatResult], asked: Asked, runs_dir:
         return remove_stale(target)
     info = dataclasses.replace(
         first, setup=first.setup + RERANK_SUFFIX,
-        family="llm-rerank", stage=STAGE, first_stage=first.system, max_queries=None, qids=sorted(orders),
+        family="llm-rerank", stage=NOTEBOOKS["10"], first_stage=first.system, max_queries=None, qids=sorted(orders),
         source=model, retriever={**reranker_record(model, asked), "prompt": prompt.label, "prompt_sha256": prompt.sha256,
                                  "top_n": params.top_n, "k": params.k},
         notes=[f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"] if job.counts.missing else [],
@@ -269,7 +268,7 @@ def rerank_report(jobs: list[Job], asked: Asked | None, mode: str, model: str, p
                   report, notes: list[str], root: Path) -> dict:
     """The report of notebook 10 (cfg.paths.rerank_report): who answered, the estimate, every job's counts."""
     return {
-        "stage": STAGE, "configured_model": model, "answered_by": asked.answered_by if asked else [], "mode": mode,
+        "stage": NOTEBOOKS["10"], "configured_model": model, "answered_by": asked.answered_by if asked else [], "mode": mode,
         "request_files": shown_path(asked.request_files, root) if asked else None, "top_n": params.top_n, "k": params.k,
         "estimate": None if report is None else {"input_tokens": report.est_input_tokens,
                                                   "output_tokens": report.est_output_tokens, "cost_usd": report.est_cost_usd},

@@ -37,10 +37,9 @@ from ..retrieval_analysis.lexical_overlap import OverlapResult, overlap_analysis
 from ..retrieval_analysis.oracle_pools import oracle_filtering
 from ..retrieval_analysis.pool_size import PoolSizeResult, pool_size_analysis
 from ..retrieval_analysis.transfer import TransferResult, cross_move_transfer
-from ..schema import MOVES
+from ..schema import MOVES, NOTEBOOKS
 from ..train import FINAL_RESULTS_FILE, move_model_dir
 
-STAGE = "11_analyses"
 
 
 def load_analysis_params(cfg: Config) -> AnalysisParams:
@@ -66,7 +65,7 @@ class AnalysesStage(Stage):
     @property
     def overlap(self) -> OverlapResult:
         if self._overlap is None:
-            self._overlap = overlap_analysis(self.cfg, self.bench, self.params, self.retrievers, STAGE)
+            self._overlap = overlap_analysis(self.cfg, self.bench, self.params, self.retrievers, NOTEBOOKS["11"])
         return self._overlap
 
     def overlap_count(self) -> pd.DataFrame:
@@ -80,12 +79,12 @@ class AnalysesStage(Stage):
 
     def oracle_filtering(self) -> pd.DataFrame:
         columns = {c: metric_key(c) for c in FULL_COLUMNS}
-        return oracle_filtering(self.cfg, self.bench, self.params, self.retrievers, STAGE, columns)
+        return oracle_filtering(self.cfg, self.bench, self.params, self.retrievers, NOTEBOOKS["11"], columns)
 
     @property
     def transfer(self) -> TransferResult:
         if self._transfer is None:
-            self._transfer = cross_move_transfer(self.cfg, self.bench, self.params, self.retrievers, STAGE)
+            self._transfer = cross_move_transfer(self.cfg, self.bench, self.params, self.retrievers, NOTEBOOKS["11"])
         return self._transfer
 
     def transfer_table(self) -> pd.DataFrame:

@@ -33,9 +33,8 @@ from ..publish.published import write_table
 from ..reporting import systems
 from ..retrieval.ranking import get_or_record_run
 from ..retrieval.runs import system_name
-from ..schema import GENERIC_PREFIXES, Move
+from ..schema import GENERIC_PREFIXES, NOTEBOOKS, Move
 
-STAGE = "12_human_eval_stats"
 
 
 class HumanEvalStatsStage(Stage):
@@ -103,14 +102,14 @@ def ensure_runs(cfg: Config, params: HumanEvalParams,
             continue  # another system: its run file as named
         if setup == "baseline":
             system = systems.System(model_name(base), "generic", "dense", base)
-            info = system.info(move, split, checksum, retrieval, stage=STAGE)
+            info = system.info(move, split, checksum, retrieval, stage=NOTEBOOKS["12"])
             make_retriever = functools.partial(systems.make_retriever, system, move, retrieval, cfg)
             prefixes = GENERIC_PREFIXES
         else:
             tuned = systems.tuned_model(cfg, base, move)
             if tuned.results is None:
                 continue  # not fine-tuned: build_packets names the missing run file
-            info = tuned.info(move, split, checksum, retrieval, stage=STAGE)
+            info = tuned.info(move, split, checksum, retrieval, stage=NOTEBOOKS["12"])
             make_retriever = functools.partial(tuned.retriever, retrieval, cfg)
             prefixes = tuned.prefixes
         stored = get_or_record_run(make_retriever, bench, info, cfg.paths.human_eval_runs, prefixes=prefixes,
