@@ -10,7 +10,7 @@ import pytest
 from ratio_utils import pipeline
 from ratio_utils.publish import run_records
 from ratio_utils.schema import NOTEBOOKS
-from ratio_utils.stages.summary import wall_times
+from ratio_utils.stages.summary import run_wall_times
 
 
 def _notebook(path, *sources, tag_first=True):
@@ -174,12 +174,12 @@ def test_wall_times_say_what_each_notebook_reused(cfg, monkeypatch):
     monkeypatch.setenv(run_records.NOTEBOOK_ENV, "09_finetune__move=address.ipynb")
     run_records.record_reused("address: configurations 1, 2 (run keys aaa, bbb)")
     run_records.record_reused("address: configurations 1, 2 (run keys aaa, bbb)")
-    table = wall_times(cfg).set_index("notebook")
+    table = run_wall_times(cfg).set_index("notebook")
     assert table.loc["08_retrieval_baselines.ipynb", "reused"] == "150 of 170 embeddings (cache/embeddings)"
     assert table.loc["09_finetune__move=address.ipynb", "reused"] == "address: configurations 1, 2 (run keys aaa, bbb)"
     assert table.loc["10_llm_rerank.ipynb", "reused"] == "" and table["seconds"].tolist() == [19.1, 12.1, 9.3]
     run_records.clear_run_records(run_dir)
-    assert wall_times(cfg)["reused"].tolist() == ["", "", ""]
+    assert run_wall_times(cfg)["reused"].tolist() == ["", "", ""]
 
 
 def test_nothing_is_recorded_outside_a_pipeline_run(cfg, monkeypatch):

@@ -276,3 +276,88 @@ def test_pairs_kept_say_they_are_counted_before_de_duplication(tmp_path, monkeyp
     cfg.paths.mining_report.write_text(json.dumps({"lexicon": {"entries": 12}, "pairs": {"kept": table5}}))
     cell = summary_setting.differences(cfg, bench, [], queries).set_index("what").loc["markers and pairs", "this run"]
     assert "before de-duplication" in cell and "after de-duplication" not in cell  # nothing removed: one count
+
+
+def _rerank_summary(cfg) -> dict:
+    """Notebook 10's rerank_summary as its stage writes it: the counts of each (first stage, move) and the
+    gold-promotion cells of `evaluation.rerank_promotion.promotion_cells` (one move with no answered query)."""
+    from ratio_utils.evaluation.rerank_promotion import promotion_cells
+
+    cells = {"specify": promotion_cells("specify", [1.0] * 40 + [0.0] * 10, [True] * 38 + [False] * 2, seed=cfg.seed),
+             "broaden": promotion_cells("broaden", [0.0] * 6, [], seed=cfg.seed)}
+    frame = pd.DataFrame([{"first stage": "all-MiniLM-L6-v2 (tuned)", "move": move, "split": "silver", "queries": 50,
+                           "answered": 40 if move == "specify" else 0, **row} for move, row in cells.items()])
+    write_table(frame, "rerank_summary", cfg, caption="LLM reranking (notebook 10)", float_format="{:.0f}", latex=False)
+    return cells
+
+
+def test_the_reranking_section_shows_gold_promotion_beside_the_papers_rate(tmp_path, monkeypatch, tiny_benchmark):
+    """Issue 39: per system and move the gold-promotion rate with n and interval beside the paper's, the first
+    stage's R@100, and what they mean, from the table notebook 10 wrote."""
+    from ratio_utils.evaluation.rerank_promotion import promotion_columns
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config()
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    cells = _rerank_summary(cfg)
+    names = promotion_columns(100, 10)
+    result = SummaryStage.from_config(cfg).summary
+    shown = result.promotion.set_index(["system", "move"])
+    specify = shown.loc[("all-MiniLM-L6-v2 (tuned) + rerank", "specify")]
+    assert specify[names["promoted"]] == cells["specify"][names["promoted"]]
+    assert specify[names["promoted"]].startswith("95.0 [")  # 38 of 40
+    assert specify[names["n_promoted"]] == "40" and specify[names["paper"]] == "86.6"
+    assert specify[names["recall"]] == cells["specify"][names["recall"]] and specify[names["n_first"]] == "50"
+    assert specify[summary_headline.PROMOTION_GAP] == "+8.4"  # 95.0 - 86.6
+    broaden = shown.loc[("all-MiniLM-L6-v2 (tuned) + rerank", "broaden")]
+    assert broaden[names["promoted"]].startswith("— (no answered query")
+    assert broaden[summary_headline.PROMOTION_GAP] == ""
+    report = cfg.paths.summary_report.read_text(encoding="utf-8")
+    section = report.split("## LLM reranking: the reranker's own statistic", 1)[1].split("\n## ", 1)[0]
+    assert "bounded by the first stage's recall@100" in section and "says more about the model that answered" in section
+    assert cells["specify"][names["promoted"]] in section and cells["specify"][names["recall"]] in section
+    assert "86.6" in section and "71.6" in section and "+8.4" in section
+
+
+def test_the_pool_size_section_shows_the_tables_rows_its_reading_and_figures(cfg, tiny_benchmark):
+    """Issue 39: notebook 11's pool-size table (its numbers, cells as the module shows them), the module's reading
+    sentence and the three figures linked."""
+    from ratio_utils.retrieval_analysis import pool_size
+
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    bench = load_benchmark(cfg.paths.benchmark)
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=100, splits=["test"]))
+    written = pool_size.pool_size_analysis(cfg, bench, ["BM25-unigram", "BM25-bigram"], n_resamples=200)
+    result = SummaryStage.from_config(cfg).summary
+    assert result.pool_size_reading == written.reading and "no value at the paper's pool size" in written.reading
+    rows = result.pool_size.set_index(["move", "system", "metric"])
+    for point in written.shown.to_dict("records"):
+        for metric in ("M@10", "R@10"):
+            assert rows.loc[(point["Move"], point["System"], metric), point["Fraction"]] == point[metric]
+        sizes = rows.loc[(point["Move"], summary_figure.POOL_CANDIDATES, "")]
+        assert sizes[point["Fraction"]] == f"{point['Pool size']:,}"
+    assert list(dict.fromkeys(result.pool_size["move"])) == [m.value.capitalize() for m in MOVES]
+    report = cfg.paths.summary_report.read_text(encoding="utf-8")
+    section = report.split("## How scores move with pool size (beyond the paper)", 1)[1].split("\n## ", 1)[0]
+    assert written.reading in section and written.shown.iloc[0]["M@10"] in section
+    for move in ("specify", "address", "broaden"):
+        assert f"](../figures/figure_pool_size_{move}.png)" in section
+
+
+def test_the_new_sections_say_when_their_tables_are_absent(tmp_path, monkeypatch, tiny_benchmark):
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config()
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    result = SummaryStage.from_config(cfg).summary
+    assert result.promotion.empty and result.pool_size.empty
+    report = cfg.paths.summary_report.read_text(encoding="utf-8")
+    assert "tables/rerank_summary is absent: notebook 10 (LLM reranking) has not run" in report
+    assert "tables/analysis_pool_size is absent: notebook 11's pool-size analysis has not run" in report
+    assert "figure_pool_size" not in report
+
+
+def test_a_rerank_summary_without_promotion_columns_says_so(cfg):
+    write_table(pd.DataFrame([{"first stage": "BM25-unigram", "move": "address", "split": "test", "queries": 3}]),
+                "rerank_summary", cfg, latex=False)
+    shown, reading = summary_headline.rerank_promotion(cfg.paths.tables)
+    assert shown.empty and "written before its gold-promotion columns existed" in reading

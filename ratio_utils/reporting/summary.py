@@ -6,10 +6,14 @@ reports/summary.md rendered from it. Computes nothing new about retrieval and sa
 - queries (and pairs) per move and split, who produced the labels, what differs from the paper
   (`reporting/summary_setting`);
 - a figure of MRR@10 per move and system, each bar with its own n (`reporting/summary_figure`);
+- the reranker's own statistic, gold promotion beside the paper's rate and the first stage's recall@100
+  (`reporting/summary_headline.rerank_promotion`, notebook 10);
+- how scores move with pool size, its key rows, reading and figures (`reporting/summary_figure`, notebook 11);
 - everything reduced, replaced by a stand-in or not run (the tables' own notes), the run's provenance and wall
   times (`reporting/summary_provenance`).
 
-Reads:  cfg.paths.tables (*.records.csv, *.provenance.json), the benchmark, cfg.paths.papers, cfg.paths.mining_report,
+Reads:  cfg.paths.tables (*.records.csv, *.provenance.json, rerank_summary.csv, analysis_pool_size.csv), the
+        benchmark, cfg.paths.papers, cfg.paths.mining_report,
         a pipeline run's timings.csv (its path given by the stage).
 Writes: nothing (the stage writes reports/summary.md and the figures).
 """
@@ -17,7 +21,7 @@ Writes: nothing (the stage writes reports/summary.md and the figures).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +32,11 @@ from ..evaluation import stats
 from ..param_sections import SummaryParams
 from ..publish.label_sources import notes as label_notes
 from ..publish.published import read_records
+from ..schema import MOVES
 from . import claims
-from .summary_figure import mrr_figure
-from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, results_long, silver_gains,
-                               tuned_vs_baseline)
+from .summary_figure import mrr_figure, pool_size_rows
+from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, results_long,
+                               silver_gains, tuned_vs_baseline)
 from .summary_provenance import input_checksums, reductions, run_provenance, shorten_paths, wall_times
 from .summary_setting import benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources
 
@@ -56,6 +61,10 @@ class Summary:
     figure: Any  # matplotlib figure or None
     table1_caption: str
     table1_notes: list[str]
+    promotion: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 10's gold promotion beside the paper's
+    promotion_reading: str = ""  # what it means, or why it is not shown
+    pool_size: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 11's pool-size key rows
+    pool_size_reading: str = ""  # the module's reading sentence, or why it is not shown
 
 
 def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> Summary:
@@ -68,6 +77,8 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
     queries = queries_per_split(bench)
     sources = run_label_sources(cfg, bench)
     claim_rows = claims.claims_table(records)
+    promotion, promotion_reading = rerank_promotion(cfg.paths.tables)
+    pool, pool_reading = pool_size_rows(cfg.paths.tables)
     return Summary(
         headline=headline_table(long, params.metrics, queries, "silver"),
         headline_test=headline_table(results_long(records, TEST_TABLE), params.metrics, queries, "test"),
@@ -87,13 +98,17 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
         figure=mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None,
         table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
         table1_notes=[shorten_paths(cfg, n) for n in record.get("notes", [])],
+        promotion=promotion,
+        promotion_reading=promotion_reading,
+        pool_size=pool,
+        pool_size_reading=pool_reading,
     )
 
 
-def _markdown(frame: pd.DataFrame) -> str:
+def _markdown(frame: pd.DataFrame, **tabulate) -> str:
     if frame.empty:
         return "_(nothing recorded)_"
-    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False, **tabulate)
 
 
 def label_lines(summary: Summary) -> list[str]:
@@ -109,6 +124,30 @@ def claims_reading(summary: Summary) -> str:
     return "; ".join(f"{query_set}: " + ", ".join(f"{int(n)} {verdict}" for verdict, n in counts[query_set].items()
                                                   if n)
                      for query_set in counts.columns)
+
+
+def rerank_lines(summary: Summary) -> list[str]:
+    """The reranking section: the reranker's own statistic per system and move beside the paper's, and what it
+    means (or that notebook 10's table is absent)."""
+    lines = ["## LLM reranking: the reranker's own statistic (gold promotion)", "", summary.promotion_reading, ""]
+    return lines + ([_markdown(summary.promotion, disable_numparse=True), ""] if not summary.promotion.empty else [])
+
+
+def pool_size_lines(summary: Summary, figure_files: dict[str, str]) -> list[str]:
+    """How scores move with pool size (beyond the paper): the key rows of notebook 11's table, its reading sentence
+    and its figures (or that they are absent)."""
+    lines = ["## How scores move with pool size (beyond the paper)", ""]
+    if summary.pool_size.empty:
+        return lines + [summary.pool_size_reading, ""]
+    lines += ["MRR@10 and R@10 (%) as the test pool's distractors are subsampled, every gold kept (tables/"
+              "analysis_pool_size, notebook 11: silver queries where they exist, else the unfiltered test set; cells "
+              "value [95% bootstrap interval], or bounds where the stored top-k cannot decide).", "",
+              _markdown(summary.pool_size, disable_numparse=True), "", summary.pool_size_reading, ""]
+    for move in (m.value for m in MOVES):
+        key = f"pool_size_{move}"
+        lines += ([f"![{move.capitalize()}: scores against pool size]({figure_files[key]})", ""] if key in figure_files
+                  else [f"_{move.capitalize()}: figures/figure_pool_size_{move} absent (no point for this move)._", ""])
+    return lines
 
 
 def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
@@ -133,6 +172,7 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
     lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
               "MRR@10 (%); Δ with its paired bootstrap interval, p from a paired sign-flip permutation test "
               "(tables/finetune_tuned_vs_baseline).", "", _markdown(summary.tuned_vs_baseline), ""]
+    lines += rerank_lines(summary) + pool_size_lines(summary, figure_files)
     lines += ["## What differs from the paper", "", _markdown(summary.differences), ""]
     lines += ["## Queries per move and split", "", _markdown(summary.queries), ""]
     if "years" in figure_files:

@@ -1,15 +1,22 @@
-"""The summary's figure (notebook 14, `ratio_utils.stages.summary`): MRR@10 per move and system with 95% interval
+"""The summary's figures (notebook 14, `ratio_utils.stages.summary`): MRR@10 per move and system with 95% interval
 bars, each bar labelled with the queries it is scored on (a reranked bar covers its seeded sample, not the whole
-query set). Reads the long cells of `ratio_utils.reporting.summary_headline.results_long`; writes nothing (the stage
-saves the figure as figures/summary_mrr10.*).
+query set); and how scores move with pool size (notebook 11, `ratio_utils.retrieval_analysis.pool_size`): the key
+rows of its table, its reading sentence and its figures, one per move.
+
+Reads:  the long cells of `ratio_utils.reporting.summary_headline.results_long`; tables/analysis_pool_size.csv (the
+        table's numbers) and figures/figure_pool_size_<move>.png.
+Writes: nothing (the stage saves the MRR figure as figures/summary_mrr10.*).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..evaluation import stats
+from ..retrieval_analysis import pool_size
 from ..schema import MOVES
 
 BAR_COLUMNS = ["label", "move", "value", "low", "high", "queries", "text"]
@@ -79,3 +86,51 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""
     fig.tight_layout()
     plt.close(fig)  # returned for display once (an open figure would be shown twice by the notebook)
     return fig
+
+
+POOL_TABLE = "analysis_pool_size"  # notebook 11's table (ratio_utils.retrieval_analysis.pool_size)
+POOL_CANDIDATES = "(candidates in the pool)"
+
+
+def _fraction(label: str) -> float:
+    """The fraction of a `pool_size.fraction_label` ('1/16', 'whole pool')."""
+    return 1.0 if label == "whole pool" else 1 / float(label.split("/", 1)[1])
+
+
+def pool_size_rows(tables: Path) -> tuple[pd.DataFrame, str]:
+    """Notebook 11's pool-size table read from its numbers (tables/analysis_pool_size.csv) as key rows: per move the
+    candidates of each subsample, then per system its MRR@10 and R@10 at each pool fraction (cells as the table's:
+    `value [low, high]`, or bounds where the stored top-k cannot decide); with the module's reading sentence
+    (`pool_size.reading`, nothing extrapolated), or why nothing is shown."""
+    path = Path(tables) / f"{POOL_TABLE}.csv"
+    if not path.exists():
+        return pd.DataFrame(), (f"tables/{POOL_TABLE} is absent: notebook 11's pool-size analysis has not run, so how "
+                                "scores move with pool size is not shown.")
+    numeric = pd.read_csv(path)
+    if numeric.empty:
+        return pd.DataFrame(), f"tables/{POOL_TABLE} holds no point (no run file of the systems asked for)."
+    numeric["fraction"] = numeric["Fraction"].map(_fraction)
+    numeric["Move"] = numeric["Move"].str.lower()
+    shown = pool_size.shown_table(numeric, dict.fromkeys(numeric["Move"], ""))
+    shown["fraction"] = numeric["fraction"].to_numpy()
+    labels = [pool_size.fraction_label(f) for f in sorted(set(numeric["fraction"]))]
+    rows = []
+    for move in [m.value.capitalize() for m in MOVES if m.value.capitalize() in set(shown["Move"])]:
+        part = shown[shown["Move"] == move]
+        sizes = part.drop_duplicates("Fraction").set_index("Fraction")["Pool size"]
+        rows.append({"move": move, "system": POOL_CANDIDATES, "metric": "", "queries": "",
+                     **{label: f"{int(sizes[label]):,}" if label in sizes else "" for label in labels}})
+        for system, points in part.groupby("System", sort=False):
+            cells = points.set_index("Fraction")
+            for metric in pool_size.METRICS:
+                column = metric.replace("MRR", "M")
+                rows.append({"move": move, "system": system, "metric": column, "queries": int(cells["Queries"].max()),
+                             **{label: cells.loc[label, column] if label in cells.index else "" for label in labels}})
+    whole = int(numeric["Pool size"].max())  # nested subsamples: the whole pool is the largest
+    return pd.DataFrame(rows), pool_size.reading(numeric, whole)
+
+
+def pool_size_figures(figures: Path) -> dict[str, Path]:
+    """Notebook 11's pool-size figures that exist (move -> figures/figure_pool_size_<move>.png), in move order."""
+    found = {m.value: Path(figures) / f"figure_pool_size_{m.value}.png" for m in MOVES}
+    return {move: path for move, path in found.items() if path.exists()}

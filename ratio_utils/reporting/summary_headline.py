@@ -1,19 +1,24 @@
 """This run beside the paper (notebook 14, `ratio_utils.stages.summary`): the headline cells of Tables 1 and 7, the
 paper's numbers for its strongest retriever as its text states them, the gains it states on the silver set beside
-this run's paired differences, and notebook 09's paired comparison in its display form.
+this run's paired differences, notebook 09's paired comparison in its display form, and the reranker's own
+statistic (notebook 10's gold promotion and first-stage recall, `ratio_utils.evaluation.rerank_promotion`) beside the
+paper's rates.
 
 Reads:  the long numeric records of the tables (`ratio_utils.publish.published.read_records`: tables/*.records.csv,
-        never their display cells), tables/finetune_tuned_vs_baseline.csv.
+        never their display cells), tables/finetune_tuned_vs_baseline.csv, tables/rerank_summary.csv (it writes no
+        records: its promotion cells are read as the table wrote them).
 Writes: nothing.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from ..evaluation import stats
+from ..evaluation.rerank_promotion import PAPER_FIRST_STAGE, PAPER_PROMOTION, promotion_columns
 from ..schema import MOVES, Split
 
 # The paper's numbers for its strongest retriever, ModernBERT-embed-large with its recommended prefix, as its
@@ -146,3 +151,55 @@ def tuned_vs_baseline(tables: Path) -> pd.DataFrame:
     if "move" not in frame.columns:  # a table written before intervals were kept: show it as it is
         return frame
     return tuned_vs_baseline_display(frame.astype(object).where(frame.notna(), None))
+
+
+RERANK_SUMMARY = "rerank_summary"  # notebook 10's table (ratio_utils.stages.llm_rerank)
+_PROMOTED = re.compile(r"^gold promoted to top (\d+) % \[95% CI\]$")
+_RECALL = re.compile(r"^first stage R@(\d+) % \[95% CI\]$")
+_LEADING_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+PROMOTION_GAP = "this run - paper (points)"
+
+
+def _promotion_meaning(top_n: int, k: int) -> str:
+    rates = ", ".join(f"{move.capitalize()} {rate:.1f} %" for move, rate in PAPER_PROMOTION.items())
+    return (f"The reranker is shown the first stage's top {top_n} only, so its gain is bounded by the first stage's "
+            f"recall@{top_n} (a gold outside the top {top_n} is never shown to it); the promotion rate is the share of "
+            f"the answered queries with the gold in that top {top_n} whose gold it puts in its top {k}, beside the "
+            f"paper's ({rates}: GPT-5-mini over the {PAPER_FIRST_STAGE}), and a rate far above the paper's says more "
+            "about the model that answered than about the retriever. Cells: % [95% bootstrap interval over queries], "
+            f"n the queries each is computed on (from tables/{RERANK_SUMMARY}, notebook 10); † fewer than "
+            f"{stats.INDICATIVE_BELOW} queries.")
+
+
+def rerank_promotion(tables: Path) -> tuple[pd.DataFrame, str]:
+    """The reranker's own statistic per first stage and move, as notebook 10 wrote it in tables/rerank_summary.csv
+    (`evaluation.rerank_promotion.promotion_cells`): the first stage's R@top_n with its n, the share of gold promoted
+    to the top k with its n beside the paper's rate, and their difference in points; with one sentence on what it
+    means, or, when the table or its promotion columns are absent, why nothing is shown."""
+    path = Path(tables) / f"{RERANK_SUMMARY}.csv"
+    if not path.exists():
+        return pd.DataFrame(), (f"tables/{RERANK_SUMMARY} is absent: notebook 10 (LLM reranking) has not run, so the "
+                                "reranker's gold-promotion rate and the first stage's recall@100 are not shown.")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    promoted = [m for m in map(_PROMOTED.match, frame.columns) if m]
+    recall = [m for m in map(_RECALL.match, frame.columns) if m]
+    if not promoted or not recall:
+        return pd.DataFrame(), (f"tables/{RERANK_SUMMARY} was written before its gold-promotion columns existed (an "
+                                "older notebook 10): rerun notebook 10 to show the reranker's gold-promotion rate.")
+    top_n, k = int(recall[0].group(1)), int(promoted[0].group(1))
+    names = promotion_columns(top_n, k)
+    shown = pd.DataFrame({
+        "system": frame["first stage"] + " + rerank", "move": frame["move"],
+        "query set": frame["split"] if "split" in frame else "",
+        **{names[key]: frame[names[key]] if names[key] in frame else ""
+           for key in ("recall", "n_first", "promoted", "n_promoted", "paper")}})
+    shown[names["promoted"]] = shown[names["promoted"]].replace("", f"— (no answered query with its gold in the top "
+                                                                    f"{top_n})")
+    shown[PROMOTION_GAP] = [_gap(ours, paper) for ours, paper in zip(shown[names["promoted"]], shown[names["paper"]])]
+    return shown, _promotion_meaning(top_n, k)
+
+
+def _gap(ours: str, paper: str) -> str:
+    """This run's rate minus the paper's, in points ('' where either is missing)."""
+    a, b = _LEADING_NUMBER.match(str(ours)), _LEADING_NUMBER.match(str(paper))
+    return f"{float(a.group(1)) - float(b.group(1)):+.1f}" if a and b else ""

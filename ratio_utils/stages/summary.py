@@ -1,11 +1,14 @@
 """Stage 14 (notebook 14_summary): the page a reviewer opens first, written last.
 
 Collects what the other stages wrote (`ratio_utils.reporting.summary.collect`: the headline tables beside the paper,
-the claims, queries per split, what differs from the paper, what was reduced or not run, provenance and wall times),
+the claims, the reranker's gold promotion beside the paper's rate, how scores move with pool size, queries per
+split, what differs from the paper, what was reduced or not run, provenance and wall times),
 saves its figures and writes reports/summary.md; each part is then one cell of the notebook.
 
 Reads:  cfg.paths.tables (every *.records.csv: the tables' numbers, never their display cells; every
-        *.provenance.json: captions and notes), cfg.paths.benchmark, cfg.paths.papers, runs/<run-id>/timings.csv.
+        *.provenance.json: captions and notes; rerank_summary.csv: notebook 10's gold promotion;
+        analysis_pool_size.csv: notebook 11's pool-size numbers), figures/figure_pool_size_<move>.png (linked),
+        cfg.paths.benchmark, cfg.paths.papers, runs/<run-id>/timings.csv.
 Writes: cfg.paths.summary_report (reports/summary.md), figures/summary_mrr10.*, figures/papers_per_year_splits.*
 """
 
@@ -26,6 +29,7 @@ from ..publish.display import Stage
 from ..publish.published import save_figure, set_figure_style
 from ..reporting import claims, summary_provenance
 from ..reporting.summary import Summary, claims_reading, collect, label_lines, render_markdown
+from ..reporting.summary_figure import pool_size_figures
 from ..reporting.summary_setting import papers_per_year
 
 
@@ -38,7 +42,7 @@ def find_timings(cfg: Config) -> Path | None:
     return found[-1] if found else None
 
 
-def wall_times(cfg: Config) -> pd.DataFrame:
+def run_wall_times(cfg: Config) -> pd.DataFrame:
     """Seconds per executed notebook of this run, with what each reused (`summary_provenance.wall_times`)."""
     return summary_provenance.wall_times(find_timings(cfg))
 
@@ -74,6 +78,9 @@ class SummaryStage(Stage):
         if years is not None:
             saved = save_figure(years, "papers_per_year_splits", cfg, inputs=[cfg.paths.papers])
             figure_files["years"] = os.path.relpath(saved["png"], report.parent)
+        if not summary.pool_size.empty:  # notebook 11's figures, linked as they are
+            for move, path in pool_size_figures(cfg.paths.figures).items():
+                figure_files[f"pool_size_{move}"] = os.path.relpath(path, report.parent)
         write_text_atomic(report, render_markdown(summary, figure_files))
         return summary
 
