@@ -206,7 +206,8 @@ def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
     absent, not that request files were written; its Baseline + rerank row, whose first stage ran, has no answers."""
     _baselines(cfg, bench)
     _fake_baseline(cfg, bench, paper_tables.MPNET)
-    expected = dataclasses.replace(EXPECTED, dense_models=("all-MiniLM-L6-v2", paper_tables.MPNET),
+    expected = dataclasses.replace(EXPECTED, dense_rows=tuple((model, prefix) for model in ("all-MiniLM-L6-v2", paper_tables.MPNET)
+                                                             for prefix in ("generic", "per-move")),
                                    reranked=("all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)", paper_tables.MPNET))
     result = assemble_tables(cfg, bench, expected=expected, n_resamples=200)
     for name in paper_tables.TABLE_SPECS:
@@ -268,7 +269,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     assert _row_notes(here)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: it is in the local Hugging Face cache, but "
                                      "retrieval.dense_models does not name it (add it there to run this row)")
     assert _row_notes(here)[("GTE-ModernColBERT-v1", "-", "Baseline")].endswith(
-        "retrieval.colbert_checkpoints does not name it (add it there to run this row)")
+        "retrieval.colbert_models does not name it (add it there to run this row)")
     assert _row_notes(here)[("ModernBERT-embed-large", "generic", "Tuned")].endswith(
         "notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only")
     for result in (absent, here):
@@ -484,3 +485,99 @@ def test_expected_rows_follow_the_params_and_the_calling_notebook(cfg):
     assert after_10.systems() - after_08.systems() == {"all-MiniLM-L6-v2 (tuned)", "BM25-unigram + rerank"}
     with pytest.raises(ValueError, match="unknown stage"):
         paper_tables.expected_rows(cfg, "12_human_eval_stats")
+
+
+def _not_here(name):
+    """model_availability without resolving anything: every model is absent, for a fixed reason."""
+    from ratio_utils.models import registry_entry
+    from ratio_utils.reporting.systems import ModelAvailability
+
+    entry = registry_entry(name)
+    return ModelAvailability(name, None, None, "absent in this test", entry.kind if entry is not None else "dense")
+
+
+def _planned_rows(params_file):
+    from ratio_utils.config import load_config
+
+    expected = paper_tables.expected_rows(load_config(params_file))
+    return expected, dict(paper_tables._planned(expected, set(), _not_here))
+
+
+def test_the_default_params_plan_the_rows_they_always_did():
+    expected, rows = _planned_rows("params/default.yaml")
+    assert expected.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (per-move)",
+                                  "all-MiniLM-L6-v2 (tuned)", "all-MiniLM-L6-v2 + rerank", "all-MiniLM-L6-v2 (tuned) + rerank"}
+    built = "no run file yet (notebook 08 writes it)"
+    assert [key for key, note in rows.items() if note == built] == [
+        ("BM25-unigram", "-", "Baseline"), ("BM25-bigram", "-", "Baseline"), ("BM25-trigram", "-", "Baseline"),
+        ("all-MiniLM-L6-v2", "generic", "Baseline"), ("all-MiniLM-L6-v2", "per-move", "Baseline")]
+    assert rows[("all-MiniLM-L6-v2", "generic", "Tuned")] == "no run file yet (notebook 09 writes one per fine-tuned move)"
+    # the paper's rows no section plans: 17 of PAPER_ROWS and mpnet's two, each with its model's state
+    assert rows[(paper_tables.MPNET, "generic", "Tuned")] == "all-mpnet-base-v2: not run: absent in this test"
+    assert all(key in rows for key in paper_tables.PAPER_ROWS)
+    assert len(rows) == 5 + 1 + 2 + len(paper_tables.PAPER_ROWS) + 2 * (2 + len(paper_tables.PAPER_RERANKED))
+
+
+def test_the_ml_params_plan_embeddinggemma_with_the_generic_prefix_only():
+    """params/ml.yaml names `{model: EmbeddingGemma-300m, prefixes: generic}`: no per-move row is read or listed."""
+    expected, rows = _planned_rows("params/ml.yaml")
+    assert expected.dense_rows == (("all-MiniLM-L6-v2", "generic"), ("all-MiniLM-L6-v2", "per-move"),
+                                   ("all-mpnet-base-v2", "generic"), ("all-mpnet-base-v2", "per-move"),
+                                   ("EmbeddingGemma-300m", "generic"))
+    assert "EmbeddingGemma-300m" in expected.systems() and "EmbeddingGemma-300m (per-move)" not in expected.systems()
+    assert ("EmbeddingGemma-300m", "per-move", "Baseline") not in rows
+    assert rows[("EmbeddingGemma-300m", "generic", "Baseline")] == "no run file yet (notebook 08 writes it)"
+    assert rows[("EmbeddingGemma-300m", "generic", "Tuned")] == (
+        "not run: notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only")
+    assert rows[(paper_tables.MPNET, "generic", "Baseline + rerank")].startswith("not run: no first stage: all-mpnet-base-v2")
+
+
+def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
+    expected, rows = _planned_rows("params/paper.yaml")
+    systems = expected.systems()
+    assert {"answerai-colbert-small-v1", "GTE-ModernColBERT-v1", "Reason-ModernColBERT", "ModernBERT-embed-large (recommended)",
+            "Stella-en-1.5B-v5 (recommended)", "Stella-en-1.5B-v5 (per-move)", "all-mpnet-base-v2 (tuned)",
+            "ModernBERT-embed-large (tuned)", "ModernBERT-embed-large (recommended, tuned)",
+            "Stella-en-1.5B-v5 (recommended, tuned)"} <= systems
+    # the styles each entry names, not the section's flags
+    assert not {"all-mpnet-base-v2 (per-move)", "ModernBERT-embed-large (per-move)", "EmbeddingGemma-300m (per-move)"} & systems
+    for key in [("GTE-ModernColBERT-v1", "-", "Baseline"), ("ModernBERT-embed-large", "recommended", "Baseline")]:
+        assert rows[key] == "no run file yet (notebook 08 writes it)", key
+    for key in [("Stella-en-1.5B-v5", "recommended", "Tuned"), ("ModernBERT-embed-large", "generic", "Tuned")]:
+        assert rows[key] == "no run file yet (notebook 09 writes one per fine-tuned move)", key
+    assert rows[("Qwen3-Embedding-0.6B", "generic", "Tuned")] == (
+        "not run: notebook 09 fine-tunes train.base_model and train.setups (all-mpnet-base-v2, ModernBERT-embed-large "
+        "(generic and recommended prefixes), Stella-en-1.5B-v5 (generic and recommended prefixes)) only")
+    # every row of the paper is planned by a section: none says its model is absent
+    assert not any("absent in this test" in note for note in rows.values())
+
+
+def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypatch):
+    """Run files of a retrieval.colbert_models row and of a recommended-prefix fine-tuning setup fill their rows; a
+    dense entry's styles decide its rows, and a row it leaves out says which rows it asks for."""
+    from ratio_utils.reporting import systems
+    from types import SimpleNamespace
+
+    _baselines(cfg, bench)
+    cfg.sections["retrieval"] = {"dense_models": [{"model": "ModernBERT-embed-large", "prefixes": "recommended"}],
+                                 "bm25_ngrams": [1, 2], "colbert_models": ["GTE-ModernColBERT-v1"]}
+    cfg.sections["train"] = {"base_model": "ModernBERT-embed-large", "prefixes": "recommended"}
+    cfg.sections["rerank"] = {"systems": []}
+    monkeypatch.setattr(systems, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
+    run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
+    for info in (RunInfo("GTE-ModernColBERT-v1", "-", "Baseline", "colbert", "address", "test", bench.checksum(),
+                         "08_retrieval_baselines", k=10),
+                 RunInfo("ModernBERT-embed-large", "recommended", "Tuned", "dense", "address", "test", bench.checksum(),
+                         "09_finetune", k=10)):
+        write_system_run(run, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, n_resamples=200, write=False)
+    assert {"GTE-ModernColBERT-v1", "ModernBERT-embed-large (recommended, tuned)"} <= set(result.runs["system"])
+    table = result.tables["table7_test_full"].set_index(["System", "Prefix", "Setup"])
+    assert table.loc[("GTE-ModernColBERT-v1", "-", "Baseline"), "Address M@10"]
+    assert table.loc[("ModernBERT-embed-large", "recommended", "Tuned"), "Address M@10"]
+    notes = _row_notes(result, "table7_test_full")
+    assert notes[("ModernBERT-embed-large", "generic", "Baseline")] == (
+        "`lightonai/modernbert-embed-large`: not run: it is in the local Hugging Face cache, but retrieval.dense_models "
+        "asks notebook 08 for its recommended row only (its `prefixes`)")
+    assert notes[("ModernBERT-embed-large", "generic", "Tuned")] == (
+        "not run: notebook 09 fine-tunes train.base_model (ModernBERT-embed-large (recommended prefixes)) only")

@@ -532,3 +532,90 @@ def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraini
     assert rescored.trained_now == [] and rescored.published_now
     assert rescored.selected.run_key == keys[2] and rescored.test == {"MRR@10": 0.2}
     assert json.loads((Path(rescored.model_dir) / train.FINAL_RESULTS_FILE).read_text())["benchmark_checksum"] == bench.checksum()
+
+
+def _finished_setup(cfg, setup, move: Move, scores: list[float], tuned: list[float], base: list[float]) -> None:
+    """What finetune_move leaves for one setup and move: a result.json per configuration tried (ids 1, 2, ...) and
+    the selected model's results.json (the best validation score), with per-query values."""
+    from ratio_utils.train.run import RunResult
+    from ratio_utils.train.selection import move_model_dir, move_runs_dir
+
+    runs = []
+    for hp_id, score in enumerate(scores, start=1):
+        key = f"{setup.prefixes or 'none'}{hp_id}"
+        folder = move_runs_dir(cfg, setup, move) / f"config-{hp_id}-{key}"
+        run = RunResult(move=move.value, config=_row(hp_id, 1, 1e-5), run_key=key, train_pairs=8, best_epoch=1.0,
+                        validation={"MRR@10": score}, history=[], loss_history=[], train_seconds=1.0, eval_seconds=1.0,
+                        pairs_per_second=8.0, world_size=1, device="cpu", model_dir=str(folder / "model"))
+        folder.mkdir(parents=True)
+        (folder / train.RESULT_FILE).write_text(json.dumps(run.to_json()), encoding="utf-8")
+        runs.append(run)
+    selected = max(runs, key=lambda r: r.score)
+    qids = [f"q{i}" for i in range(len(tuned))]
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    final = move_model_dir(cfg, setup, move)
+    final.mkdir(parents=True)
+    (final / train.FINAL_RESULTS_FILE).write_text(json.dumps({
+        "selected_config": selected.config, "selected_run_key": selected.run_key, "beats_baseline_on_validation": True,
+        "configs_tried": [{"config": r.config, "run_key": r.run_key} for r in runs],
+        "validation": {"MRR@10": mean(tuned)}, "test": {"MRR@10": mean(tuned)}, "silver": None,
+        "baseline": {"validation": {"MRR@10": mean(base)}, "test": {"MRR@10": mean(base)}},
+        "per_query": {"tuned": {s: {"qid": qids, "MRR@10": tuned} for s in ("validation", "test")},
+                      "baseline": {s: {"qid": qids, "MRR@10": base} for s in ("validation", "test")}},
+    }), encoding="utf-8")
+
+
+def test_table6_and_tuned_vs_baseline_cover_every_setup(tmp_path, monkeypatch):
+    """Two setups (MiniLM generic, ModernBERT with its recommended prefixes, in models/<base>-recommended__<move>/):
+    both tables list each setup's rows, named by setup; with the first setup alone they are what they always were."""
+    from ratio_utils import models
+    from ratio_utils.models import ModelNotAvailableError
+    from ratio_utils.train.selection import training_setups
+    from ratio_utils.train.tables import table6_notes, tuned_vs_baseline_records
+
+    monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
+    cfg = load_config(overrides={"train": {"moves": ["address"], "configs": None, "max_train_pairs": None,
+                                           "setups": [{"base_model": "ModernBERT-embed-large", "prefixes": "recommended"}]}})
+    two = train.load_train_params(cfg)
+    one = dataclasses.replace(two, setups=[])
+    minilm, modernbert = training_setups(two)
+    _finished_setup(cfg, minilm, Move.ADDRESS, [0.2, 0.3], [0.5, 0.4, 0.3], [0.4, 0.4, 0.2])
+    _finished_setup(cfg, modernbert, Move.ADDRESS, [0.4, 0.1], [0.6, 0.5, 0.4], [0.5, 0.3, 0.3])
+    assert (cfg.paths.models / "ModernBERT-embed-large-recommended__address" / train.FINAL_RESULTS_FILE).exists()
+
+    table6 = collect_runs(cfg, two)
+    assert list(zip(table6["Model"], table6["#"], table6["Selected"])) == [
+        ("all-MiniLM-L6-v2", 1, ""), ("all-MiniLM-L6-v2", 2, "✓"),
+        ("ModernBERT-embed-large (recommended prefixes)", 1, "✓"), ("ModernBERT-embed-large (recommended prefixes)", 2, "")]
+    pd.testing.assert_frame_equal(collect_runs(cfg, one), table6[table6["Model"] == "all-MiniLM-L6-v2"].reset_index(drop=True))
+
+    both = collect_tuned_vs_baseline(cfg, two)
+    assert list(zip(both["model"], both["prefix"], both["split"])) == [
+        ("all-MiniLM-L6-v2", "generic", "validation"), ("all-MiniLM-L6-v2", "generic", "test"),
+        ("ModernBERT-embed-large", "recommended", "validation"), ("ModernBERT-embed-large", "recommended", "test")]
+    alone = collect_tuned_vs_baseline(cfg, one)
+    assert "model" not in alone  # one setup: the table as it always was
+    pd.testing.assert_frame_equal(alone, both[both["model"] == "all-MiniLM-L6-v2"].drop(columns=["model", "prefix"]))
+    assert both.loc[both["model"] == "ModernBERT-embed-large", "tuned"].iloc[0] == pytest.approx(0.5)
+    records = tuned_vs_baseline_records(both, two)
+    assert set(zip(records["subject"], records["reference"])) == {
+        ("all-MiniLM-L6-v2 (tuned)", "all-MiniLM-L6-v2"),
+        ("ModernBERT-embed-large (recommended, tuned)", "ModernBERT-embed-large (recommended)")}
+    assert set(tuned_vs_baseline_records(alone, one)["subject"]) == {"all-MiniLM-L6-v2 (tuned)"}
+    shown = write_tuned_vs_baseline(cfg, two)
+    assert list(shown["Model"]) == ["all-MiniLM-L6-v2"] * 2 + ["ModernBERT-embed-large (recommended prefixes)"] * 2
+
+    # the paper's base models no setup names: why each is not fine-tuned, from resolving it here (nothing downloaded)
+    def resolve(spec, *args, download=True, **kwargs):
+        assert download is False
+        raise ModelNotAvailableError(f"{spec}", model=str(spec),
+                                     reason="not in the local Hugging Face cache (/home/x/.cache/hub), and the hub is unreachable")
+
+    monkeypatch.setattr(models, "resolve_model", resolve)
+    note = table6_notes(two)[1]
+    assert note.startswith("Reduced relative to the paper: base models all-MiniLM-L6-v2, ModernBERT-embed-large instead of "
+                           "the paper's all-mpnet-base-v2 (it does not resolve here: not in the local Hugging Face cache, "
+                           "and the hub is unreachable); Stella-en-1.5B-v5 (it does not resolve here: ")
+    assert "/home/x" not in note and "not available offline" not in note
+    monkeypatch.setattr(models, "resolve_model", lambda spec, *a, **k: None)
+    assert "all-mpnet-base-v2 (it resolves here; train.base_model or train.setups selects it" in table6_notes(one)[1]

