@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

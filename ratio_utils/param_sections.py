@@ -33,6 +33,10 @@ def reject_unknown_keys(values: dict, cls: type, where: str) -> None:
 # -- corpus: notebook 00 ---------------------------------------------------------------------------------------
 
 
+# Params that decide where and how fast a stage runs (Dask, sharding, progress bars), never what it computes: left out
+# of the keys of corpus parts and mined parts, so changing them reuses what was built.
+EXECUTION_SETTINGS = frozenset({"engine", "dask_scheduler", "dask_workers", "dask_processes", "shards", "progress"})
+
 @dataclass
 class S2orcParams:
     """Semantic Scholar Datasets API settings (ratio_utils.corpora.s2_api, ratio_utils.corpora.s2orc)."""

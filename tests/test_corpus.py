@@ -359,7 +359,7 @@ def test_build_corpus_on_fixtures(cfg, tmp_path):
     assert g2.date.dt.year.unique().tolist() == [2021]
     report = json.loads(cfg.paths.corpus_report.read_text())
     assert report["quarantine"]["bad"]["wrong_type"] == 3 and sum(report["quarantine"]["bad"].values()) == len(BAD_LINES)
-    quarantine = [json.loads(l) for l in (cfg.paths.interim / "quarantine" / "bad.jsonl").read_text().splitlines()]
+    quarantine = [json.loads(line) for line in (cfg.paths.interim / "quarantine" / "bad.jsonl").read_text().splitlines()]
     assert [(q["line"], q["reason"]) for q in quarantine] == BAD_LINES
     assert (cfg.paths.interim / "quarantine" / "fixture.jsonl").read_text() == ""
     assert report["cleaning"]["all"]["drops"]["short"] == int((sentences.drop_reason == "short").sum())

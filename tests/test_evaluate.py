@@ -16,6 +16,18 @@ from ratio_utils.apps.evaluate import main
 from ratio_utils.retrieval import BM25Retriever
 
 
+@pytest.fixture(autouse=True)
+def _embedding_cache_in_tmp(tmp_path, monkeypatch):
+    """The commands' default on-disk embedding cache (~/.cache/ratio/embeddings) stays out of the tests, and each test
+    starts with an empty in-process memo."""
+    from ratio_utils.retrieval import dense
+
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
+    dense.clear_embedding_memo()
+    yield
+    dense.clear_embedding_memo()
+
+
 def _official_layout(ours, target):
     """A copy of the tiny benchmark as the official release ships it: no id columns, other candidate names."""
     shutil.copytree(ours, target)
@@ -47,7 +59,8 @@ def test_fallback_and_silver_are_recorded(tiny_benchmark, tmp_path, capsys):
     bench = load_benchmark(tiny_benchmark)
     evalset = bench.eval_set("specify", "test")
     queries, qrels = evalset.queries, evalset.qrels
-    expected = evaluate_run(BM25Retriever(1).search(queries, bench.pool("test"), k=10), qrels, ks=(1, 3, 5, 10))
+    expected = evaluate_run(BM25Retriever(1).search(queries, bench.pool("test"), k=10), qrels, ks=(1, 3, 5, 10),
+                            ndcg_ks=(10,))
     assert result["scores"]["specify"] == pytest.approx(expected)
 
 
@@ -139,12 +152,13 @@ def _imported_top_level_modules(source: str) -> set[str]:
 
 def test_scoring_is_plain_python_without_argparse():
     """The API module takes ordinary arguments: no argparse import anywhere in it (function-level ones too); the
-    command line, which does import it, lives in evaluation/__main__."""
+    command line, which does import it, lives in apps/evaluate (the `ratio-evaluate` script)."""
     from ratio_utils.config import REPO_ROOT
 
     evaluation = REPO_ROOT / "ratio_utils" / "evaluation"
     assert "argparse" not in _imported_top_level_modules((evaluation / "scoring.py").read_text(encoding="utf-8"))
-    assert "argparse" in _imported_top_level_modules((evaluation / "__main__.py").read_text(encoding="utf-8"))
+    apps = REPO_ROOT / "ratio_utils" / "apps"
+    assert "argparse" in _imported_top_level_modules((apps / "evaluate.py").read_text(encoding="utf-8"))
     # the check sees an import inside a function and a dotted one
     assert "argparse" in _imported_top_level_modules("def f():\n    import argparse as a\n")
     assert "argparse" in _imported_top_level_modules("from argparse import Namespace\n")
@@ -168,8 +182,9 @@ def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
     assert inspect.isfunction(ratio_utils.evaluate)
 
 
-def test_python_dash_m_ratio_utils_evaluation_runs_the_command_line(tiny_benchmark, tmp_path):
-    """The documented `python -m ratio_utils.evaluation` gives what `main` gives; `--help` works."""
+def test_python_dash_m_ratio_utils_apps_evaluate_runs_the_command_line(tiny_benchmark, tmp_path):
+    """`python -m ratio_utils.apps.evaluate` (what `ratio-evaluate` runs) gives what `main` gives; `--help` works and
+    shows an example."""
     import subprocess
     import sys
 
@@ -177,15 +192,16 @@ def test_python_dash_m_ratio_utils_evaluation_runs_the_command_line(tiny_benchma
 
     by_module, by_main = tmp_path / "m.json", tmp_path / "main.json"
     argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10"]
-    done = subprocess.run([sys.executable, "-m", "ratio_utils.evaluation", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "ratio_utils.apps.evaluate", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "MRR@10 is the primary metric" in done.stdout
     assert main([*argv, "--out", str(by_main)]) == 0
     assert json.loads(by_module.read_text())["scores"] == json.loads(by_main.read_text())["scores"]
-    helped = subprocess.run([sys.executable, "-m", "ratio_utils.evaluation", "--help"], cwd=REPO_ROOT,
+    helped = subprocess.run([sys.executable, "-m", "ratio_utils.apps.evaluate", "--help"], cwd=REPO_ROOT,
                             capture_output=True, text=True)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: ratio-evaluate") and "--fallback-to-test" in helped.stdout
+    assert "example" in helped.stdout.lower() and "ratio-evaluate --model" in helped.stdout
 
 
 def test_the_ratio_evaluate_script_points_at_the_command_line():
@@ -247,3 +263,25 @@ def test_stored_prompts_absent_empty_or_malformed(tmp_path):
     (tmp_path / ST_CONFIG_FILE).write_text("{not json")
     with pytest.raises(ValueError, match=f"{ST_CONFIG_FILE}: not valid JSON"):
         stored_prompts(tmp_path)
+
+
+@pytest.mark.models
+def test_a_live_model_a_reference_and_a_name_give_the_same_scores(tiny_benchmark, monkeypatch):
+    """`evaluate` takes a packaged name, a resolved ModelRef or a live SentenceTransformer (issue 38 item 6); the model
+    is resolved once and the scores do not depend on how it was given."""
+    import ratio_utils
+    from ratio_utils.models import load_sentence_transformer, resolve_model
+    from ratio_utils.retrieval import dense
+
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", "off")
+    dense.clear_embedding_memo()
+    common = dict(benchmark=tiny_benchmark, split="test", move="all", query_prefix="query: ", doc_prefix="document: ",
+                  intervals=False)
+    by_name = ratio_utils.evaluate("all-MiniLM-L6-v2", **common)
+    ref = resolve_model("all-MiniLM-L6-v2")
+    by_ref = ratio_utils.evaluate(ref, **common)
+    assert by_ref["texts_encoded"] == 0  # the same fingerprint and prefixes: the process memo answers
+    live = ratio_utils.evaluate(load_sentence_transformer(ref), **common)
+    assert by_name["scores"] == by_ref["scores"] == live["scores"]
+    assert live["model_source"] == "object" and by_name["model_source"] == "packaged"
+    dense.clear_embedding_memo()

@@ -127,3 +127,41 @@ def test_per_query_metrics_match_ranx_per_query(ties):
             assert value == pytest.approx(theirs.get(qid, 0.0), abs=1e-12), (ours_name, qid)
     # the means are evaluate_run's scores
     assert ours["MRR@10"].mean() == pytest.approx(evaluate_run(run, qrels, ks=(10,))["MRR@10"])
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ndcg_matches_ranx_and_ir_measures(seed, ties):
+    """nDCG@k (binary gains) equals ranx's and ir_measures' (pytrec_eval) on the same canonical order."""
+    import ir_measures
+
+    run, qrels = _random_case(seed, ties)
+    ks = (1, 3, 10, 100)
+    ours = evaluate_run(run, qrels, ks=(10,), ndcg_ks=ks)
+    ranx_values = evaluate(*_ranx_inputs(run, qrels), [f"ndcg@{k}" for k in ks], make_comparable=True)
+    ordered = order_run(run)
+    ir_run = [ir_measures.ScoredDoc(q, d, 1.0 / r) for q, d, r in ordered[["qid", "docid", "rank"]].itertuples(index=False)]
+    ir_qrels = [ir_measures.Qrel(q, d, 1) for q, d in qrels.itertuples(index=False)]
+    judged = set(qrels["qid"])
+    ir_run = [s for s in ir_run if s.query_id in judged]
+    per_query = {k: {} for k in ks}
+    for metric in ir_measures.iter_calc([ir_measures.nDCG @ k for k in ks], ir_qrels, ir_run):
+        per_query[metric.measure.params["cutoff"]][metric.query_id] = metric.value
+    for k in ks:
+        assert ours[f"nDCG@{k}"] == pytest.approx(float(ranx_values[f"ndcg@{k}"]), abs=1e-9)
+        # ir_measures skips judged queries absent from the run; ours counts them as 0 (the same denominator as ranx)
+        values = [per_query[k].get(q, 0.0) for q in judged]
+        assert ours[f"nDCG@{k}"] == pytest.approx(sum(values) / len(values), abs=1e-9)
+
+
+def test_ndcg_by_hand_and_as_a_per_query_metric():
+    run = pd.DataFrame({"qid": ["q"] * 4, "docid": ["a", "b", "c", "d"], "rank": 0, "score": [4.0, 3.0, 2.0, 1.0]})
+    qrels = pd.DataFrame({"qid": ["q", "q"], "docid": ["b", "d"]})
+    expected = (1 / np.log2(3) + 1 / np.log2(5)) / (1 + 1 / np.log2(3))
+    assert evaluate_run(run, qrels, ks=(10,), ndcg_ks=(10,))["nDCG@10"] == pytest.approx(expected)
+    assert "nDCG@10" not in evaluate_run(run, qrels, ks=(10,))  # the stages' tables keep their columns
+    from ratio_utils.evaluation.metrics import per_query_metrics
+
+    assert per_query_metrics(run, qrels, ["nDCG@10"])["nDCG@10"].iloc[0] == pytest.approx(expected)
+    # one gold at rank 1 scores 1; beyond the cut-off 0
+    assert evaluate_run(run, qrels.iloc[:1], ks=(1,), ndcg_ks=(1,))["nDCG@1"] == 0.0

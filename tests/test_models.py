@@ -208,7 +208,7 @@ def test_the_registry_holds_every_retriever_of_the_paper_with_its_setup():
     reasonir = models.registry_entry("ReasonIR-8B")
     assert (reasonir.dtype, reasonir.max_seq_length) == ("bfloat16", 512)
     assert reasonir.model_kwargs() == {"trust_remote_code": True, "model_kwargs": {"dtype": "bfloat16"}}
-    assert all(e.generic == models.GENERIC_PREFIXES for e in registry.values())  # the paper's generic prefixes
+    assert all(e.generic == models.GENERIC_STYLE for e in registry.values())  # the paper's generic prefixes
     assert models.registry_entry("lightonai/modernbert-embed-large").prefixes("recommended") == models.Prefixes(
         "search_query: ", "search_document: ")
     gemma = models.registry_entry("embeddinggemma-300m")

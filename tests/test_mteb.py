@@ -19,6 +19,18 @@ from ratio_utils.schema import MOVES, Move, Split
 LICENCES = {"fixture": "CC BY 4.0 (invented for the tests)"}
 
 
+@pytest.fixture(autouse=True)
+def _embedding_cache_in_tmp(tmp_path, monkeypatch):
+    """The commands' default on-disk embedding cache (~/.cache/ratio/embeddings) stays out of the tests, and each test
+    starts with an empty in-process memo."""
+    from ratio_utils.retrieval import dense
+
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
+    dense.clear_embedding_memo()
+    yield
+    dense.clear_embedding_memo()
+
+
 @pytest.fixture
 def bench(tmp_path, tiny_benchmark):
     """The tiny benchmark with a silver split for Address and Specify (two of their test pairs each), a corpus
@@ -93,10 +105,16 @@ def test_a_directory_without_silver_says_so_and_has_no_silver_split(tiny_benchma
 
 def test_tasks_describe_the_directory(bench):
     pytest.importorskip("mteb")
-    from ratio_utils.evaluation.mteb_tasks import ratio_tasks
+    from ratio_utils.evaluation.mteb_tasks import directory_id, ratio_tasks, task_move
+    from ratio_utils.schema import MOVE_INSTRUCTIONS
 
-    tasks = {t.metadata.name: t for t in ratio_tasks(bench.root, licences=LICENCES)}
+    tasks = {t.metadata.name.split("_")[0]: t for t in ratio_tasks(bench.root, licences=LICENCES)}
     assert sorted(tasks) == ["RatioAddress", "RatioBroaden", "RatioSpecify"]
+    assert all(t.metadata.name == f"{name}_{directory_id(bench.root)}" for name, t in tasks.items())
+    assert {task_move(t.metadata.name) for t in tasks.values()} == {"address", "broaden", "specify"}
+    # each task carries its move: the query prompt is the move's instruction, documents get none
+    for name, task in tasks.items():
+        assert task.metadata.prompt == {"query": MOVE_INSTRUCTIONS[Move.parse(task_move(name))]}
     assert tasks["RatioAddress"].metadata.eval_splits == ["test", "silver"]
     assert tasks["RatioBroaden"].metadata.eval_splits == ["test"]  # its silver file holds no pair
     meta = tasks["RatioSpecify"].metadata
@@ -160,7 +178,7 @@ def test_a_release_without_ids_or_card_gets_one_from_the_command_line(tiny_bench
     no card. `python -m ratio_utils.dataset.card` writes one that names the files' own columns, and every config loads."""
     import datasets
 
-    from ratio_utils.dataset.card import main
+    from ratio_utils.apps.card import main
 
     root = tmp_path / "official"
     shutil.copytree(tiny_benchmark, root)

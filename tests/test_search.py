@@ -9,7 +9,7 @@ import pytest
 from fake_encoder import FakeEncoder
 
 from ratio_utils.param_sections import UnifiedParams
-from ratio_utils.retrieval import search
+from ratio_utils.apps import search
 from ratio_utils.schema import Move
 
 # (paper, para, sent, text, drop_reason) — invented for the test.
@@ -57,7 +57,7 @@ def test_search_returns_ranked_sentences_with_paper_context(fixture_index):
     assert meta["size"] == 5 and meta["model_fingerprint"] == "fake-model-1"
     index = search.SearchIndex.open(folder, "fake-model-1")
     results = search.search_index("How can parsers avoid overfitting?", "address", FakeEncoder(), index, "query: ", top=3)
-    assert list(results.columns) == list(search.RESULT_COLUMNS)
+    assert list(results.columns) == list(search.HIT_COLUMNS)
     assert list(results["rank"]) == [1, 2, 3]
     assert results["score"].is_monotonic_decreasing
     top = results.iloc[0]
@@ -104,6 +104,47 @@ def test_cli_errors_exit_2_with_a_message(cfg, capsys, fixture_index):
     assert "no fine-tuned broaden retriever" in capsys.readouterr().err
     assert search.main(["index", "--model", "unified"]) == 2
     assert "no unified retriever" in capsys.readouterr().err
+
+
+def test_cli_has_query_and_index_subcommands_named_after_the_script(cfg, capsys, fixture_index):
+    """`ratio-search query ...` / `ratio-search index ...` are argparse subcommands; the plain statement form is
+    short for `query`; errors and help name the script; --help shows an example."""
+    with pytest.raises(SystemExit) as done:
+        search.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ratio-search") and "{query,index}" in out and "examples:" in out
+    assert 'ratio-search query "' in out
+    for verb in ("query", "index"):
+        with pytest.raises(SystemExit):
+            search.main([verb, "--help"])
+        helped = capsys.readouterr().out
+        assert helped.startswith(f"usage: ratio-search {verb}") and "--model" in helped and "example" in helped
+    folder, _ = fixture_index
+    assert search.main(["query", "a statement", "--move", "analogy"]) == 2
+    assert capsys.readouterr().err.startswith("ratio-search: error: ")
+    assert search.main(["a statement", "--move", "broaden"]) == 2  # short form: the same as `query`
+    assert "ratio-search: error: no fine-tuned broaden retriever" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        search.main(["query", "--no-such-flag"])
+    assert "ratio-search query: error:" in capsys.readouterr().err
+    assert search.main(["query", "x", "--model", "no-such-model-anywhere"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ratio-search: error: ") and "Traceback" not in err
+
+
+def test_a_statement_is_encoded_once_per_model_and_prefix(fixture_index):
+    """Through the encoder's memo: the same statement asked twice with one model and prefix is one encoding."""
+    from ratio_utils.retrieval.dense import EmbeddingMemo
+
+    folder, _ = fixture_index
+    encoder = FakeEncoder(doc_prefix="document: ", memo=EmbeddingMemo())
+    index = search.SearchIndex.open(folder, "fake-model-1")
+    first = search.search_index("Parsers overfit.", "broaden", encoder, index, "query: ", top=2)
+    second = search.search_index("Parsers overfit.", "specify", encoder, index, "query: ", top=2)
+    assert encoder.encoded_texts == 1 and first.equals(second)
+    search.search_index("Parsers overfit.", "specify", encoder, index, "other: ", top=2)
+    assert encoder.encoded_texts == 2
 
 
 def test_index_reuses_the_embedding_cache(tmp_path, corpus_tables):

@@ -103,7 +103,7 @@ def test_finetune_decreases_loss_restores_best_epoch_and_writes_card(tiny_benchm
     # The saved model holds exactly the weights scored at the best epoch, and scores the same again.
     saved = load_sentence_transformer(result.model_dir, device="cpu")
     assert model_fingerprint(saved)[:16] == best["weights"]
-    evalset = train.EvalSet.load(load_benchmark(cfg.paths.benchmark), Move.ADDRESS, Split.VALIDATION)
+    evalset = load_benchmark(cfg.paths.benchmark).eval_set(Move.ADDRESS, Split.VALIDATION)
     rescored = train.PoolRetrievalEvaluator(evalset, query_prefix="query: ", doc_prefix="document: ").score(saved)
     assert rescored == pytest.approx({k: v for k, v in best.items() if k not in ("epoch", "step", "weights")})
 

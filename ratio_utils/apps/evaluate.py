@@ -4,10 +4,12 @@
 Reads: the benchmark directory given by --benchmark (default: the rebuilt one of --params), i.e. the pairs
 data/<move>/<split>.parquet and pools candidates/<split>.parquet of the evaluated splits, and the model given by
 --model (its stored prompts when no prefix flag is given).
-Writes: the score table and the prefixes used on stdout; skipped moves and errors on stderr (exit status 2 for a
-split the benchmark lacks, a missing benchmark or params file); the JSON result given by --out (model, fingerprint,
-benchmark file checksums, parameters, scores); with --runs-dir the run files
-(<runs-dir>/<system>/<move>/<split>.parquet + .trec); with --cache-dir the embedding cache.
+Writes: the score table (per move and split: the number of queries, every metric with its 95 % bootstrap interval,
+† under 30 queries) and the prefixes used on stdout; skipped moves and errors on stderr, one line each (exit status 2
+for a split the benchmark lacks, a model that cannot be found, a missing benchmark or params file); the JSON result
+given by --out (model, fingerprint, benchmark file checksums, parameters, scores, queries, intervals); with --runs-dir
+the run files (<runs-dir>/<system>/<move>/<split>.parquet + .trec); the embedding cache (--cache-dir, default
+$RATIO_EMBEDDING_CACHE or ~/.cache/ratio/embeddings; --no-cache for none).
 """
 
 from __future__ import annotations
@@ -17,18 +19,31 @@ import sys
 from pathlib import Path
 
 from ..io import write_json_atomic
-from ..evaluation.metrics import DEFAULT_KS
+from ..evaluation.metrics import DEFAULT_KS, NDCG_KS
 from ..evaluation.scoring import EvaluationError, evaluate
+from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_ci
+
+PROG = "ratio-evaluate"
+EPILOG = """examples:
+  ratio-evaluate --model all-MiniLM-L6-v2 --split test
+  ratio-evaluate --model sentence-transformers/all-mpnet-base-v2 --query-prefix 'query: ' --doc-prefix 'document: '
+  ratio-evaluate --model models/all-mpnet-base-v2__specify --move specify --out result.json
+
+Each split's candidate pool is encoded once per (model, prefix) for all moves, and kept in the embedding cache
+(keyed by model fingerprint, prefix and the pool's checksum) for the next run."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ratio-evaluate",
-        description="Score a retriever on the Ratio benchmark (Recall@k, MRR@k; MRR@10 is primary).",
+        prog=PROG,
+        description="Score a retriever on the Ratio benchmark (Recall@k, MRR@k, nDCG@10 with 95 %% bootstrap "
+                    "intervals; MRR@10 is primary).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", required=True,
-                        help="a sentence-transformers folder or packaged name (all-MiniLM-L6-v2, all-mpnet-base-v2), "
-                             "a PyLate checkpoint with --colbert, or bm25-unigram / bm25-bigram / bm25-trigram")
+                        help="a sentence-transformers model: a local folder, a packaged or registry name "
+                             "(all-MiniLM-L6-v2, all-mpnet-base-v2) or a Hugging Face hub id; a PyLate checkpoint "
+                             "with --colbert; or bm25-unigram / bm25-bigram / bm25-trigram")
     parser.add_argument("--benchmark", type=Path, default=None,
                         help="benchmark directory (data/, candidates/); default: the rebuilt one of --params")
     parser.add_argument("--params", default=None, help="params file whose benchmark is the default (params/default.yaml)")
@@ -48,28 +63,50 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--k", type=int, default=100, help="candidates kept per query (default 100)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default=None, help="torch device (default: sentence-transformers' choice)")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder (default: none)")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", type=Path, default=None,
+                       help="embedding cache folder (default: $RATIO_EMBEDDING_CACHE, else ~/.cache/ratio/embeddings)")
+    cache.add_argument("--no-cache", action="store_true", help="keep no embeddings on disk (encodes every run)")
     parser.add_argument("--fp16-storage", action="store_true", help="store pool embeddings as float16")
     parser.add_argument("--runs-dir", type=Path, default=None, help="write run files (parquet + TREC) here")
     parser.add_argument("--name", default=None, help="system name in run files and the result (default: model)")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON result here")
+    parser.add_argument("--no-intervals", action="store_true", help="skip the bootstrap intervals (faster)")
     return parser
 
 
 def format_result(result: dict) -> str:
-    """The scores of an `evaluate` result as a table in percent, then the prefixes used and where they came from."""
-    ks = [k for k in DEFAULT_KS if f"R@{k}" in next(iter(result["scores"].values()))]
-    header = ["move", "split"] + [f"R@{k}" for k in ks] + [f"M@{k}" for k in ks]
-    lines = ["  ".join(f"{h:>8}" for h in header)]
-    for move, scores in result["scores"].items():
-        cells = [move, result["splits"][move]] + [f"{100 * scores[f'R@{k}']:.1f}" for k in ks]
-        cells += [f"{100 * scores[f'MRR@{k}']:.1f}" for k in ks]
-        lines.append("  ".join(f"{c:>8}" for c in cells))
+    """The scores of an `evaluate` result as a table in percent — one column per move and split with its number of
+    queries (n; † under 30 queries), one row per metric with its 95 % bootstrap interval — then the prefixes used."""
+    first = next(iter(result["scores"].values()))
+    ks = [k for k in DEFAULT_KS if f"R@{k}" in first]
+    metrics = [f"R@{k}" for k in ks] + [f"MRR@{k}" for k in ks] + [f"nDCG@{k}" for k in NDCG_KS if f"nDCG@{k}" in first]
+    labels = {m: m.replace("MRR@", "M@") for m in metrics}
+    moves = list(result["scores"])
+    queries = result.get("queries", {})
+    intervals = result.get("intervals", {})
+    flags = {m: DAGGER if result.get("indicative", {}).get(m) else "" for m in moves}
+    headers = [f"{m}/{result['splits'][m]}{flags[m]}" for m in moves]
+    rows = [["n"] + [str(queries.get(m, "")) for m in moves]]
+    for metric in metrics:
+        cells = []
+        for move in moves:
+            low, high = intervals.get(move, {}).get(metric, (None, None))
+            cells.append(format_ci(result["scores"][move][metric], low, high))
+        rows.append([labels[metric]] + cells)
+    widths = [max(len(r[0]) for r in rows)] + [max(len(h), *(len(r[i + 1]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join([" " * widths[0]] + [h.rjust(w) for h, w in zip(headers, widths[1:])])]
+    lines += ["  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]) for r in rows]
     params = result.get("params", {})
     source = params.get("prefix_source", {})
     lines.append(f"prefixes: query {params.get('query_prefix', '')!r} ({source.get('query', 'flag')}), "
                  f"document {params.get('doc_prefix', '')!r} ({source.get('document', 'flag')})")
-    return "\n".join(lines) + "\n(percent; M@k = MRR@k, MRR@10 is the primary metric)"
+    notes = "(percent; M@k = MRR@k, MRR@10 is the primary metric"
+    if intervals:
+        notes += f"; [low, high]: {result.get('confidence', 0.95):.0%} bootstrap interval over queries"
+    if any(flags.values()):
+        notes += f"; {DAGGER}: fewer than {INDICATIVE_BELOW} queries, indicative only"
+    return "\n".join(lines) + "\n" + notes + ")"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             params_file=args.params, fallback_to_test=args.fallback_to_test,
             query_prefix=args.query_prefix, doc_prefix=args.doc_prefix, instruction=args.instruction,
             colbert=args.colbert, k=args.k, batch_size=args.batch_size, device=args.device,
-            cache_dir=args.cache_dir, fp16_storage=args.fp16_storage, runs_dir=args.runs_dir, name=args.name,
+            cache_dir=False if args.no_cache else args.cache_dir, fp16_storage=args.fp16_storage,
+            runs_dir=args.runs_dir, name=args.name, intervals=not args.no_intervals,
         )
-    except (EvaluationError, FileNotFoundError) as exc:
-        print(f"ratio-evaluate: error: {exc}", file=sys.stderr)
+    except (EvaluationError, FileNotFoundError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     print(format_result(result))
     if args.out:

@@ -1,14 +1,16 @@
 """The inspiration explorer: one statement, three moves side by side, in the browser.
 
-    python -m ratio_utils.apps.explorer [--build-missing [--from-year 2019]] [--model PATH|NAME] [--top 10] [--port 8770]
+    ratio-explorer [--build-missing [--from-year 2019]] [--model PATH|NAME|HUB_ID] [--top 10] [--port 8770]
 
-A local page over the indexes that `python -m ratio_utils.apps.search index` builds: a text box for a problem
+(`python -m ratio_utils.apps.explorer` is the same command.) A local page over the indexes that `ratio-search index`
+builds: a text box for a problem
 statement and three columns (Address, Broaden, Specify), each the top k sentences of that move's retriever, with
 score, paper title, year and id, and the sentences before and after it in its paper (expandable). Above the
 columns a selector chooses the retrievers: the fine-tuned one per move (notebook 09), the unified one with the move
 as instruction (notebook 13), or one model for all three moves (`--model`, e.g. an untuned baseline). A column whose
 model is not trained yet, or whose index is missing or was built from another model or corpus, says so instead of
-answering.
+answering. Each model is resolved once and loaded once, each index folder opened once, and a statement is encoded
+once per (model, query prefix): the three columns of `--model` (one model, one prefix, one index) are one search.
 
 A hit can be marked useful / not useful; the marks go to a JSONL file of the user's (`--judgments`, default
 `data/explorer/judgments.jsonl` under the output root; nothing is sent anywhere), one line per (statement, move,
@@ -43,14 +45,16 @@ from ..local_server import LocalServer, NotFound, RequestError
 from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
 from .search import (
-    META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, default_index_dir, resolve_query_model,
-    search_index,
+    META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, default_index_dir, query_encoder,
+    resolve_query_model, search_index,
 )
 
-STATIC = Path(__file__).parent / "explorer_static"
+PROG = "ratio-explorer"
+
+EXPLORER_STATIC = Path(__file__).parent / "explorer_static"
 MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
 MAX_TOP = 50
-LABELS = ("useful", "not_useful")
+MARK_LABELS = ("useful", "not_useful")
 PER_MOVE, UNIFIED = "per-move", "unified"
 
 
@@ -79,19 +83,26 @@ def corpus_problem(meta: dict, expected: dict[str, str] | None) -> str | None:
     for name, digest in (expected or {}).items():
         if name in built and built[name] != digest:
             return (f"its index was built from another {name} (sha256 {built[name][:12]}, the run's is {digest[:12]}): "
-                    "rebuild it with python -m ratio_utils.apps.search index")
+                    "rebuild it with ratio-search index")
     return None
 
 
 def open_column(move: Move, retrievers: str, model: QueryModel, folder: Path, encoders: dict[str, DenseRetriever],
-                expected_sources: dict[str, str] | None, build_hint: str) -> Column:
-    """The column of `move` answered by `model` over the index in `folder`; a column with a problem if it cannot."""
+                expected_sources: dict[str, str] | None, build_hint: str,
+                opened: dict[tuple[str, str], SearchIndex] | None = None) -> Column:
+    """The column of `move` answered by `model` over the index in `folder`; a column with a problem if it cannot.
+    `encoders` (one per model) and `opened` (one per index folder and model fingerprint) are shared by the columns."""
     column = Column(move, retrievers, model=model.name, index=folder.name, query_prefix=model.query_prefix(move))
     key = str(model.path)
     if key not in encoders:
-        encoders[key] = DenseRetriever(key, doc_prefix=model.doc_prefix)
+        encoders[key] = query_encoder(model, cache_dir=False)
+    opened = {} if opened is None else opened
+    fingerprint = encoders[key].fingerprint()
+    where = (str(Path(folder).resolve()), fingerprint)
     try:
-        column.search = SearchIndex.open(folder, encoders[key].fingerprint(), build_hint)
+        if where not in opened:
+            opened[where] = SearchIndex.open(folder, fingerprint, build_hint)
+        column.search = opened[where]
     except SearchError as exc:
         column.problem = str(exc)
         return column
@@ -115,24 +126,38 @@ class Explorer:
         of a trained model that has none, over the run's sentence table (papers from `from_year` on, when given)."""
         expected = {cfg.paths.sentences.name: sha256_file(cfg.paths.sentences)} if cfg.paths.sentences.exists() else None
         encoders: dict[str, DenseRetriever] = {}
-        choices = {PER_MOVE: None, UNIFIED: "unified"} | ({model: model} if model else {})
+        opened: dict[tuple[str, str], SearchIndex] = {}
+        label = model if isinstance(model, str) or model is None else getattr(model, "name", type(model).__name__)
+        choices = {PER_MOVE: None, UNIFIED: "unified"} | ({str(label): model} if model is not None else {})
         columns: dict[str, dict[Move, Column]] = {}
         for retrievers, model_arg in choices.items():
             columns[retrievers] = {}
+            resolved: QueryModel | SearchError | None = None  # a move-independent choice is resolved once
             for move in MOVES:
                 try:
-                    qmodel = resolve_query_model(cfg, move, model_arg)
+                    if model_arg is None:
+                        qmodel = resolve_query_model(cfg, move, None)
+                    else:
+                        if resolved is None:
+                            try:
+                                resolved = resolve_query_model(cfg, move, model_arg)
+                            except SearchError as exc:
+                                resolved = exc
+                        if isinstance(resolved, SearchError):
+                            raise resolved
+                        qmodel = resolved
                 except SearchError as exc:
                     columns[retrievers][move] = Column(move, retrievers, problem=str(exc))
                     continue
                 folder = (Path(indexes) / qmodel.name) if indexes else default_index_dir(cfg, qmodel)
-                hint = "python -m ratio_utils.apps.search index " + (
-                    f"--model {model_arg}" if model_arg else f"--move {move.value}")
+                hint = "ratio-search index " + (
+                    f"--model {model_arg}" if isinstance(model_arg, str) else f"--move {move.value}")
                 if build_missing and not (folder / META_FILE).exists():
                     progress(f"building the index {folder.name} for {qmodel.name} (once) ...")
                     build_index_from_corpus(cfg, None, qmodel, folder, paper_ids=papers_from(cfg, from_year))
                 progress(f"loading {retrievers} / {move.value}: model {qmodel.name}, index {folder.name} ...")
-                columns[retrievers][move] = open_column(move, retrievers, qmodel, folder, encoders, expected, hint)
+                columns[retrievers][move] = open_column(move, retrievers, qmodel, folder, encoders, expected, hint,
+                                                        opened)
         # Models load lazily; load each one a column answers with now, so that the first statement is as fast as any.
         ready = {id(c.encoder): (c.model, c.encoder) for cols in columns.values() for c in cols.values() if c.encoder}
         for name, encoder in ready.values():
@@ -159,14 +184,18 @@ class Explorer:
         if not isinstance(top, int) or isinstance(top, bool) or not 1 <= top <= MAX_TOP:
             raise RequestError(f"top is a whole number from 1 to {MAX_TOP}, got {top!r}")
         answers = []
+        searched: dict[tuple[int, int, str], list] = {}  # columns with one model, index and prefix: one search
         for move in MOVES:
             column = self.column(retrievers, move.value)
             answer = column.describe() | {"hits": [], "seconds": 0.0}
             if column.problem is None:
+                key = (id(column.encoder), id(column.search), column.query_prefix)
                 started = time.perf_counter()
-                hits = search_index(statement, move, column.encoder, column.search, column.query_prefix, top)
+                if key not in searched:
+                    hits = search_index(statement, move, column.encoder, column.search, column.query_prefix, top)
+                    searched[key] = json.loads(hits.to_json(orient="records", force_ascii=False))
                 answer["seconds"] = round(time.perf_counter() - started, 4)
-                answer["hits"] = json.loads(hits.to_json(orient="records", force_ascii=False))
+                answer["hits"] = searched[key]
             answers.append(answer)
         return {"statement": statement, "retrievers": retrievers, "columns": answers}
 
@@ -214,8 +243,8 @@ class JudgmentLog:
 
     def mark(self, column: Column, statement: str, docid: object, label: object) -> dict:
         """Record (label None: take back) one mark; the hit must be in the column's index."""
-        if label is not None and label not in LABELS:
-            raise RequestError(f"label is one of {LABELS} or null, got {label!r}")
+        if label is not None and label not in MARK_LABELS:
+            raise RequestError(f"label is one of {MARK_LABELS} or null, got {label!r}")
         if column.problem is not None:
             raise RequestError(f"the {column.move.value} column is not available: {column.problem}")
         rows = column.search.rows
@@ -248,7 +277,7 @@ class ExplorerServer(LocalServer):
 
     def __init__(self, explorer: Explorer, judgments: JudgmentLog, port: int = 8770, host: str = "127.0.0.1",
                  verbose: bool = False):
-        super().__init__(STATIC, port, host=host, verbose=verbose)
+        super().__init__(EXPLORER_STATIC, port, host=host, verbose=verbose)
         self.explorer, self.judgments = explorer, judgments
 
     def get(self, path: str, request) -> dict:
@@ -283,9 +312,13 @@ def listen_address(host: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_config
 
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.explorer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"examples:\n  {PROG} --model all-MiniLM-L6-v2 --build-missing --from-year 2019\n  {PROG} --port 8771\n\n"
+               "Each model is loaded once and each index opened once; a statement is encoded once per (model, prefix).")
     parser.add_argument("--model", default=None,
-                        help="also offer this model for all three moves (a folder or a packaged name, generic prefix)")
+                        help="also offer this model for all three moves (a folder, a packaged or registry name or a "
+                             "Hugging Face hub id; generic prefix)")
     parser.add_argument("--indexes", type=Path, default=None,
                         help="folder of index folders, one per model folder name (default: data/search_index)")
     parser.add_argument("--build-missing", action="store_true",
@@ -311,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                                  build_missing=args.build_missing, from_year=args.from_year,
                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
     except (SearchError, InputError) as exc:
-        print(f"ratio-explorer: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     for name, columns in explorer.columns.items():
         for column in columns.values():
@@ -320,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = ExplorerServer(explorer, judgments, args.port, host, args.verbose)
     except OSError as exc:
-        print(f"ratio-explorer: cannot listen on {host}:{args.port} ({exc}); try another --port", file=sys.stderr)
+        print(f"{PROG}: error: cannot listen on {host}:{args.port} ({exc}); try another --port", file=sys.stderr)
         return 2
     print(f"Loaded in {time.perf_counter() - started:.1f} s. Open {server.url} in your browser; marks are saved to "
           f"{judgments.path}. Ctrl+C stops.", flush=True)

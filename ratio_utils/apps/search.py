@@ -1,9 +1,11 @@
 """Inspiration search: sentences that address, broaden or specify a researcher's own statement.
 
-    python -m ratio_utils.apps.search "your statement" --move broaden --top 10 [--model PATH|unified] [--index DIR] [--json]
-    python -m ratio_utils.apps.search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|unified] [--out DIR] [--papers ID,...]
+    ratio-search query "your statement" --move broaden --top 10 [--model PATH|NAME|HUB_ID|unified] [--index DIR] [--json]
+    ratio-search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|NAME|HUB_ID|unified] [--out DIR] [--papers ID,...]
+    ratio-search "your statement" ...     # short for `ratio-search query "your statement" ...`
 
-The same indexes in the browser, three moves side by side: `python -m ratio_utils.apps.explorer` (retrieval/explorer).
+(`python -m ratio_utils.apps.search` is the same command.) The same indexes in the browser, three moves side by side:
+`ratio-explorer` (apps/explorer).
 
 The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
 or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
@@ -15,9 +17,11 @@ before it.
 An index folder holds index.faiss, sentences.parquet (what is shown per hit) and index.json (the
 model's fingerprint, the candidate prefix, the source tables' checksums). Candidates are embedded the
 way the benchmark's pool is (`text_clean`, lower-cased like mining's sentences) through the
-embedding cache of `retrieval.dense`, so rebuilding after an interruption or for a second model
-reuses what was encoded. A model whose fingerprint differs from the index's is an error (a stale
-index gives meaningless scores).
+embedding cache of `retrieval.dense` (keyed by model fingerprint, prefix and the texts' checksum, plus the process's
+in-memory memo), so rebuilding after an interruption or for a second model reuses what was encoded; a query encodes
+the statement once. A model is resolved once (`ratio_utils.models.resolve_model`: a folder, a packaged or registry
+name, a hub id or a live SentenceTransformer) and its reference handed to the encoder. A model whose fingerprint
+differs from the index's is an error (a stale index gives meaningless scores).
 
 Reads:  a model folder, a sentence table (+ papers table). Writes: data/search_index/<model>/ (Paths.search_indexes).
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +42,13 @@ from ..io import InputError, atomic_path, require_columns, sha256_file, write_js
 from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, sentence_id
 from ..retrieval.dense import DenseRetriever, build_inner_product_index
 
+PROG = "ratio-search"
+
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 ROWS_FILE = "sentences.parquet"
 INDEX_FORMAT = 2  # 2: rows hold the next sentence too (the explorer shows both neighbours)
-RESULT_COLUMNS = ("rank", "score", "docid", "paper_id", "title", "year", "previous", "sentence", "next")
+HIT_COLUMNS = ("rank", "score", "docid", "paper_id", "title", "year", "previous", "sentence", "next")
 
 
 class SearchError(RuntimeError):
@@ -63,6 +69,7 @@ class QueryModel:
     query_prefixes: dict[str, str]  # move -> prefix (the same for every move unless unified)
     doc_prefix: str
     name: str = ""  # what the model is called (its index folder's name): the packaged name, else the folder's
+    ref: Any = field(default=None, compare=False, repr=False)  # the resolved ratio_utils.models.ModelRef
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -71,39 +78,68 @@ class QueryModel:
     def query_prefix(self, move: Move) -> str:
         return self.query_prefixes[move.value]
 
+    def model_ref(self):
+        """The model's reference, resolved once (the folder's, for a fine-tuned or unified retriever)."""
+        if self.ref is None:
+            from ..models import resolve_model
 
-def describe_model(path: Path, name: str = "") -> QueryModel:
+            object.__setattr__(self, "ref", resolve_model(self.path))
+        return self.ref
+
+
+def query_encoder(model: QueryModel, *, batch_size: int = 64, cache_dir: "Path | None | bool" = None) -> DenseRetriever:
+    """The dense encoder of `model`: its resolved reference (never resolved again), its candidate prefix, the
+    process's embedding memo and the on-disk cache (default: `retrieval.dense.default_embedding_cache()`)."""
+    from ..retrieval.dense import default_embedding_cache
+
+    cache_dir = default_embedding_cache() if cache_dir is None else cache_dir
+    return DenseRetriever(model.model_ref(), doc_prefix=model.doc_prefix, batch_size=batch_size,
+                          cache_dir=cache_dir or None, memo=True)
+
+
+def describe_model(path: Path, name: str = "", ref: Any = None) -> QueryModel:
     """The prefixes of a model folder: unified.json (unified retriever), results.json (per-move), else generic.
-    `name`: what to call it where the folder's own name says nothing (a packaged model's folder is `model`)."""
+    `name`: what to call it where the folder's own name says nothing (a packaged model's folder is `model`);
+    `ref`: its resolved reference, when the caller has one (a live model has no folder: generic prefixes)."""
     from ..train.unified import FORMAT_FILE
 
+    if path is None:
+        return QueryModel(Path(name), "other", {m.value: GENERIC_QUERY_PREFIX for m in Move}, GENERIC_DOC_PREFIX, name, ref)
     path = Path(path)
     unified = path / FORMAT_FILE
     if unified.exists():
         fmt = json.loads(unified.read_text(encoding="utf-8"))
-        return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"], name)
+        return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"], name, ref)
     results = path / "results.json"
     prefixes = json.loads(results.read_text(encoding="utf-8")).get("prefixes") if results.exists() else None
     query, doc = (prefixes["query"], prefixes["document"]) if prefixes else (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
-    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc, name)
+    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc, name, ref)
 
 
-def resolve_query_model(cfg, move: Move | None, model: str | None) -> QueryModel:
-    """--model PATH, --model unified, or (no --model) the move's fine-tuned retriever of notebook 09."""
-    from ..models import ModelNotAvailableError, model_name, resolve_model_path
+def resolve_query_model(cfg, move: Move | None, model: Any) -> QueryModel:
+    """--model PATH|NAME|HUB_ID (or a live SentenceTransformer / ModelRef), --model unified, or (no --model) the
+    move's fine-tuned retriever of notebook 09. The model is resolved here, once."""
+    from ..models import ModelNotAvailableError, resolve_model
     from ..train import load_train_params, move_model_dir
     from ..train.unified import load_unified_params, unified_model_dir
 
-    if model is not None and model.strip().lower() == "unified":
+    if model is not None and not isinstance(model, (str, Path)):
+        try:
+            ref = resolve_model(model)
+        except (ModelNotAvailableError, TypeError) as exc:
+            raise SearchError(str(exc)) from None
+        return describe_model(ref.path, ref.name, ref)
+    if model is not None and str(model).strip().lower() == "unified":
         path = unified_model_dir(cfg, load_unified_params(cfg))
         if not path.exists():
             raise SearchError(f"no unified retriever at {path}: run notebook 13 (ratio_utils.train.unified) first, or pass --model PATH")
         return describe_model(path)
     if model is not None:
         try:
-            return describe_model(resolve_model_path(model), model_name(model))
+            ref = resolve_model(model)
         except ModelNotAvailableError as exc:
             raise SearchError(str(exc)) from None
+        return describe_model(ref.path, ref.name, ref)
     if move is None:
         raise SearchError("name a move (--move address|broaden|specify) or a model (--model PATH|unified)")
     path = move_model_dir(cfg, load_train_params(cfg), move)
@@ -222,8 +258,7 @@ def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir
     sources = {sentences_path.name: sha256_file(sentences_path)}
     if papers is not None:
         sources[papers_path.name] = sha256_file(papers_path)
-    encoder = DenseRetriever(str(model.path), doc_prefix=model.doc_prefix, batch_size=batch_size,
-                             cache_dir=cfg.paths.embedding_cache)
+    encoder = query_encoder(model, batch_size=batch_size, cache_dir=cfg.paths.embedding_cache)
     out_dir = Path(out_dir) if out_dir is not None else default_index_dir(cfg, model)
     return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts)
 
@@ -243,7 +278,7 @@ class SearchIndex:
     rows: pd.DataFrame
 
     @classmethod
-    def open(cls, folder: Path, fingerprint: str, build_hint: str = "python -m ratio_utils.apps.search index") -> "SearchIndex":
+    def open(cls, folder: Path, fingerprint: str, build_hint: str = "ratio-search index") -> "SearchIndex":
         import faiss
 
         folder = Path(folder)
@@ -266,16 +301,22 @@ class SearchIndex:
         return cls(folder, meta, index, rows)
 
 
+def statement_text(statement: str, index: SearchIndex) -> str:
+    """What gets embedded for a statement: stripped, lower-cased as the index's sentences were."""
+    return statement.strip().lower() if index.meta.get("lowercase", True) else statement.strip()
+
+
 def search_index(statement: str, move: Move | str, encoder: DenseRetriever, index: SearchIndex, query_prefix: str,
                  top: int = 10) -> pd.DataFrame:
-    """The `top` sentences of the index for `statement` under `move` (the statement itself excluded)."""
+    """The `top` sentences of the index for `statement` under `move` (the statement itself excluded). The statement
+    is encoded through the encoder's memo (when it has one): once per (model, prefix, statement) in a process."""
     parse_move(move)  # the move decides the model/prefix upstream; still refuse an unknown one here
     if not statement or not statement.strip():
         raise SearchError("the statement is empty: give the sentence you want inspiration for")
     if top < 1:
         raise SearchError(f"--top must be >= 1, got {top}")
-    text = statement.strip().lower() if index.meta.get("lowercase", True) else statement.strip()
-    vector = encoder.encode([text], query_prefix, "encoding the statement")
+    text = statement_text(statement, index)
+    vector, _ = encoder.embeddings([sentence_id(text)], [text], query_prefix, "encoding the statement")
     width = min(top + 1, index.index.ntotal)  # one spare slot: the statement may be in the index
     scores, hits = index.index.search(np.ascontiguousarray(vector, dtype=np.float32), width)
     own = sentence_id(text)
@@ -283,12 +324,14 @@ def search_index(statement: str, move: Move | str, encoder: DenseRetriever, inde
     frame = index.rows.iloc[[i for i, _ in picked]].copy()
     frame.insert(0, "score", [float(s) for _, s in picked])
     frame.insert(0, "rank", range(1, len(frame) + 1))
-    return frame[list(RESULT_COLUMNS)].reset_index(drop=True)
+    return frame[list(HIT_COLUMNS)].reset_index(drop=True)
 
 
-def inspire(statement: str, move: str = "specify", *, cfg=None, model: str | None = None, index_dir: Path | None = None,
+def inspire(statement: str, move: str = "specify", *, cfg=None, model: Any = None, index_dir: Path | None = None,
             top: int = 10) -> pd.DataFrame:
-    """Notebook form of the command: ranked sentences (original case) with paper id, title, year, previous sentence."""
+    """Notebook form of the command: ranked sentences (original case) with paper id, title, year, previous sentence.
+    `model`: a folder, a packaged or registry name, a hub id, 'unified', a ModelRef or a live SentenceTransformer
+    (default: the move's fine-tuned retriever)."""
     from ..config import load_config
 
     cfg = cfg or load_config()
@@ -297,8 +340,8 @@ def inspire(statement: str, move: str = "specify", *, cfg=None, model: str | Non
         raise SearchError("the statement is empty: give the sentence you want inspiration for")
     qmodel = resolve_query_model(cfg, move, model)
     folder = Path(index_dir) if index_dir is not None else default_index_dir(cfg, qmodel)
-    encoder = DenseRetriever(str(qmodel.path), doc_prefix=qmodel.doc_prefix)
-    hint = "python -m ratio_utils.apps.search index " + (f"--model {model}" if model else f"--move {move.value}")
+    encoder = query_encoder(qmodel, cache_dir=False)  # a statement is one sentence: kept in the memo, not on disk
+    hint = f"{PROG} index " + (f"--model {model}" if isinstance(model, str) else f"--move {move.value}")
     index = SearchIndex.open(folder, encoder.fingerprint(), hint + (f" --out {folder}" if index_dir else ""))
     return search_index(statement, move, encoder, index, qmodel.query_prefix(move), top)
 
@@ -326,43 +369,68 @@ def results_json(statement: str, move: Move | str, results: pd.DataFrame) -> str
 # ---------------------------------------------------------------------------------------------
 
 
-def _query_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.search",
-                                     description="Find sentences that address, broaden or specify your statement "
-                                                 "(`python -m ratio_utils.apps.search index --help` builds the index).")
-    parser.add_argument("statement", help="the sentence you want inspiration for")
-    parser.add_argument("--move", default="specify", help="address, broaden or specify (default: %(default)s)")
-    parser.add_argument("--top", type=int, default=10, help="sentences to show (default: %(default)s)")
-    parser.add_argument("--model", default=None, help="a model folder, or 'unified' (default: the move's fine-tuned retriever)")
-    parser.add_argument("--index", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
-    parser.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+SUBCOMMANDS = ("query", "index")
+EPILOG = """examples:
+  ratio-search index --model all-MiniLM-L6-v2                 # once: encode the sentence table
+  ratio-search query "we reduce the cost of attention" --model all-MiniLM-L6-v2 --move broaden
+  ratio-search "we reduce the cost of attention" --move specify  # short for `query`, with the move's fine-tuned model
+
+The index's sentences are encoded once per (model, candidate prefix) and kept in the embedding cache (keyed by model
+fingerprint, prefix and the sentences' checksum); a query encodes the statement once."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`ratio-search query ...` and `ratio-search index ...` (argparse subcommands)."""
+    parser = argparse.ArgumentParser(prog=PROG, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description="Find sentences that address, broaden or specify your statement.")
+    verbs = parser.add_subparsers(dest="command", metavar="{query,index}", required=True)
+    query = verbs.add_parser("query", help="the sentences of an index for a statement",
+                             description="Find sentences that address, broaden or specify your statement "
+                                         f"(`{PROG} index --help` builds the index).",
+                             epilog=f'example:\n  {PROG} query "we reduce the cost of attention" --move broaden '
+                                    "--model all-MiniLM-L6-v2",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    query.add_argument("statement", help="the sentence you want inspiration for")
+    query.add_argument("--move", default="specify", help="address, broaden or specify (default: %(default)s)")
+    query.add_argument("--top", type=int, default=10, help="sentences to show (default: %(default)s)")
+    query.add_argument("--model", default=None, help="a model folder, a packaged or registry name, a Hugging Face hub "
+                                                     "id, or 'unified' (default: the move's fine-tuned retriever)")
+    query.add_argument("--index", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
+    query.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
+    query.add_argument("--json", action="store_true", help="print JSON instead of text")
+    index = verbs.add_parser("index", help="build a search index over a sentence table for one retriever",
+                             description="Build a search index over a sentence table for one retriever.",
+                             epilog=f"example:\n  {PROG} index --model all-MiniLM-L6-v2 --papers P1,P2",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    index.add_argument("--corpus", type=Path, default=None,
+                       help="folder with sentences.parquet (+ papers.parquet), or a sentences parquet file "
+                            "(default: data/interim of the params)")
+    index.add_argument("--move", default=None, help="index for this move's fine-tuned retriever")
+    index.add_argument("--model", default=None, help="index for this model (folder, name, hub id), or 'unified'")
+    index.add_argument("--out", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
+    index.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
+    index.add_argument("--papers", default=None, help="comma-separated paper ids: index only these papers")
+    index.add_argument("--batch-size", type=int, default=64)
     return parser
 
 
-def _index_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ratio_utils.apps.search index",
-                                     description="Build a search index over a sentence table for one retriever.")
-    parser.add_argument("--corpus", type=Path, default=None,
-                        help="folder with sentences.parquet (+ papers.parquet), or a sentences parquet file "
-                             "(default: data/interim of the params)")
-    parser.add_argument("--move", default=None, help="index for this move's fine-tuned retriever")
-    parser.add_argument("--model", default=None, help="index for this model folder, or 'unified'")
-    parser.add_argument("--out", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
-    parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
-    parser.add_argument("--papers", default=None, help="comma-separated paper ids: index only these papers")
-    parser.add_argument("--batch-size", type=int, default=64)
-    return parser
+def _with_verb(argv: list[str]) -> list[str]:
+    """The short form `ratio-search "statement" ...` is `ratio-search query "statement" ...`: a first argument that is
+    neither a subcommand nor an option is a statement."""
+    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        return ["query", *argv]
+    return argv
 
 
 def main(argv: list[str] | None = None) -> int:
     from ..config import load_config
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(_with_verb(argv))
     try:
-        if argv[:1] == ["index"]:
-            args = _index_parser().parse_args(argv[1:])
-            cfg = load_config(args.params)
+        cfg = load_config(args.params)
+        if args.command == "index":
             move = parse_move(args.move) if args.move else None
             qmodel = resolve_query_model(cfg, move, args.model)
             paper_ids = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
@@ -371,11 +439,9 @@ def main(argv: list[str] | None = None) -> int:
             for reason, count in meta["counts"].items():
                 print(f"  {reason}: {count}")
             return 0
-        args = _query_parser().parse_args(argv)
-        cfg = load_config(args.params)
         results = inspire(args.statement, args.move, cfg=cfg, model=args.model, index_dir=args.index, top=args.top)
     except (SearchError, InputError) as exc:
-        print(f"ratio-search: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     print(results_json(args.statement, args.move, results) if args.json else format_results(args.statement, args.move, results))
     return 0

@@ -42,7 +42,7 @@ from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
 from ..config import Config
 from ..io import InputError, ParquetStream, sha256_file, write_json_atomic, write_text_atomic
-from ..param_sections import CorpusParams
+from ..param_sections import EXECUTION_SETTINGS, CorpusParams
 from ..parts import part_path, remove_parts_from, reset_table
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import CorpusReader, IngestLog, InputPart
@@ -78,7 +78,6 @@ class _FileHashes:
         return self._known[path]
 
 
-EXECUTION_SETTINGS = {"progress", "engine", "dask_scheduler", "dask_workers", "dask_processes"}  # not in a part's key
 # Rules added after parts were built: left off (None), they are not in the key, so those parts stay valid.
 SWITCHES_OFF_BY_DEFAULT = {"min_word_token_ratio"}
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_path, write_json_atomic
-from ..schema import MOVES, Move, Split
-from .benchmark import Benchmark, load_benchmark
+from ..schema import Move, Split
+from .benchmark import Benchmark
 
 FORMATS = ("beir", "trec")
 CONVENTION = ("a query's own sentence (candidate id == query id) is never relevant and must be removed from its "

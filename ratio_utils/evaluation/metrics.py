@@ -1,4 +1,5 @@
-"""Retrieval metrics of the benchmark (paper §5, Appendix C "Metrics"): Recall@k, MRR@k, hit rate.
+"""Retrieval metrics of the benchmark (paper §5, Appendix C "Metrics"): Recall@k, MRR@k, hit rate, and nDCG@k
+(binary relevance; the figure most retrieval papers and MTEB lead with, reported by the evaluate and MTEB commands).
 
 Serves every score of notebooks 08–14 and `evaluation/scoring`. Input frames:
 
@@ -35,6 +36,7 @@ from ..schema import QREL_COLUMNS, RUN_COLUMNS
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10, 100)
 PRIMARY_METRIC = "MRR@10"
+NDCG_KS: tuple[int, ...] = (10,)  # nDCG cut-offs the evaluate and MTEB commands report
 
 
 def order_run(run: pd.DataFrame) -> pd.DataFrame:
@@ -74,11 +76,16 @@ def relevant_ranks(run: pd.DataFrame, qrels: pd.DataFrame) -> pd.DataFrame:
 
 def _per_query(ranks: pd.DataFrame, k: int) -> pd.DataFrame:
     within = ranks["rank"].le(k)  # NaN compares False: not retrieved
-    inverse = np.where(within, 1.0 / ranks["rank"].to_numpy(dtype=float, na_value=np.inf), 0.0)
-    frame = pd.DataFrame({"qid": ranks["qid"], "hit": within.astype(float), "inv": inverse})
+    rank = ranks["rank"].to_numpy(dtype=float, na_value=np.inf)
+    inverse = np.where(within, 1.0 / rank, 0.0)
+    gain = np.where(within, 1.0 / np.log2(np.where(within, rank, 1.0) + 1.0), 0.0)
+    frame = pd.DataFrame({"qid": ranks["qid"], "hit": within.astype(float), "inv": inverse, "gain": gain})
     grouped = frame.groupby("qid", sort=True)
+    relevant = grouped["hit"].size().clip(upper=k)
+    ideal = relevant.map(lambda n: float(np.sum(1.0 / np.log2(np.arange(2, n + 2)))))
     return pd.DataFrame(
-        {"recall": grouped["hit"].mean(), "rr": grouped["inv"].max(), "hr": grouped["hit"].max()}
+        {"recall": grouped["hit"].mean(), "rr": grouped["inv"].max(), "hr": grouped["hit"].max(),
+         "ndcg": grouped["gain"].sum() / ideal}
     )
 
 
@@ -89,14 +96,14 @@ def per_query_scores(run: pd.DataFrame, qrels: pd.DataFrame, k: int) -> pd.DataF
     return _per_query(relevant_ranks(run, qrels), k)
 
 
-_PER_QUERY_COLUMN = {"R": "recall", "MRR": "rr", "HR": "hr"}
+_PER_QUERY_COLUMN = {"R": "recall", "MRR": "rr", "HR": "hr", "nDCG": "ndcg"}
 
 
 def parse_metric(metric: str) -> tuple[str, int]:
-    """'MRR@10' -> ('MRR', 10); the names evaluate_run returns ('R@k', 'MRR@k', 'HR@k')."""
+    """'MRR@10' -> ('MRR', 10); the names evaluate_run returns ('R@k', 'MRR@k', 'HR@k', 'nDCG@k')."""
     kind, _, k = str(metric).partition("@")
     if kind not in _PER_QUERY_COLUMN or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"unknown metric {metric!r}; expected R@k, MRR@k or HR@k with k >= 1")
+        raise ValueError(f"unknown metric {metric!r}; expected R@k, MRR@k, HR@k or nDCG@k with k >= 1")
     return kind, int(k)
 
 
@@ -115,11 +122,15 @@ def per_query_metrics(run: pd.DataFrame, qrels: pd.DataFrame, metrics: Iterable[
     return pd.DataFrame({m: by_k[k][_PER_QUERY_COLUMN[kind]] for m, (kind, k) in parsed.items()})
 
 
-def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS) -> dict[str, float]:
-    """Mean Recall@k, MRR@k and HR@k over the queries of the qrels; keys 'R@k', 'MRR@k', 'HR@k'."""
+def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEFAULT_KS,
+                 ndcg_ks: Iterable[int] = ()) -> dict[str, float]:
+    """Mean Recall@k, MRR@k and HR@k over the queries of the qrels; keys 'R@k', 'MRR@k', 'HR@k', and 'nDCG@k' for
+    the cut-offs `ndcg_ks` (none by default, so the stages' score tables keep their columns; the evaluate and MTEB
+    commands ask for NDCG_KS)."""
     ks = sorted(set(int(k) for k in ks))
-    if not ks or ks[0] < 1:
-        raise ValueError(f"cut-offs must be positive integers, got {ks}")
+    ndcg_ks = sorted(set(int(k) for k in ndcg_ks))
+    if not ks or ks[0] < 1 or (ndcg_ks and ndcg_ks[0] < 1):
+        raise ValueError(f"cut-offs must be positive integers, got {ks} {ndcg_ks}")
     ranks = relevant_ranks(run, qrels)
     if ranks.empty:
         raise ValueError("qrels are empty: nothing to evaluate")
@@ -129,6 +140,8 @@ def evaluate_run(run: pd.DataFrame, qrels: pd.DataFrame, ks: Iterable[int] = DEF
         scores[f"R@{k}"] = float(per_query["recall"].mean())
         scores[f"MRR@{k}"] = float(per_query["rr"].mean())
         scores[f"HR@{k}"] = float(per_query["hr"].mean())
+    for k in ndcg_ks:
+        scores[f"nDCG@{k}"] = float(_per_query(ranks, k)["ndcg"].mean())
     return scores
 
 

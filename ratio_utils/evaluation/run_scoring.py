@@ -15,7 +15,7 @@ from ..io import write_json_atomic
 from ..retrieval.base import Retriever
 from ..retrieval.runs import run_path, write_run
 from ..schema import Move, Split
-from .metrics import DEFAULT_KS, evaluate_run
+from .metrics import DEFAULT_KS, evaluate_run, per_query_metrics
 
 
 def run_and_score(
@@ -28,11 +28,14 @@ def run_and_score(
     out_dir: Path | None = None,
     ks: tuple[int, ...] = DEFAULT_KS,
     max_queries: int | None = None,
-) -> dict[str, float]:
+    ndcg_ks: tuple[int, ...] = (),
+    per_query: bool = False,
+):
     """Search the split's pool for every query of (move, split); metrics as fractions in [0, 1].
 
     `max_queries` keeps the first n queries by id (ids are hashes, so this is a fixed pseudo-random
-    sample) for smoke runs; the pool is never cut.
+    sample) for smoke runs; the pool is never cut. `ndcg_ks`: also nDCG at these cut-offs. `per_query`: return
+    (scores, per-query values of every metric, one row per query) instead of the scores alone, for intervals.
     """
     move, split = Move.parse(move), Split.parse(split)
     evalset = bench.eval_set(move, split, max_queries=max_queries)
@@ -40,7 +43,9 @@ def run_and_score(
     started = time.perf_counter()
     run = retriever.search(queries, pool, k=k)
     seconds = time.perf_counter() - started
-    scores = evaluate_run(run, qrels, ks=[c for c in ks if c <= k] or [k])
+    cutoffs = [c for c in ks if c <= k] or [k]
+    ndcg_cutoffs = [c for c in ndcg_ks if c <= k]
+    scores = evaluate_run(run, qrels, ks=cutoffs, ndcg_ks=ndcg_cutoffs)
     if out_dir is not None:
         path = run_path(out_dir, retriever.name, move, split)
         write_run(run, path, retriever.name)
@@ -59,4 +64,6 @@ def run_and_score(
                 "scores": scores,
             },
         )
+    if per_query:
+        return scores, per_query_metrics(run, qrels, list(scores))
     return scores

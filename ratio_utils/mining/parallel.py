@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..cluster import dask_client
 from ..io import sha256_file, write_json_atomic, write_parquet_atomic
-from ..param_sections import MiningParams
+from ..param_sections import EXECUTION_SETTINGS, MiningParams
 from ..parts import object_text, part_files, part_path, read_table, remove_parts_from, reset_table, scan_table
 from ..schema import SENTENCE_COLUMNS
 from .extraction import MiningResult, combine, mine_sentences
@@ -70,10 +70,6 @@ def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
         for future in tqdm(as_completed(futures), total=len(futures), desc="shards", disable=not params.progress):
             results.append(future.result())
         return combine(results)
-
-
-# Settings that decide where and how fast parts are mined, not their rows: left out of a part's key.
-EXECUTION_SETTINGS = {"engine", "dask_scheduler", "dask_workers", "dask_processes", "shards", "progress"}
 
 
 def mining_run_key(params: MiningParams, lexicon_digest: str) -> str:

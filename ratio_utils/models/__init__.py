@@ -40,7 +40,7 @@ from .packaged import (
 from .params import ENCODER_TRAINING, contamination_note, encoders_used, models_in_params
 from .registry import Prefixes, RegistryEntry, load_registry, registry_entry, registry_markdown, registry_names
 from .resolve import (
-    GENERIC_PREFIXES,
+    GENERIC_STYLE,
     ST_CONFIG_FILE,
     ModelRef,
     hf_hub_cache,
@@ -54,7 +54,7 @@ from .resolve import (
 )
 
 __all__ = [
-    "ENCODER_TRAINING", "GEMMA_NOTICE", "GENERIC_PREFIXES", "INSTALL_COMMAND", "PACKAGED_MODELS", "ST_CONFIG_FILE",
+    "ENCODER_TRAINING", "GEMMA_NOTICE", "GENERIC_STYLE", "INSTALL_COMMAND", "PACKAGED_MODELS", "ST_CONFIG_FILE",
     "ModelNotAvailableError", "ModelRef", "PackagedModel", "Prefixes", "RegistryEntry", "WheelChunks",
     "assemble_split_zip", "assemble_wheel_chunks", "contamination_note", "encoders_used", "find_chunk_wheels",
     "hf_hub_cache", "hub_offline", "hub_snapshot", "install_packaged_model", "load_registry",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..io import sha256_file
+from ..schema import GENERIC_PREFIXES
 from .errors import ModelNotAvailableError
 from .names import model_key, model_name
 from .packaged import INSTALL_COMMAND, PACKAGED_MODELS, PackagedModel, packaged_model, packaged_model_path
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 Source = Literal["folder", "packaged", "hub", "object"]
-GENERIC_PREFIXES = Prefixes("query: ", "document: ")  # the paper's generic prefixes (Appendix C)
+GENERIC_STYLE = Prefixes(*GENERIC_PREFIXES)  # the paper's generic prefixes (Appendix C) as a prefix style
 ST_CONFIG_FILE = "config_sentence_transformers.json"  # where sentence-transformers saves a model's `prompts`
 
 # "org/name" or "org/name@revision": one slash, the hub's allowed characters.
@@ -170,7 +171,7 @@ class ModelRef:
         if self.entry is not None:
             return self.entry.prefixes(style)
         if style == "generic":
-            return GENERIC_PREFIXES
+            return GENERIC_STYLE
         raise ValueError(f"{self.name} is not in the model registry: it has no recommended prefixes")
 
     @property
@@ -413,6 +414,6 @@ def model_fingerprint(model_or_path: Any) -> str:
     raise TypeError(f"cannot fingerprint {type(model_or_path).__name__}: pass a path or a torch model")
 
 
-__all__ = ["GENERIC_PREFIXES", "HUB_IGNORE", "ModelRef", "ST_CONFIG_FILE", "hf_hub_cache", "hub_offline",
+__all__ = ["GENERIC_STYLE", "HUB_IGNORE", "ModelRef", "ST_CONFIG_FILE", "hf_hub_cache", "hub_offline",
            "hub_snapshot", "load_sentence_transformer", "model_fingerprint", "model_key", "resolve_model",
            "resolve_model_path", "stored_prompts", "INSTALL_COMMAND"]

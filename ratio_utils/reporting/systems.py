@@ -2,7 +2,7 @@
 
 A `System` is one row (model, prefix kind, setup); `plan_systems` lists the rows notebook 08 runs from the `retrieval:`
 params section, `model_availability` says whether a model of the paper can be loaded here and, if not, why (for the
-notes of the rows that stay empty), `make_retriever` builds the retriever of a row for a move, `tuned_model` is notebook 09's fine-tuned
+notes of the rows that stay empty), `system_retriever` builds the retriever of a row for a move, `tuned_model` is notebook 09's fine-tuned
 retriever of a move, and `record_tuned_runs` writes its run files, searched like notebook 08's baselines (and kept
 where a run file with the same key is there: ranking.get_or_record_run).
 
@@ -123,7 +123,7 @@ def system_prefixes(system: System, move: Move, model: str | ModelRef | None = N
     raise ValueError(f"unknown prefix kind {system.prefix!r}")
 
 
-def make_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config, ref: ModelRef | None = None):
+def system_retriever(system: System, move: Move, params: RetrievalParams, cfg: Config, ref: ModelRef | None = None):
     """The retriever of one row for one move (instructions depend on the move).
 
     `ref`: the row's model resolved once by the caller (run_baselines resolves each model once for all its rows and

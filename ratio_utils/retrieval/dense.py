@@ -11,8 +11,11 @@ Inputs are prefixed before encoding:
   in front of the query by `schema.instructed_query_prefix`.
 
 Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix hash>/<texts checksum>.npy`
-(`cfg.paths.embedding_cache` in a stage): a second search over the same pool with the same model and prefix loads the
-memory-mapped array instead of encoding again. `fp16_storage` halves the disk and index memory
+(`cfg.paths.embedding_cache` in a stage; `default_embedding_cache()` for the commands: $RATIO_EMBEDDING_CACHE, else
+<output root>/cache/embeddings when $RATIO_OUTPUT_ROOT is set, else ~/.cache/ratio/embeddings): a second search over
+the same pool with the same model and prefix loads the memory-mapped array instead of encoding again. Within a process,
+the retrievers built with `memo=True` (evaluate, the MTEB tasks, search, the explorer) also share one in-memory memo
+(`EMBEDDING_MEMO`) keyed by (model fingerprint, prefix, texts checksum, dtype): one encoding per key, whoever asks. `fp16_storage` halves the disk and index memory
 (the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
 
 A pool whose vectors would take more than `max_pool_bytes` (retrieval.max_pool_bytes; the paper's
@@ -37,10 +40,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..io import atomic_path, write_json_atomic
-from ..models import load_sentence_transformer, model_fingerprint, model_name, resolve_model_path
+from ..models import ModelRef, load_sentence_transformer, model_fingerprint, model_name, resolve_model
 from ..param_sections import DEFAULT_MAX_POOL_BYTES
 from ..publish.run_records import count_reused
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, Move
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
 
@@ -134,6 +137,70 @@ class EmbeddingCache:
         count_reused(self.REUSE_RECORD, 0, n_rows)
 
 
+EMBEDDING_CACHE_ENV = "RATIO_EMBEDDING_CACHE"
+_CACHE_OFF = {"", "0", "off", "none", "false", "no"}
+
+
+def default_embedding_cache() -> Path | None:
+    """The on-disk embedding cache of the commands (evaluate, MTEB, search, explorer) when none is named:
+    $RATIO_EMBEDDING_CACHE (`off` disables it), else <$RATIO_OUTPUT_ROOT>/cache/embeddings in a run, else
+    $XDG_CACHE_HOME/ratio/embeddings (~/.cache/ratio/embeddings)."""
+    named = os.environ.get(EMBEDDING_CACHE_ENV)
+    if named is not None:
+        return None if named.strip().lower() in _CACHE_OFF else Path(os.path.expanduser(named))
+    root = os.environ.get("RATIO_OUTPUT_ROOT")
+    if root:
+        return Path(root) / "cache" / "embeddings"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ratio" / "embeddings"
+
+
+class EmbeddingMemo:
+    """Embeddings already computed (or loaded) in this process, keyed by (model fingerprint, prefix, texts checksum,
+    dtype); least recently used entries go beyond `max_bytes` (memory-mapped arrays cost nothing and are kept).
+
+    `encoded` counts the texts sent through a model by retrievers that use the memo (cache misses)."""
+
+    def __init__(self, max_bytes: int = 2 << 30):
+        self.max_bytes = max_bytes
+        self._entries: dict[tuple, np.ndarray] = {}
+        self.encoded = 0
+        self.hits = 0
+
+    @staticmethod
+    def _bytes(array: np.ndarray) -> int:
+        return 0 if isinstance(array, np.memmap) else int(array.nbytes)
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        array = self._entries.pop(key, None)
+        if array is not None:
+            self._entries[key] = array  # most recently used last
+            self.hits += 1
+        return array
+
+    def put(self, key: tuple, array: np.ndarray) -> None:
+        self._entries.pop(key, None)
+        self._entries[key] = array
+        while sum(self._bytes(a) for a in self._entries.values()) > self.max_bytes and len(self._entries) > 1:
+            self._entries.pop(next(iter(self._entries)))
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.encoded = self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+EMBEDDING_MEMO = EmbeddingMemo()
+
+
+def clear_embedding_memo() -> None:
+    """Forget every embedding of the process-wide memo (tests; a notebook that wants to measure encoding)."""
+    EMBEDDING_MEMO.clear()
+    _SHARED_INDEXES.clear()
+
+
 def _faiss():
     import faiss
 
@@ -168,13 +235,16 @@ def build_inner_product_index(vectors: np.ndarray, fp16: bool = False, chunk: in
 
 
 @functools.lru_cache(maxsize=2)
-def _shared_model(path: str, device: str | None):
-    """One loaded copy per model folder: the retrievers of a notebook (one per move and prefix) share it.
+def _shared_model(ref: ModelRef, device: str | None):
+    """One loaded copy per resolved model: the retrievers of a notebook (one per move and prefix) share it.
 
-    Only models given by path are shared; a live model passed in (e.g. by the trainer) is used as is.
+    Only models given by name, folder or reference are shared; a live model passed in (e.g. by the trainer) is used
+    as is.
     """
-    return load_sentence_transformer(path, device=device)
+    return load_sentence_transformer(ref, device=device)
 
+
+_SHARED_INDEXES: dict[str, Any] = {}  # the latest pool index of a memo-sharing retriever, by embedding key
 
 _WIDEST_EMBEDDING = 8192  # wider than every embedding model of the paper (Stella 1.5B: 1,536; Qwen3 8B: 4,096)
 
@@ -197,25 +267,36 @@ class DenseRetriever(Retriever):
         max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES,
         block_rows: int = 1 << 18,
         encode_chunk: int = 65536,
+        memo: "EmbeddingMemo | bool | None" = None,
     ):
         self.query_prefix = query_prefix
         self.doc_prefix = doc_prefix
         self.batch_size = batch_size
         self.cache = EmbeddingCache(cache_dir) if cache_dir is not None else None
+        # memo=True: the process-wide EMBEDDING_MEMO; an EmbeddingMemo: that one; None/False: none (training loops)
+        self.memo: EmbeddingMemo | None = EMBEDDING_MEMO if memo is True else (memo if isinstance(memo, EmbeddingMemo) else None)
         self.fp16_storage = fp16_storage
         self.device = device
         self.query_chunk = query_chunk
         self.max_pool_bytes = max_pool_bytes
         self.block_rows = block_rows  # rows of the pool file searched at once (a float32 copy of them in RAM)
         self.encode_chunk = encode_chunk  # texts encoded and written to the pool file at once
-        if isinstance(model, (str, os.PathLike)):
+        self.ref: ModelRef | None = None
+        if isinstance(model, ModelRef) and model.source == "object":
+            self.ref, model = model, model.model
+        if isinstance(model, ModelRef):  # resolved once by the caller: never resolved again here
+            self.ref = model
             self._model_ref: str | None = str(model)
             self._model = None
-            label = resolve_model_path(model).name if Path(str(model)).exists() else model_name(model)
+            label = model.path.name if model.source == "folder" and model.path is not None else model.name
+        elif isinstance(model, (str, os.PathLike)):
+            self._model_ref = str(model)
+            self._model = None
+            label = Path(str(model)).resolve().name if Path(str(model)).exists() else model_name(model)
         else:
             self._model_ref = None
             self._model = model
-            label = type(model).__name__
+            label = self.ref.name if self.ref is not None else type(model).__name__
         self.model_label = label
         self.name = name or label
         self.encoded_texts = 0  # texts actually sent through the model (cache misses)
@@ -226,7 +307,9 @@ class DenseRetriever(Retriever):
     @property
     def model(self):
         if self._model is None:
-            self._model = _shared_model(str(resolve_model_path(self._model_ref)), self.device)
+            if self.ref is None:
+                self.ref = resolve_model(self._model_ref)
+            self._model = _shared_model(self.ref, self.device)
         return self._model
 
     def fingerprint(self) -> str:
@@ -234,7 +317,9 @@ class DenseRetriever(Retriever):
         if self._model_ref is None:
             return model_fingerprint(self._model)
         if self._fingerprint is None:
-            self._fingerprint = model_fingerprint(self._model_ref)
+            if self.ref is None:
+                self.ref = resolve_model(self._model_ref)
+            self._fingerprint = self.ref.fingerprint
         return self._fingerprint
 
     def describe(self) -> dict:
@@ -266,7 +351,7 @@ class DenseRetriever(Retriever):
 
     # -- encoding ----------------------------------------------------------------------------
     def encode(self, texts: list[str], prefix: str, desc: str = "encoding") -> np.ndarray:
-        """L2-normalised float32 embeddings of prefix + text."""
+        """L2-normalised float32 embeddings of prefix + text (always through the model: see `embeddings`)."""
         self.encoded_texts += len(texts)
         vectors = self.model.encode(
             [prefix + t for t in texts],
@@ -278,18 +363,33 @@ class DenseRetriever(Retriever):
         return np.asarray(vectors, dtype=np.float32)
 
     def embeddings(self, ids: list[str], texts: list[str], prefix: str, desc: str) -> tuple[np.ndarray, str | None]:
-        """Embeddings of texts (cached when a cache folder is set) and their cache key (or None)."""
+        """Embeddings of texts and their cache key (None without a memo or a cache folder).
+
+        Looked up in order: the in-memory memo (when the retriever has one), the on-disk cache (when a cache
+        folder is set), else encoded once and kept in both."""
         dtype = self.storage_dtype
-        if self.cache is None:
+        if self.cache is None and self.memo is None:
             vectors = self.encode(texts, prefix, desc)
             return (vectors.astype(np.float16) if self.fp16_storage else vectors), None
         fp = self.fingerprint()
-        path = self.cache.path(fp, prefix, texts_checksum(ids, texts), dtype)
-        cached = self.cache.load(path, len(texts))
-        if cached is not None:
-            return cached, str(path)
-        vectors = self.encode(texts, prefix, desc).astype(dtype)
-        return self.cache.save(path, vectors, prefix, self._model_ref or self.model_label), str(path)
+        checksum = texts_checksum(ids, texts)
+        memo_key = (fp, prefix, checksum, dtype)
+        path = self.cache.path(fp, prefix, checksum, dtype) if self.cache is not None else None
+        key = str(path) if path is not None else f"memo:{fp[:16]}/{_short(prefix)}/{checksum[:24]}.{dtype}"
+        if self.memo is not None:
+            found = self.memo.get(memo_key)
+            if found is not None and found.shape[0] == len(texts):
+                return found, key
+        vectors = self.cache.load(path, len(texts)) if path is not None else None
+        if vectors is None:
+            vectors = self.encode(texts, prefix, desc).astype(dtype)
+            if self.memo is not None:
+                self.memo.encoded += len(texts)
+            if path is not None:
+                vectors = self.cache.save(path, vectors, prefix, self._model_ref or self.model_label)
+        if self.memo is not None:
+            self.memo.put(memo_key, vectors)
+        return vectors, key
 
     # -- search ------------------------------------------------------------------------------
     def _pool_index(self, pool: pd.DataFrame):
@@ -297,9 +397,17 @@ class DenseRetriever(Retriever):
         vectors, key = self.embeddings(ids, texts, self.doc_prefix, "encoding pool")
         if key is not None and self._index_memo is not None and self._index_memo[0] == key:
             return self._index_memo[1]
+        if key is not None and self.memo is not None:  # another retriever of the process may have built it
+            shared = _SHARED_INDEXES.get(key)
+            if shared is not None:
+                self._index_memo = (key, shared)
+                return shared
         index = build_inner_product_index(vectors, fp16=self.fp16_storage)
         if key is not None:  # reuse across moves that share the pool
             self._index_memo = (key, index)
+            if self.memo is not None:
+                _SHARED_INDEXES.clear()  # one pool index kept process-wide: the latest
+                _SHARED_INDEXES[key] = index
         return index
 
     def _search(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -320,6 +428,7 @@ class DenseRetriever(Retriever):
     def _search_pool_file(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
         """The pool beyond the memory budget: encoded into a memory-mapped file, searched block by block."""
         ids, texts = list(pool["docid"]), list(pool["text"])
+        # (a pool beyond the memory budget is never kept in the in-memory memo: it stays a file)
         with contextlib.ExitStack() as stack:
             if self.cache is not None:
                 path = self.cache.path(self.fingerprint(), self.doc_prefix, texts_checksum(ids, texts), self.storage_dtype)

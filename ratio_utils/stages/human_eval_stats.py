@@ -103,7 +103,7 @@ def ensure_runs(cfg: Config, params: HumanEvalParams,
         if setup == "baseline":
             system = systems.System(model_name(base), "generic", "dense", base)
             info = system.info(move, split, checksum, retrieval, stage=NOTEBOOKS["12"])
-            make_retriever = functools.partial(systems.make_retriever, system, move, retrieval, cfg)
+            make_retriever = functools.partial(systems.system_retriever, system, move, retrieval, cfg)
             prefixes = GENERIC_PREFIXES
         else:
             tuned = systems.tuned_model(cfg, base, move)

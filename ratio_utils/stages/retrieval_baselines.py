@@ -21,7 +21,7 @@ from ..reporting import paper_tables
 from ..publish.display import Stage
 from ..retrieval.ranking import record_run
 from ..retrieval.runs import system_name
-from ..reporting.systems import STAGE, load_retrieval_params, make_retriever, plan_systems, resolve_systems, runnable
+from ..reporting.systems import STAGE, load_retrieval_params, system_retriever, plan_systems, resolve_systems, runnable
 from ..schema import Split
 
 
@@ -81,7 +81,7 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
         wanted = (system, move if system.prefix == "per-move" else None)
         if wanted != key:
             retriever = None  # the previous index is freed before the next is built
-            key, retriever = wanted, make_retriever(system, move, params, cfg, ref=refs.get(system.source))
+            key, retriever = wanted, system_retriever(system, move, params, cfg, ref=refs.get(system.source))
             retriever.show_progress = False  # this loop's bar is the only one (no nested bars)
         run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
         done.append({"system": info.system, "move": move.value, "split": split.value, "status": "written",

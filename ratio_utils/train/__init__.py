@@ -10,7 +10,7 @@ validation MRR@10 is selected and only it is scored on the test split, once.
 One module per layer; this package re-exports the names other modules and tests use:
 
     configurations.py  HyperParams, load_hyperparams, load_train_params, training_schedule, file names
-    data.py       training_pairs, EvalSet, training_data_fingerprint (what a model is keyed by)
+    data.py       training_pairs, training_data_fingerprint (what a model is keyed by)
     evaluator.py  PoolRetrievalEvaluator (validation during training), per_query_values
     run.py        train_configuration: one configuration trained on one move, its RunResult
     selection.py  per-move orchestration: configurations, selection, baseline, publishing, model card,
@@ -46,7 +46,7 @@ from .configurations import (
     load_train_params,
     training_schedule,
 )
-from .data import EvalSet, training_data_fingerprint, training_pairs
+from .data import training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
 from .run import RunResult, train_configuration
 from .selection import (
@@ -75,7 +75,7 @@ from .selection import (
 __all__ = [
     "EVAL_KS", "EVALUATOR_NAME", "FINAL_RESULTS_FILE", "PRIMARY", "RESULT_FILE", "RUNS_DIRNAME", "HyperParams",
     "Schedule", "load_hyperparams", "load_train_params", "training_schedule",
-    "EvalSet", "training_data_fingerprint", "training_pairs",
+    "training_data_fingerprint", "training_pairs",
     "PER_QUERY_METRICS", "PoolRetrievalEvaluator", "per_query_values",
     "RunResult", "train_configuration",
     "FINAL_SPLITS", "NOT_BEATEN", "MoveResult", "base_name", "baseline_scores", "beats_baseline", "describe_runs", "finetune",

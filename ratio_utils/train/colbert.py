@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..config import Config
-from ..dataset.benchmark import Benchmark, load_benchmark
+from ..dataset.benchmark import Benchmark, EvalSet, load_benchmark
 from ..distributed import barrier, is_main_process, world_size
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_text_atomic
 from ..param_sections import TrainParams
@@ -37,7 +37,6 @@ from . import (
     EVAL_KS,
     FINAL_RESULTS_FILE,
     PRIMARY,
-    EvalSet,
     base_name,
     benchmark_fingerprints,
     load_train_params,
@@ -112,7 +111,7 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     per_query: dict[str, dict] = {}
     if is_main_process():
         if params.colbert_evaluate_test and bench.has(move, Split.TEST):
-            test = evaluate_colbert(staging, EvalSet.load(bench, move, Split.TEST), params, per_query)
+            test = evaluate_colbert(staging, bench.eval_set(move, Split.TEST), params, per_query)
         results = {
             "key": key,
             "base_model": params.base_model,

@@ -1,4 +1,4 @@
-"""Fine-tuning data (stage 09): a move's training pairs and a split's evaluation set from the benchmark.
+"""Fine-tuning data (stage 09): a move's training pairs (a split's evaluation set is `Benchmark.eval_set`).
 
 `training_data_fingerprint` keys a fine-tuned model by the files it was trained and selected on.
 
@@ -10,33 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import pandas as pd
 
 from ..dataset.benchmark import Benchmark, candidates_path, pairs_path
 from ..io import sha256_file
 from ..schema import Move, Split
-
-# ---------------------------------------------------------------------------------------------
-# Data
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class EvalSet:
-    """Queries of one move and split, their qrels and the split's shared pool."""
-
-    queries: pd.DataFrame  # qid, text
-    qrels: pd.DataFrame  # qid, docid
-    pool: pd.DataFrame  # docid, text
-
-    @classmethod
-    def load(cls, bench: Benchmark, move: Move, split: Split | str) -> "EvalSet":
-        frame = bench.queries(move, split)
-        queries = frame[["query_id", "querySentence"]].rename(columns={"query_id": "qid", "querySentence": "text"})
-        return cls(queries.drop_duplicates("qid").reset_index(drop=True), bench.qrels(move, split), bench.pool(split)[["docid", "text"]])
-
 
 def training_pairs(bench: Benchmark, move: Move, max_pairs: int | None, seed: int) -> pd.DataFrame:
     """The move's training pairs as (anchor, positive), a seeded sample when `max_pairs` caps them."""

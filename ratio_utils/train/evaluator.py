@@ -4,7 +4,7 @@
 that scores a saved model on test/silver); `per_query_values` keeps per-query values for intervals
 and paired tests.
 
-Reads:  an `EvalSet` (queries, qrels, pool) and the model being trained.
+Reads:  an `EvalSet` (queries, qrels, pool: `Benchmark.eval_set`) and the model being trained.
 Writes: nothing (scores are returned to the trainer / caller).
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
-from .data import EvalSet
+from ..dataset.benchmark import EvalSet
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer

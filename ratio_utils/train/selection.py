@@ -38,7 +38,7 @@ from .configurations import (
     load_hyperparams,
     load_train_params,
 )
-from .data import EvalSet, training_data_fingerprint, training_pairs
+from .data import training_data_fingerprint, training_pairs
 from .evaluator import PER_QUERY_METRICS, PoolRetrievalEvaluator, per_query_values
 from .run import RunResult, train_configuration
 
@@ -81,9 +81,9 @@ def with_prefixes(params: TrainParams) -> TrainParams:
     if entry is None:
         if params.prefixes == "recommended":
             raise ValueError(f"train.prefixes is 'recommended' but the model registry does not list {params.base_model!r}")
-        from ..models import GENERIC_PREFIXES
+        from ..models import GENERIC_STYLE
 
-        prefixes = GENERIC_PREFIXES
+        prefixes = GENERIC_STYLE
     else:
         prefixes = entry.prefixes(params.prefixes)
     return dataclasses.replace(params, query_prefix=prefixes.query, doc_prefix=prefixes.document)
@@ -218,7 +218,7 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     scores = {}
     for split in splits:
         if bench.has(move, split):
-            evalset = EvalSet.load(bench, move, split)
+            evalset = bench.eval_set(move, split)
             run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
             scores[split.value] = evaluate_run(run, evalset.qrels, EVAL_KS)
             if per_query is not None:
@@ -282,7 +282,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         _require_launch(cfg, params, move)
         if pairs is None:
             pairs = training_pairs(bench, move, params.max_train_pairs, cfg.seed)
-            validation = EvalSet.load(bench, move, Split.VALIDATION)
+            validation = bench.eval_set(move, Split.VALIDATION)
         result = _train_and_record(base, pairs, validation, hp, run_dir, params, move, key, cfg.seed)
         runs.append(result)
         trained_now.append(hp.id)
@@ -293,7 +293,7 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         _require_launch(cfg, params, move)
         hp = HyperParams(**selected.config)
         pairs = pairs if pairs is not None else training_pairs(bench, move, params.max_train_pairs, cfg.seed)
-        validation = validation or EvalSet.load(bench, move, Split.VALIDATION)
+        validation = validation or bench.eval_set(move, Split.VALIDATION)
         fresh = _train_and_record(base, pairs, validation, hp, Path(selected.model_dir).parent, params, move, selected.run_key, cfg.seed)
         runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
         selected = fresh
