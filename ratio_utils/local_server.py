@@ -1,5 +1,5 @@
 """A small JSON-over-HTTP server for one person's browser on this machine: the base of the annotation app
-(`human_eval/app`, notebook 12) and the inspiration explorer (`apps/explorer`).
+(`human_eval/annotation_app`, notebook 12) and the inspiration explorer (`apps/explorer`).
 
 Standard library http.server: each app has one page and a few JSON endpoints, so a web framework would add a
 dependency and nothing else. What both apps need from it is safety (docs/human_eval.md, "Security"):

@@ -1,4 +1,4 @@
-"""The annotation app (ratio_utils.human_eval.app): the label store and HTTP API on 127.0.0.1, and the page itself
+"""The annotation app (ratio_utils.human_eval.annotation_app): the label store and HTTP API on 127.0.0.1, and the page itself
 in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/install_browser.sh
 installs them). Browser tests skip, saying why, only where no browser can be had."""
 
@@ -18,7 +18,7 @@ import pytest
 from forwarder import prefix_proxy, tcp_forward
 from human_eval_helpers import make_packets
 
-from ratio_utils.human_eval import app as annotate
+from ratio_utils.human_eval import annotation_app as annotate
 from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
 from ratio_utils.apps import annotate as annotate_cli

@@ -11,6 +11,7 @@ import dataclasses
 import graphlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -773,3 +774,23 @@ def test_the_docstring_check_finds_each_kind_of_stale_reference(tmp_path):
         "m: names sub/old, which is no module",
         "m: names design.md, which does not exist",
     ]
+
+
+# -- stages orchestrate; the tree passes the linter -------------------------------------------------------------------
+
+STAGE_MAX_LINES = 200
+
+
+def test_no_stage_module_is_over_200_lines():
+    """A stage reads params, calls the library and publishes; computation that makes it longer belongs to a package."""
+    long = {p.name: n for p in sorted(STAGES_DIR.glob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > STAGE_MAX_LINES}
+    assert not long, f"stage modules over {STAGE_MAX_LINES} lines (move their computation into the library): {long}"
+
+
+def test_ruff_passes_under_the_committed_config():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed (it is in the `test` extra and the lock)")
+    done = subprocess.run([ruff, "check", "--no-cache", "."], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

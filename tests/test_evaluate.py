@@ -166,7 +166,7 @@ def test_scoring_is_plain_python_without_argparse():
 
 def test_the_package_exports_evaluate_as_a_plain_function_that_stays_one():
     """`ratio_utils.evaluate` is the function of ratio_utils.evaluation, before and after its module is imported; the
-    old shim module ratio_utils/evaluate.py is gone (`python -m ratio_utils.evaluation` runs the command line)."""
+    old shim module ratio_utils/evaluate.py is gone (`ratio-evaluate` runs the command line)."""
     import importlib.util
     import inspect
 

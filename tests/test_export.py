@@ -8,11 +8,12 @@ import json
 import pytest
 from fake_encoder import FakeEncoder
 
+from ratio_utils.apps import export as export_command
 from ratio_utils.dataset import export
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.retrieval import read_run, run_path
 from ratio_utils.evaluation.run_scoring import run_and_score
+from ratio_utils.retrieval import read_run, run_path
 from ratio_utils.schema import Move, Split, sentence_id
 
 
@@ -80,7 +81,7 @@ def test_independent_scores_of_our_run_files_equal_ours(bench_with_self_candidat
 
 def test_trec_export_files_and_cli(tiny_benchmark, tmp_path, capsys):
     out = tmp_path / "out"
-    assert export.main(["--format", "trec", "--move", "all", "--split", "test", "--benchmark", str(tiny_benchmark), str(out)]) == 0
+    assert export_command.main(["--format", "trec", "--move", "all", "--split", "test", "--benchmark", str(tiny_benchmark), str(out)]) == 0
     for move in Move:
         topics = (out / move.value / "topics.tsv").read_text().splitlines()
         evalset = load_benchmark(tiny_benchmark).eval_set(move, Split.TEST)
@@ -88,7 +89,7 @@ def test_trec_export_files_and_cli(tiny_benchmark, tmp_path, capsys):
         assert [line.split("\t")[0] for line in topics] == list(queries["qid"])
         assert (out / move.value / "qrels.txt").read_text().splitlines() == [f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False)]
         assert sum(1 for _ in open(out / move.value / "collection.jsonl")) == len(load_benchmark(tiny_benchmark).pool("test"))
-    assert export.main(["--format", "beir", "--move", "broaden", "--split", "silver", "--benchmark", str(tiny_benchmark), str(out)]) == 2
+    assert export_command.main(["--format", "beir", "--move", "broaden", "--split", "silver", "--benchmark", str(tiny_benchmark), str(out)]) == 2
     assert "no silver pairs" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown format"):
         export.export(load_benchmark(tiny_benchmark), "address", "test", out, "csv")

@@ -14,7 +14,7 @@ from ratio_utils.config import load_config
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.stats import format_p
-from ratio_utils.human_eval import app as annotate
+from ratio_utils.human_eval import annotation_app as annotate
 from ratio_utils.human_eval import packets
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
 from ratio_utils.human_eval import study

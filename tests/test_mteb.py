@@ -175,7 +175,7 @@ def test_the_datasets_example_prints_the_projects_scores(bench):
 
 def test_a_release_without_ids_or_card_gets_one_from_the_command_line(tiny_benchmark, tmp_path, monkeypatch, capsys):
     """The official release's layout: pairs without query_id / gold_id, a candidate file with other column names,
-    no card. `python -m ratio_utils.dataset.card` writes one that names the files' own columns, and every config loads."""
+    no card. `ratio-card` writes one that names the files' own columns, and every config loads."""
     import datasets
 
     from ratio_utils.apps.card import main

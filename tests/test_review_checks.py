@@ -1,5 +1,5 @@
 """Checks a reviewer would ask for (issue 13): the build catches an injected leak, the table and figure
-functions the notebooks call give the right values on fixtures, and `python -m ratio_utils.evaluation`
+functions the notebooks call give the right values on fixtures, and `ratio-evaluate`
 scores the dense, instruction and ColBERT branches as a direct computation does (prefixes included)."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_table4_notes_reconcile_llm_and_pattern_rows_with_the_paper():
     assert "4,034 here vs 4,076 in the paper; the 42 missing" in notes[1]
 
 
-# --- python -m ratio_utils.evaluation against a direct computation ----------------------------------------------------
+# --- ratio-evaluate against a direct computation ----------------------------------------------------
 
 
 def _direct_dense_scores(bench, move: Move, query_prefix: str, doc_prefix: str) -> dict[tuple[str, str], float]:
@@ -251,7 +251,7 @@ def test_per_query_metric_values_average_to_the_reported_mean():
     scores = evaluate_run(run, qrels, ks=(2, 10))
     assert rr.mean() == pytest.approx(scores["MRR@10"]) and recall.mean() == pytest.approx(scores["R@2"])
     with pytest.raises(ValueError, match="unknown metric"):
-        per_query_metrics(run, qrels, ["nDCG@10"])
+        per_query_metrics(run, qrels, ["MAP@10"])
 
 
 def test_table4_says_why_a_moves_manual_count_differs_from_the_paper():

@@ -1,4 +1,4 @@
-"""Redraw docs/annotation_app.png: the annotation app (ratio_utils.human_eval.app) in headless Chromium.
+"""Redraw docs/annotation_app.png: the annotation app (ratio_utils.human_eval.annotation_app) in headless Chromium.
 
     PYTHONPATH=. .venv/bin/python tools/annotation_screenshot.py [--out docs/annotation_app.png]
 
@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ratio_utils.human_eval import app as annotate
+from ratio_utils.human_eval import annotation_app as annotate
 from ratio_utils.human_eval.packets import StudyPackets, write_packets
 
 QUERY = "Speech recognisers trained on read news degrade sharply on spontaneous conversational speech."

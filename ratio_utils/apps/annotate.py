@@ -1,5 +1,5 @@
 """The annotation app of the blinded inspiration study: `ratio-annotate --packets DIR --annotator NAME` serves one
-packet in the browser and saves every answer (ratio_utils.human_eval.app; docs/human_eval.md). Through an SSH
+packet in the browser and saves every answer (ratio_utils.human_eval.annotation_app; docs/human_eval.md). Through an SSH
 tunnel or JupyterHub's proxy: `--allow-host NAME[:PORT]` (docs/tunnels.md).
 
 Reads: the packet folder notebook 12 writes. Writes: the annotator's label file (default <packets>/labels/).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..human_eval.app import AnnotateError, AnnotateServer, open_store
+from ..human_eval.annotation_app import AnnotateError, AnnotateServer, open_store
 from ..io import InputError
 from ..local_server import add_host_arguments
 

@@ -1,5 +1,5 @@
-"""The command line of `ratio_utils.evaluation.scoring.evaluate`: `python -m ratio_utils.evaluation` and the
-`ratio-evaluate` script (pyproject.toml). Every flag is an argument of `evaluate`; see docs/evaluate_your_model.md.
+"""The command line of `ratio_utils.evaluation.scoring.evaluate`: the `ratio-evaluate` script (pyproject.toml; also
+`python -m ratio_utils.apps.evaluate`). Every flag is an argument of `evaluate`; see docs/evaluate_your_model.md.
 
 Reads: the benchmark directory given by --benchmark (default: the rebuilt one of --params), i.e. the pairs
 data/<move>/<split>.parquet and pools candidates/<split>.parquet of the evaluated splits, and the model given by

@@ -41,7 +41,7 @@ from typing import Callable
 import pandas as pd
 
 from ..io import InputError, atomic_path, iter_jsonl, sha256_file
-from ..local_server import LocalServer, NotFound, RequestError
+from ..local_server import LocalServer, NotFound, RequestError, add_host_arguments
 from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
 from .search import (
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="your marks, JSONL (default: data/explorer/judgments.jsonl under the output root)")
     parser.add_argument("--port", type=int, default=8770)
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s, this machine only)")
+    add_host_arguments(parser)
     parser.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
@@ -352,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:>10} / {column.move.value:<8} {state}", file=sys.stderr)
     try:
         server = ExplorerServer(explorer, judgments, args.port, host, args.verbose)
+        server.allow_hosts(args.allow_host)
     except OSError as exc:
         print(f"{PROG}: error: cannot listen on {host}:{args.port} ({exc}); try another --port", file=sys.stderr)
         return 2

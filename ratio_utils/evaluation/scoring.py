@@ -1,6 +1,6 @@
 """Evaluate your own retriever on Ratio: `evaluate(model_or_retriever, benchmark, split, move)`, exported as
 `ratio_utils.evaluate`; plain Python (ordinary arguments in, a dict out), as BEIR's `EvaluateRetrieval.evaluate`.
-The command line on top of it is `ratio_utils.apps.evaluate` (`python -m ratio_utils.evaluation`,
+The command line on top of it is `ratio_utils.apps.evaluate` (`ratio-evaluate`,
 `ratio-evaluate`).
 
 Ranks every query of a move and split against the split's shared candidate pool (silver queries

@@ -1,5 +1,5 @@
 """Label files of the inspiration study (paper §5.3, Appendix G): `<labels_dir>/<annotator>.jsonl`, written by
-the annotation app (ratio_utils.human_eval.app), checked row by row (a bad row names its file and line) and read
+the annotation app (ratio_utils.human_eval.annotation_app), checked row by row (a bad row names its file and line) and read
 with the unblinding key into `StudyLabels`. The format is in docs/human_eval.md. Writes nothing.
 """
 

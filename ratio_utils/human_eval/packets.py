@@ -1,7 +1,7 @@
 """Packets of the blinded inspiration study (paper §5.3, Appendix G): what annotators see, and the unblinding key.
 
 Serves notebook 12 (ratio_utils.stages.human_eval_stats, through ratio_utils.human_eval.study) and the annotation
-app (ratio_utils.human_eval.app), which reads packets back with `load_packet` and `load_key`.
+app (ratio_utils.human_eval.annotation_app), which reads packets back with `load_packet` and `load_key`.
 
 Reads:  the benchmark (silver pairs, or unfiltered test where silver is absent), the run files of two
         systems (data/retrieval_runs/<system>/<move>/<split>.parquet) and stage 05's distractors (for the

@@ -126,7 +126,7 @@ def study_results(cfg: Config, params: HumanEvalParams) -> HumanEvalResults:
         return HumanEvalResults(pd.DataFrame([{
             "status": "no labels yet",
             "detail": f"No human labels exist yet ({where}), so no numbers are reported. Annotators label the packets "
-                      "with `python -m ratio_utils.human_eval.app --packets data/human_eval/packets --annotator "
+                      "with `ratio-annotate --packets data/human_eval/packets --annotator "
                       "NAME`; then set human_eval.labels_dir to the labels folder and rerun this notebook.",
         }]))
     labels = study_labels.load_labels(folder, study_packets.load_key(cfg.paths.human_eval_key), params.k)
