@@ -257,7 +257,7 @@ def _encoder_class():
             import torch
 
             # L2-normalised vectors: the inner product is the cosine, as the project's faiss index computes it
-            return torch.as_tensor(np.asarray(embeddings1, np.float32)) @ torch.as_tensor(np.asarray(embeddings2, np.float32)).T
+            return torch.as_tensor(np.array(embeddings1, np.float32)) @ torch.as_tensor(np.array(embeddings2, np.float32)).T  # copies: writable
 
     return RatioEncoder
 

@@ -10,12 +10,25 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..dataset.benchmark import Benchmark
+import pandas as pd
+
+from ..dataset.benchmark import Benchmark, EvalSet
 from ..io import write_json_atomic
 from ..retrieval.base import Retriever
 from ..retrieval.runs import run_path, write_run
 from ..schema import Move, Split
 from .metrics import DEFAULT_KS, evaluate_run, per_query_metrics
+
+
+def rank_and_score(retriever: Retriever, evalset: EvalSet, ks: tuple[int, ...] = DEFAULT_KS, *, k: int | None = None,
+                   ndcg_ks: tuple[int, ...] = ()) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Rank an evaluation set's queries against its pool (the top `k`, default the largest cut-off) and score the run
+    at the cut-offs up to `k`: the one "rank, then score" every scorer calls (evaluate, fine-tuning's validation,
+    selection and test scores, the tuned ColBERT, the unified retriever)."""
+    k = k or max(ks)
+    run = retriever.search(evalset.queries, evalset.pool, k=k)
+    scores = evaluate_run(run, evalset.qrels, ks=[c for c in ks if c <= k] or [k], ndcg_ks=[c for c in ndcg_ks if c <= k])
+    return run, scores
 
 
 def run_and_score(
@@ -41,11 +54,8 @@ def run_and_score(
     evalset = bench.eval_set(move, split, max_queries=max_queries)
     queries, qrels, pool = evalset.queries, evalset.qrels, evalset.pool
     started = time.perf_counter()
-    run = retriever.search(queries, pool, k=k)
+    run, scores = rank_and_score(retriever, evalset, ks, k=k, ndcg_ks=ndcg_ks)
     seconds = time.perf_counter() - started
-    cutoffs = [c for c in ks if c <= k] or [k]
-    ndcg_cutoffs = [c for c in ndcg_ks if c <= k]
-    scores = evaluate_run(run, qrels, ks=cutoffs, ndcg_ks=ndcg_cutoffs)
     if out_dir is not None:
         path = run_path(out_dir, retriever.name, move, split)
         write_run(run, path, retriever.name)

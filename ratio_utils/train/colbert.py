@@ -191,15 +191,15 @@ def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams,
     Queries are expanded to the length the model was trained with; candidates keep the paper's 300.
     `per_query`, when given, receives the per-query test values under "test".
     """
-    from ..evaluation.metrics import evaluate_run
+    from ..evaluation.run_scoring import rank_and_score
     from ..retrieval import ColBERTRetriever
 
     retriever = ColBERTRetriever(str(model_dir), query_length=params.colbert_query_length, document_length=300,
                                  device=params.device)
-    run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
+    run, scores = rank_and_score(retriever, evalset, EVAL_KS)
     if per_query is not None:
         per_query[Split.TEST.value] = per_query_values(run, evalset.qrels)
-    return evaluate_run(run, evalset.qrels, EVAL_KS)
+    return scores
 
 
 def colbert_card(results: dict[str, Any]) -> str:

@@ -69,13 +69,12 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         self._last_run: pd.DataFrame | None = None
 
     def score(self, model: "SentenceTransformer") -> dict[str, float]:
-        from ..evaluation.metrics import evaluate_run
+        from ..evaluation.run_scoring import rank_and_score
         from ..retrieval import DenseRetriever
 
         retriever = DenseRetriever(model, query_prefix=self.query_prefix, doc_prefix=self.doc_prefix, batch_size=self.batch_size)
-        run = retriever.search(self.evalset.queries, self.evalset.pool, max(self.ks))
-        self._last_run = run
-        return evaluate_run(run, self.evalset.qrels, self.ks)
+        self._last_run, scores = rank_and_score(retriever, self.evalset, self.ks)
+        return scores
 
     def __call__(self, model, output_path: str | None = None, epoch: float = -1, steps: int = -1) -> dict[str, float]:
         from ..models import model_fingerprint

@@ -210,7 +210,7 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
 
     `per_query`, when given, receives each split's per-query values (per_query_values); `ref`, the model at
     `model_path` resolved once by the caller (with its registry settings: dtype, remote code)."""
-    from ..evaluation.metrics import evaluate_run
+    from ..evaluation.run_scoring import rank_and_score
     from ..retrieval import DenseRetriever
 
     retriever = DenseRetriever(ref if ref is not None else str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
@@ -219,8 +219,7 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     for split in splits:
         if bench.has(move, split):
             evalset = bench.eval_set(move, split)
-            run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
-            scores[split.value] = evaluate_run(run, evalset.qrels, EVAL_KS)
+            run, scores[split.value] = rank_and_score(retriever, evalset, EVAL_KS)
             if per_query is not None:
                 per_query[split.value] = per_query_values(run, evalset.qrels)
     return scores

@@ -226,14 +226,14 @@ def score_moves(model: Any, evalsets: dict[Move, EvalSet], template: str, doc_pr
     """Per-move scores ('<move>/MRR@10' …) of one model, each move's queries with its instruction,
     and their macro averages ('MRR@10' …: each move counts once, whatever its number of queries).
 
-    Each move is ranked and scored by evaluation.run_scoring.run_and_score; the pool is embedded once per call
+    Each move is ranked and scored by evaluation.run_scoring.rank_and_score; the pool is embedded once per call
     when `cache_dir` is given (the moves share it)."""
-    from ..evaluation.run_scoring import run_and_score
+    from ..evaluation.run_scoring import rank_and_score
 
     scores: dict[str, float] = {}
     for move, evalset in evalsets.items():
         retriever = move_retriever(model, move, template, doc_prefix, batch_size=batch_size, cache_dir=cache_dir)
-        measured = run_and_score(retriever, evalset.benchmark, move, evalset.split, k=max(EVAL_KS), ks=EVAL_KS)
+        _, measured = rank_and_score(retriever, evalset, EVAL_KS)
         for key, value in measured.items():
             scores[f"{move.value}/{key}"] = value
     for key in {k.split("/", 1)[1] for k in scores}:
