@@ -168,6 +168,21 @@ def test_describe_model_reads_the_unified_query_format(tmp_path):
     assert plain.query_prefix(Move.BROADEN) == "query: " and plain.doc_prefix == "document: "
 
 
+
+def test_describe_model_reads_a_published_models_stored_prompts(tmp_path):
+    """Notebook 09 saves the prefixes a model was trained with as its sentence-transformers prompts; search reads
+    them there (models.stored_prompts), the same reader evaluate uses."""
+    from ratio_utils.models import ST_CONFIG_FILE
+    from ratio_utils.schema import MODEL_RESULTS_FILE
+
+    folder = tmp_path / "all-MiniLM-L6-v2__broaden"
+    folder.mkdir()
+    (folder / ST_CONFIG_FILE).write_text(json.dumps({"prompts": {"query": "q> ", "document": "d> "}}))
+    assert search.describe_model(folder).kind == "other"  # prompts alone: not a model notebook 09 published
+    (folder / MODEL_RESULTS_FILE).write_text(json.dumps({"test": {}}))
+    model = search.describe_model(folder)
+    assert model.kind == "per-move" and model.query_prefix(Move.SPECIFY) == "q> " and model.doc_prefix == "d> "
+
 @pytest.mark.models
 def test_cli_builds_an_index_and_answers_with_a_real_model(cfg, tmp_path, corpus_tables, capsys):
     sentences, papers = corpus_tables

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
-from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, Move, sentence_id
+from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 from ..retrieval.dense import DenseRetriever, build_inner_product_index
 
 PROG = "ratio-search"
@@ -98,9 +98,11 @@ def query_encoder(model: QueryModel, *, batch_size: int = 64, cache_dir: "Path |
 
 
 def describe_model(path: Path, name: str = "", ref: Any = None) -> QueryModel:
-    """The prefixes of a model folder: unified.json (unified retriever), results.json (per-move), else generic.
+    """The prefixes of a model folder: unified.json (unified retriever), the stored prompts of a model notebook 09
+    published (per-move), else generic.
     `name`: what to call it where the folder's own name says nothing (a packaged model's folder is `model`);
     `ref`: its resolved reference, when the caller has one (a live model has no folder: generic prefixes)."""
+    from ..models import stored_prompts
     from ..train.unified import FORMAT_FILE
 
     if path is None:
@@ -110,10 +112,12 @@ def describe_model(path: Path, name: str = "", ref: Any = None) -> QueryModel:
     if unified.exists():
         fmt = json.loads(unified.read_text(encoding="utf-8"))
         return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"], name, ref)
-    results = path / "results.json"
-    prefixes = json.loads(results.read_text(encoding="utf-8")).get("prefixes") if results.exists() else None
-    query, doc = (prefixes["query"], prefixes["document"]) if prefixes else (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
-    return QueryModel(path, "per-move" if prefixes else "other", {m.value: query for m in Move}, doc, name, ref)
+    # A model notebook 09 published (its results file beside the weights) stores the prefixes it was trained with as
+    # its sentence-transformers prompts: the one place a trained model's prefixes are read from (models.stored_prompts).
+    prompts = stored_prompts(path) if (path / MODEL_RESULTS_FILE).exists() else {}
+    if not {"query", "document"} <= set(prompts):
+        return QueryModel(path, "other", {m.value: GENERIC_QUERY_PREFIX for m in Move}, GENERIC_DOC_PREFIX, name, ref)
+    return QueryModel(path, "per-move", {m.value: prompts["query"] for m in Move}, prompts["document"], name, ref)
 
 
 def resolve_query_model(cfg, move: Move | None, model: Any) -> QueryModel:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..io import sha256_file
-from ..schema import GENERIC_PREFIXES
+from ..schema import GENERIC_PREFIXES, MODEL_RESULTS_FILE
 from .errors import ModelNotAvailableError
 from .names import model_key, model_name
 from .packaged import INSTALL_COMMAND, PACKAGED_MODELS, PackagedModel, packaged_model, packaged_model_path
@@ -80,7 +80,7 @@ def _folder_fingerprint(path: str, stamp: tuple) -> str:
     root = Path(path)
     for child in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = child.relative_to(root)
-        if rel.parts[0].startswith(".") or rel.name in ("README.md", "results.json"):
+        if rel.parts[0].startswith(".") or rel.name in ("README.md", MODEL_RESULTS_FILE):
             continue  # git metadata, prose and notebook 09's scores do not change the embeddings
         digest.update(str(rel).encode())
         digest.update(sha256_file(child).encode())
