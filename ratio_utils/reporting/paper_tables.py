@@ -50,6 +50,7 @@ from ..retrieval.runs import (
     read_run,
     read_run_info,
     reranked_system_name,
+    run_files,
     system_name,
     system_slug,
 )
@@ -345,14 +346,6 @@ class ScoredRun:
                 "(rerank.max_queries, the same queries for every first stage)")
 
 
-STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
-
-
-def run_files(runs_dir: Path) -> list[Path]:
-    """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
-    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
-
-
 def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], list[str]]:
     """(the run files of `systems`, the system folders left out) under runs_dir, sorted."""
     folders = {system_slug(name) for name in systems}
@@ -360,34 +353,6 @@ def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], l
     kept = [p for p in files if p.relative_to(runs_dir).parts[0] in folders]
     left_out = sorted({p.relative_to(runs_dir).parts[0] for p in files} - folders)
     return kept, left_out
-
-
-def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
-    """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
-
-    Notebook 08 starts the retrieval stages on a benchmark: a new benchmark makes every earlier run
-    stale, including those of notebooks 09 and 10, which write theirs again when they run. Returns
-    what was moved, so the notebook shows it.
-    """
-    import shutil
-
-    runs_dir = Path(runs_dir)
-    moved = []
-    for path in run_files(runs_dir):
-        try:
-            old = read_run_info(path).benchmark_checksum
-        except InputError:
-            old = "no-sidecar"
-        if old == checksum:
-            continue
-        rel = path.relative_to(runs_dir)
-        target = runs_dir / STALE_DIR / str(old)[:12] / rel.parent
-        target.mkdir(parents=True, exist_ok=True)
-        stem = path.with_suffix("").name
-        for sibling in path.parent.glob(f"{stem}.*"):
-            shutil.move(str(sibling), str(target / sibling.name))
-        moved.append(f"{rel} (benchmark {str(old)[:12]})")
-    return moved
 
 
 def check_runs(files: list[Path], checksum: str, runs_dir: Path) -> list[RunInfo]:

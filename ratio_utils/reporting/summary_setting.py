@@ -20,9 +20,8 @@ from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import contamination_note, encoders_used
 from ..param_sections import DatasetParams
 from ..publish.label_sources import rerank_source, silver_sources
-from ..retrieval.runs import read_run_info
+from ..retrieval.runs import read_run_info, run_files
 from ..schema import MOVES, Split
-from .paper_tables import run_files
 
 # The paper's setting, as its text states it (§4, §5.1, Appendix C).
 PAPER_SETTING = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -230,3 +231,39 @@ def get_or_compute(
     run, described = compute()
     write_system_run(run, runs_dir, dataclasses.replace(wanted, retriever=described))
     return StoredRun(run, own, False)
+
+
+# -- housekeeping: run files of another benchmark are set aside, never mixed in ----------------------------
+
+STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier benchmark, set aside by notebook 08
+
+
+def run_files(runs_dir: Path) -> list[Path]:
+    """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
+    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
+
+
+def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:
+    """Move the run files not computed on this benchmark (or without a sidecar) to runs_dir/_stale/<checksum>/.
+
+    Notebook 08 starts the retrieval stages on a benchmark: a new benchmark makes every earlier run
+    stale, including those of notebooks 09 and 10, which write theirs again when they run. Returns
+    what was moved, so the notebook shows it.
+    """
+    runs_dir = Path(runs_dir)
+    moved = []
+    for path in run_files(runs_dir):
+        try:
+            old = read_run_info(path).benchmark_checksum
+        except InputError:
+            old = "no-sidecar"
+        if old == checksum:
+            continue
+        rel = path.relative_to(runs_dir)
+        target = runs_dir / STALE_DIR / str(old)[:12] / rel.parent
+        target.mkdir(parents=True, exist_ok=True)
+        stem = path.with_suffix("").name
+        for sibling in path.parent.glob(f"{stem}.*"):
+            shutil.move(str(sibling), str(target / sibling.name))
+        moved.append(f"{rel} (benchmark {str(old)[:12]})")
+    return moved

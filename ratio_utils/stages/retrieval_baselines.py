@@ -17,11 +17,11 @@ from tqdm.auto import tqdm
 from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..param_sections import RetrievalParams
-from ..reporting import paper_tables
 from ..publish.display import Stage
+from ..reporting import paper_tables
+from ..reporting.systems import STAGE, load_retrieval_params, plan_systems, resolve_systems, runnable, system_retriever
 from ..retrieval.ranking import record_run
-from ..retrieval.runs import system_name
-from ..reporting.systems import STAGE, load_retrieval_params, system_retriever, plan_systems, resolve_systems, runnable
+from ..retrieval.runs import retire_foreign_runs, system_name
 from ..schema import Split
 
 
@@ -57,7 +57,7 @@ class RetrievalBaselinesStage(Stage):
 def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None = None) -> pd.DataFrame:
     """Run every available system on every move and split; write run files. Returns what was written.
 
-    Run files of another benchmark (any stage's) are set aside first (paper_tables.retire_foreign_runs):
+    Run files of another benchmark (any stage's) are set aside first (retrieval.runs.retire_foreign_runs):
     this notebook starts the retrieval stages, so a new benchmark makes them stale.
 
     Each model is resolved once (reporting.systems.resolve_systems) and its reference handed to the retrievers of
@@ -67,7 +67,7 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
     systems, refs, skipped = resolve_systems(plan_systems(params))
     checksum = bench.checksum()
     retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
-               for path in paper_tables.retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
+               for path in retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
     jobs = [(system, move, split) for system in systems for move, split in runnable(bench, splits)]
     done = []
     key = retriever = None
