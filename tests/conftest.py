@@ -81,6 +81,18 @@ _TINY_DISTRACTORS = [
 
 
 @pytest.fixture
+def embedding_cache_in_tmp(tmp_path, monkeypatch):
+    """The commands' default on-disk embedding cache (~/.cache/ratio/embeddings) stays out of the tests, and each test
+    starts with an empty in-process memo."""
+    from ratio_utils.retrieval import dense
+
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
+    dense.clear_embedding_memo()
+    yield
+    dense.clear_embedding_memo()
+
+
+@pytest.fixture
 def tiny_benchmark(tmp_path) -> Path:
     """A benchmark directory in the release layout; every split holds the same tiny data."""
     root = tmp_path / "tiny_benchmark"

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
+import stage_steps
 from ratio_utils import dataset, mining
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import LeakageError, assign_split, build_benchmark
@@ -27,23 +28,6 @@ from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import SPLITS, DatasetParams
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
 
-
-def _mine(cfg):
-    """Notebook 05's mining step as the notebook runs it (the stage): (result, lexicon check)."""
-    from ratio_utils.stages.pair_mining import PairMiningStage
-
-    stage = PairMiningStage.from_config(cfg)
-    stage.mine()
-    return stage.result, stage.lexicon_check
-
-
-def _build(cfg):
-    """Notebook 06's build step as the notebook runs it (the stage): the built benchmark."""
-    from ratio_utils.stages.split_and_pool import SplitAndPoolStage
-
-    stage = SplitAndPoolStage.from_config(cfg)
-    stage.build()
-    return stage.built
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
@@ -454,8 +438,8 @@ def test_stage_on_mined_fixture(cfg):
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
     lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
-    _mine(cfg)
-    built = _build(cfg)  # default params: year windows; P1 2004 train, P2 2008 validation, P3/P4 2012 test
+    stage_steps.mine(cfg)
+    built = stage_steps.build(cfg)  # default params: year windows; P1 2004 train, P2 2008 validation, P3/P4 2012 test
     assert built.pairs.groupby("split").size().to_dict() == {"test": 3, "train": 3, "validation": 2}
     bench = load_benchmark(cfg.paths.benchmark)
     assert len(bench.queries("address", "train")) == 1 and len(bench.queries("broaden", "validation")) == 1
@@ -576,7 +560,7 @@ def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypat
     _write_mined_parts(distractors, cfg.paths.distractors, 2)
     monkeypatch.setattr(dataset, "build_from_tables", lambda *a: pytest.fail("the in-memory build ran past the budget"))
     cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "bucket_bytes": 10_000}
-    built = _build(cfg)
+    built = stage_steps.build(cfg)
     report = json.loads(cfg.paths.split_report.read_text())
     assert report["pool"]["size"] == {s: len(built.pools[s]) for s in SPLITS} and built.pools["test"].shape[0] > 0
     bench = load_benchmark(cfg.paths.benchmark)

@@ -16,16 +16,7 @@ from ratio_utils.apps.evaluate import main
 from ratio_utils.retrieval import BM25Retriever
 
 
-@pytest.fixture(autouse=True)
-def _embedding_cache_in_tmp(tmp_path, monkeypatch):
-    """The commands' default on-disk embedding cache (~/.cache/ratio/embeddings) stays out of the tests, and each test
-    starts with an empty in-process memo."""
-    from ratio_utils.retrieval import dense
-
-    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
-    dense.clear_embedding_memo()
-    yield
-    dense.clear_embedding_memo()
+pytestmark = pytest.mark.usefixtures("embedding_cache_in_tmp")
 
 
 def _official_layout(ours, target):

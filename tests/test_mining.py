@@ -17,6 +17,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
+import stage_steps
 from ratio_utils import mining
 from ratio_utils.io import InputError
 from ratio_utils.mining import (
@@ -34,23 +35,6 @@ from ratio_utils.mining import (
 from ratio_utils.param_sections import MiningParams
 from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, normalize_marker, sentence_id
 
-
-def _mine(cfg):
-    """Notebook 05's mining step as the notebook runs it (the stage): (result, lexicon check)."""
-    from ratio_utils.stages.pair_mining import PairMiningStage
-
-    stage = PairMiningStage.from_config(cfg)
-    stage.mine()
-    return stage.result, stage.lexicon_check
-
-
-def _build(cfg):
-    """Notebook 06's build step as the notebook runs it (the stage): the built benchmark."""
-    from ratio_utils.stages.split_and_pool import SplitAndPoolStage
-
-    stage = SplitAndPoolStage.from_config(cfg)
-    stage.build()
-    return stage.built
 
 HERE = Path(__file__).parent / "fixtures" / "mining"
 
@@ -300,7 +284,7 @@ def test_mine_stage_writes_outputs(cfg, sentences, lexicon):
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
     lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
-    result, check = _mine(cfg)
+    result, check = stage_steps.mine(cfg)
     assert pd.read_parquet(cfg.paths.pairs).shape[0] == len(result.pairs) == 8
     assert pd.read_parquet(cfg.paths.distractors).shape[0] == 3
     report = json.loads(cfg.paths.mining_report.read_text())
@@ -402,7 +386,7 @@ def _mine_partitioned(root, monkeypatch, sentences, lexicon, mining_section):
         part_path(cfg.paths.sentences, index).parent.mkdir(parents=True, exist_ok=True)
         shard.to_parquet(part_path(cfg.paths.sentences, index), index=False)
     lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
-    return cfg, _mine(cfg)[0]
+    return cfg, stage_steps.mine(cfg)[0]
 
 
 def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch, sentences, lexicon, mined):
@@ -430,13 +414,13 @@ def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch,
 
 def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypatch, sentences, lexicon, cfg):
     parts_cfg, _ = _mine_partitioned(tmp_path / "parts", monkeypatch, sentences, lexicon, {"engine": "local"})
-    from_parts = _build(parts_cfg)
+    from_parts = stage_steps.build(parts_cfg)
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "single"))
     cfg.paths.interim.mkdir(parents=True, exist_ok=True)
     sentences.to_parquet(cfg.paths.sentences, index=False)
     lexicon.to_parquet(cfg.paths.final_lexicon, index=False)
-    _mine(cfg)
-    from_file = _build(cfg)
+    stage_steps.mine(cfg)
+    from_file = stage_steps.build(cfg)
     assert from_parts.counts == from_file.counts
     pd.testing.assert_frame_equal(from_parts.pairs, from_file.pairs, check_dtype=False)
     for split, pool in from_file.pools.items():
@@ -484,7 +468,7 @@ def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_
     (cfg.paths.mining_parts / "part-00002.json").unlink()
     (cfg.paths.distractors / "part-00002.parquet").unlink()
     killed = _stamps(tables())
-    result, _ = _mine(cfg)
+    result, _ = stage_steps.mine(cfg)
     after = _stamps(tables())
     rewritten = sorted(name for name, stamp in after.items() if killed.get(name) != stamp)
     assert rewritten == ["distractors.parquet/part-00002.parquet", "mining_parts/part-00002.json", "pairs.parquet/part-00002.parquet"]
@@ -494,15 +478,15 @@ def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_
     pd.testing.assert_frame_equal(mining.read_mined(cfg.paths.distractors), mined.distractors, check_dtype=False)
     # the lexicon, then a rule's param, changed: every part is mined again
     lexicon.iloc[:-1].to_parquet(cfg.paths.final_lexicon, index=False)
-    _mine(cfg)
+    stage_steps.mine(cfg)
     assert json.loads(cfg.paths.mining_report.read_text())["parts"]["built"] == 3
     stricter = load_config(overrides={"mining": {"progress": False, "min_chars": 60} | section})
-    _mine(stricter)
+    stage_steps.mine(stricter)
     assert json.loads(cfg.paths.mining_report.read_text())["parts"]["built"] == 3
     # execution settings are not in the key: the same run on the other engine reuses every part
     other = load_config(overrides={"mining": {"progress": False, "min_chars": 60, "engine": "local" if engine == "dask" else "dask",
                                               "dask_processes": False, "dask_workers": 1}})
     before = _stamps(tables())
-    _mine(other)
+    stage_steps.mine(other)
     assert json.loads(cfg.paths.mining_report.read_text())["parts"] == {"total": 3, "skipped_unchanged": 3, "built": 0}
     assert _stamps(tables()) == before

@@ -19,16 +19,7 @@ from ratio_utils.schema import MOVES, Move, Split
 LICENCES = {"fixture": "CC BY 4.0 (invented for the tests)"}
 
 
-@pytest.fixture(autouse=True)
-def _embedding_cache_in_tmp(tmp_path, monkeypatch):
-    """The commands' default on-disk embedding cache (~/.cache/ratio/embeddings) stays out of the tests, and each test
-    starts with an empty in-process memo."""
-    from ratio_utils.retrieval import dense
-
-    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "embedding-cache"))
-    dense.clear_embedding_memo()
-    yield
-    dense.clear_embedding_memo()
+pytestmark = pytest.mark.usefixtures("embedding_cache_in_tmp")
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import stage_steps
 from ratio_utils import mining
 from ratio_utils.config import load_config
 from ratio_utils.lexicon import curation
 from ratio_utils.parts import part_path
-from ratio_utils.stages.pair_mining import PairMiningStage
-from ratio_utils.stages.split_and_pool import SplitAndPoolStage
+
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 FIXTURE_SPLITS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
@@ -94,34 +94,20 @@ def test_notebooks_01_and_02_stream_parts_to_the_in_memory_results(layouts):
                                                                  connectives), extensions)
 
 
-def _mine(cfg):
-    """Notebook 05's mining step as the notebook runs it (the stage): (result, lexicon check)."""
-    stage = PairMiningStage.from_config(cfg)
-    stage.mine()
-    return stage.result, stage.lexicon_check
-
-
-def _build(cfg):
-    """Notebook 06's build step as the notebook runs it (the stage): the built benchmark."""
-    stage = SplitAndPoolStage.from_config(cfg)
-    stage.build()
-    return stage.built
-
-
 def _release_files(root: Path) -> dict[str, pd.DataFrame]:
     return {str(p.relative_to(root)): pd.read_parquet(p) for p in sorted(root.rglob("*.parquet"))}
 
 
 def test_notebooks_05_and_06_on_parts_equal_the_single_file_run(layouts):
     whole, parts = layouts
-    from_file, _ = _mine(whole)
-    from_parts, _ = _mine(parts)
+    from_file, _ = stage_steps.mine(whole)
+    from_parts, _ = stage_steps.mine(parts)
     assert from_parts.counts == from_file.counts and from_file.pairs.shape[0] > 0
     for table in ("pairs", "distractors"):
         expected = pd.read_parquet(getattr(whole.paths, table))
         pd.testing.assert_frame_equal(mining.read_mined(getattr(parts.paths, table)), expected, check_dtype=False, obj=table)
-    built_whole = _build(whole)
-    built_parts = _build(parts)  # in memory, from the parts
+    built_whole = stage_steps.build(whole)
+    built_parts = stage_steps.build(parts)  # in memory, from the parts
     assert built_parts.report() == built_whole.report()
     expected = _release_files(whole.paths.benchmark)
     assert list(_release_files(parts.paths.benchmark)) == list(expected)
@@ -129,7 +115,7 @@ def test_notebooks_05_and_06_on_parts_equal_the_single_file_run(layouts):
         pd.testing.assert_frame_equal(frame, expected[name], check_dtype=False, obj=name)
     # bucket by bucket (past a memory budget of one byte), from the parts
     parts.sections["dataset"] = {**parts.sections.get("dataset", {}), "max_in_memory_bytes": 1, "bucket_bytes": 1 << 20}
-    bounded = _build(parts)
+    bounded = stage_steps.build(parts)
     assert bounded.report() == built_whole.report()
     got = _release_files(parts.paths.benchmark)
     assert list(got) == list(expected)
