@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from card_checks import assert_every_config_loads_offline
 from ratio_utils.corpora.registry import LICENCES
 from ratio_utils.dataset.benchmark import CARD_FILE, load_benchmark, pairs_path, write_pairs
 from ratio_utils.dataset.card import (
@@ -94,18 +95,12 @@ def test_huggingface_hub_reads_the_metadata(tiny_benchmark, tmp_path):
 
 
 def test_the_card_with_its_metadata_still_loads_every_config_offline(tiny_benchmark, tmp_path, monkeypatch):
-    import datasets
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     bench = _release(tiny_benchmark, tmp_path, {Move.ADDRESS: "acl_scisumm", Move.SPECIFY: "aclsum"})
     write_dataset_card(bench, CardSources("fixture-run", LICENCES))
-    configs, _ = card_configs(bench)
-    assert set(datasets.get_dataset_config_names(str(bench.root))) == {c["config_name"] for c in configs}
-    for config in configs:
-        loaded = datasets.load_dataset(str(bench.root), config["config_name"], cache_dir=str(tmp_path / "hf"))
-        for entry in config["data_files"]:
-            assert loaded[entry["split"]].num_rows == pq.read_metadata(bench.root / entry["path"]).num_rows, entry
+    assert_every_config_loads_offline(bench, tmp_path / "hf")
 
 
 def test_the_card_command_takes_a_hub_licence(tiny_benchmark, tmp_path, capsys):

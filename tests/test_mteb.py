@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from card_checks import assert_every_config_loads_offline
 from ratio_utils.dataset.benchmark import (
     CARD_FILE, PROVENANCE_DIR, candidates_path, load_benchmark, pairs_path, write_pairs, write_pool,
 )
@@ -69,16 +70,10 @@ def test_the_card_lists_every_table_and_changes_no_run_key(bench):
 
 
 def test_every_config_loads_offline_with_datasets_and_counts_equal_the_parquet_files(bench, monkeypatch, tmp_path):
-    import datasets
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     write_dataset_card(bench, CardSources("fixture-run", LICENCES))
-    configs, _ = card_configs(bench)
-    assert set(datasets.get_dataset_config_names(str(bench.root))) == {c["config_name"] for c in configs}
-    for config in configs:
-        loaded = datasets.load_dataset(str(bench.root), config["config_name"], cache_dir=str(tmp_path / "hf"))
-        for entry in config["data_files"]:
-            assert loaded[entry["split"]].num_rows == pq.read_metadata(bench.root / entry["path"]).num_rows, entry
+    assert_every_config_loads_offline(bench, tmp_path / "hf")
 
 
 def test_a_directory_without_silver_says_so_and_has_no_silver_split(tiny_benchmark, tmp_path):
