@@ -11,7 +11,7 @@ Scoring a run is `ratio_utils.evaluation`'s job; Tables 1, 7, 8 are `ratio_utils
 
 from .base import Retriever
 from .bm25 import BM25Retriever
-from .dense import RECOMMENDED_PREFIXES, DenseRetriever, recommended_prefixes
+from .dense import DenseRetriever
 from .runs import read_run, run_path, system_slug, write_run
 
 
@@ -29,8 +29,6 @@ __all__ = [
     "BM25Retriever",
     "DenseRetriever",
     "ColBERTRetriever",
-    "RECOMMENDED_PREFIXES",
-    "recommended_prefixes",
     "read_run",
     "write_run",
     "run_path",

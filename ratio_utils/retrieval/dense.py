@@ -6,7 +6,7 @@ queries and candidates; candidates are ranked by exact inner product of L2-norma
 
 Inputs are prefixed before encoding:
 * the generic prefixes `query: ` / `document: ` (GENERIC_PREFIXES), used for every model;
-* a model's recommended prefixes where its developers give them (RECOMMENDED_PREFIXES);
+* a model's recommended prefixes where its developers give them (the model registry, ratio_utils.models);
 * for instruction-following models, a per-move instruction (schema.MOVE_INSTRUCTIONS, Appendix C) put
   in front of the query by `schema.instructed_query_prefix`.
 
@@ -31,7 +31,6 @@ import functools
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,44 +42,8 @@ from ..io import atomic_path, write_json_atomic
 from ..models import ModelRef, load_sentence_transformer, model_fingerprint, model_name, resolve_model
 from ..param_sections import DEFAULT_MAX_POOL_BYTES
 from ..publish.run_records import count_reused
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
-
-@dataclass(frozen=True)
-class PromptStyle:
-    """How a model's developers ask for inputs to be prefixed."""
-
-    query_prefix: str = ""
-    doc_prefix: str = ""
-    instruction_template: str | None = None  # None: the model does not follow instructions
-
-
-# Recommended prefixes from the model cards of the paper's models. Only the MiniLM and mpnet
-# models can be installed here, and they have none; the others are listed so that a user who
-# copies such a model folder here gets its documented prefixes by name.
-RECOMMENDED_PREFIXES: dict[str, PromptStyle] = {
-    "all-minilm-l6-v2": PromptStyle(),
-    "all-mpnet-base-v2": PromptStyle(),
-    "modernbert-embed-large": PromptStyle("search_query: ", "search_document: "),
-    "stella_en_1.5b_v5": PromptStyle(
-        "Instruct: Given a web search query, retrieve relevant passages that answer the query.\nQuery: ",
-        "",
-        DEFAULT_INSTRUCTION_TEMPLATE,
-    ),
-    "qwen3-embedding-0.6b": PromptStyle("", "", "Instruct: {instruction}\nQuery:"),
-    "embeddinggemma-300m": PromptStyle("task: search result | query: ", "title: none | text: "),
-}
-
-
-def _model_key(model: Any) -> str:
-    return model_name(model).lower()
-
-
-def recommended_prefixes(model: Any) -> PromptStyle | None:
-    """The model's recommended prompt style by name (None when the registry does not know the model)."""
-    return RECOMMENDED_PREFIXES.get(_model_key(model))
-
 
 def texts_checksum(ids: list[str], texts: list[str]) -> str:
     """Checksum of an ordered list of (id, text): the embedding-cache key of a pool or query set."""
@@ -286,7 +249,8 @@ class DenseRetriever(Retriever):
             self.ref, model = model, model.model
         if isinstance(model, ModelRef):  # resolved once by the caller: never resolved again here
             self.ref = model
-            self._model_ref: str | None = str(model)
+            # what the run records: the name or hub id a user can pass again, the folder only for a folder
+            self._model_ref: str | None = {"packaged": model.name, "hub": model.location}.get(model.source, str(model))
             self._model = None
             label = model.path.name if model.source == "folder" and model.path is not None else model.name
         elif isinstance(model, (str, os.PathLike)):
