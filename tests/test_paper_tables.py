@@ -236,6 +236,16 @@ def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
             assert key in _row_notes(result, name), (name, key)
 
 
+
+def test_a_tuned_row_says_why_when_notebook_09_writes_no_run_files(cfg, bench):
+    _baselines(cfg, bench)
+    writing = _row_notes(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200))
+    assert writing[("all-MiniLM-L6-v2", "generic", "Tuned")] == "no run file yet (notebook 09 writes one per fine-tuned move)"
+    off = dataclasses.replace(EXPECTED, tuned_run_files=False)
+    notes = _row_notes(assemble_tables(cfg, bench, expected=off, n_resamples=200))
+    assert notes[("all-MiniLM-L6-v2", "generic", "Tuned")] == (
+        "not run: retrieval.tuned_models is false, so notebook 09 writes no run files of its models")
+
 def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatch):
     """The same empty row says different things with and without its model on this machine (resolution patched: no
     model is downloaded), and its cells stay empty either way: a note never stands in for a number."""

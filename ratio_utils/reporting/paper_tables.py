@@ -155,6 +155,7 @@ class Expected:
     tuned_moves: tuple[str, ...] = ()
     colbert_rows: tuple[str, ...] = ()  # notebook 08's late-interaction rows (plan_systems, family "colbert")
     reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
+    tuned_run_files: bool = True  # retrieval.tuned_models: notebook 09 writes its models' run files
     stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
 
     @property
@@ -199,7 +200,8 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
 
     if through not in ROW_STAGES:
         raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
-    plan = plan_systems(load_retrieval_params(cfg))
+    retrieval = load_retrieval_params(cfg)
+    plan = plan_systems(retrieval)
     setups = training_setups(cfg.section("train", TrainParams))
     tuned = [(model_name(s.base_model), s.prefixes == "recommended") for s in setups]
     return Expected(
@@ -210,6 +212,7 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
         tuned_moves=tuple(dict.fromkeys(Move.parse(m).value for s in setups for m in s.moves)),
         colbert_rows=tuple(s.model for s in plan if s.family == "colbert"),
         reranked=tuple(cfg.section("rerank", RerankParams).systems),
+        tuned_run_files=retrieval.tuned_models,
         stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
     )
 
@@ -275,7 +278,8 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
         plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
     for model, prefix in expected.tuned_rows:
         plan((model, prefix, "Baseline"), _not_in_plan(model, expected))  # stands only where 08 does not run it
-        plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)")
+        plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)" if expected.tuned_run_files
+             else "not run: retrieval.tuned_models is false, so notebook 09 writes no run files of its models")
     for model in expected.dense_models:  # every untuned baseline has its Tuned row, empty with its reason
         plan((model, "generic", "Tuned"), f"not run: notebook 09 fine-tunes {_fine_tuned(expected)} only")
     for setup in ("Baseline", "Tuned"):  # the paper's first model
