@@ -549,6 +549,11 @@ def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
             "Stella-en-1.5B-v5 (recommended)", "Stella-en-1.5B-v5 (per-move)", "all-mpnet-base-v2 (tuned)",
             "ModernBERT-embed-large (tuned)", "ModernBERT-embed-large (recommended, tuned)",
             "Stella-en-1.5B-v5 (recommended, tuned)"} <= systems
+    # Appendix C: GPT-5-mini reranks mpnet (generic) and ModernBERT / Stella (recommended), before and after tuning
+    assert {name for name in systems if name.endswith(" + rerank")} == {
+        f"{first} + rerank" for first in ("all-mpnet-base-v2", "all-mpnet-base-v2 (tuned)",
+                                          "ModernBERT-embed-large (recommended)", "ModernBERT-embed-large (recommended, tuned)",
+                                          "Stella-en-1.5B-v5 (recommended)", "Stella-en-1.5B-v5 (recommended, tuned)")}
     # the styles each entry names, not the section's flags
     assert not {"all-mpnet-base-v2 (per-move)", "ModernBERT-embed-large (per-move)", "EmbeddingGemma-300m (per-move)"} & systems
     for key in [("GTE-ModernColBERT-v1", "-", "Baseline"), ("ModernBERT-embed-large", "recommended", "Baseline")]:
