@@ -38,6 +38,39 @@ def test_block_search_equals_one_flat_index(tmp_path):
     assert all_rows.shape == (7, 5) and all(sorted(r) == list(range(5)) for r in all_rows)
 
 
+def test_an_interrupted_pool_encoding_resumes_at_its_first_unwritten_chunk(tmp_path):
+    rng = np.random.default_rng(5)
+    pool = _unit(rng.normal(size=(1000, 16)))
+    texts = [str(i) for i in range(len(pool))]
+    path = tmp_path / "pool.float16.npy"
+    calls = []
+
+    def encode(batch, fail_at=None):
+        if len(calls) == fail_at:
+            raise KeyboardInterrupt  # a preempted job
+        calls.append(batch[0])
+        return pool[[int(t) for t in batch]]
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300)
+    assert calls == ["0", "300"] and not path.exists()  # never a half-written cache file
+    # other texts (or another chunk size) never resume this partial file: they start over
+    other = [t + " " for t in texts]
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        encode_to_memmap(lambda batch: encode([t.strip() for t in batch], fail_at=1), other, path, dim=16, chunk=300)
+    assert calls == ["0"]
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):  # the partial file now holds the other texts' first chunk: start over
+        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300)
+    calls.clear()
+    resumed = encode_to_memmap(encode, texts, path, dim=16, chunk=300)
+    assert calls == ["600", "900"]  # only the chunks not yet written
+    whole = encode_to_memmap(encode, texts, tmp_path / "whole.float16.npy", dim=16, chunk=300)
+    np.testing.assert_array_equal(resumed, whole)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.float16.npy", "whole.float16.npy"]
+
+
 def _pool_and_queries(n_docs: int = 300, n_queries: int = 25):
     """Sentences of random words; some queries are pool sentences (their own sentence must not be returned)."""
     import pandas as pd

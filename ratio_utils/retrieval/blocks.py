@@ -10,25 +10,58 @@ cost of reading the file once per query batch; memory is one block plus the quer
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 
 def encode_to_memmap(encode: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str], path: "str | Path", dim: int,
-                     chunk: int = 65536, dtype: "str | np.dtype" = np.float16) -> np.ndarray:
+                     chunk: int = 65536, dtype: "str | np.dtype" = np.float16, desc: str = "encoding pool") -> np.ndarray:
     """Encode `texts` chunk by chunk into a float16 (or `dtype`) .npy file, memory-mapped: never the whole
-    array in RAM."""
-    from ..io import atomic_path
+    array in RAM.
 
-    with atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(texts), dim))
-        for start in range(0, len(texts), chunk):
-            out[start:start + chunk] = encode(texts[start:start + chunk])
+    Resumable: rows go into `<path>.partial` and, after each chunk, the number of rows written into
+    `<path>.partial.json`; a call interrupted (a preempted job, Ctrl-C) and made again with the same texts, chunk
+    and dtype encodes only the chunks not yet written. Chunk boundaries do not move, so the file is the one an
+    uninterrupted call writes. `path` appears only once every row is written."""
+    from ..io import write_json_atomic
+
+    path = Path(path)
+    partial, progress = path.with_name(path.name + ".partial"), path.with_name(path.name + ".partial.json")
+    dtype = np.dtype(dtype)
+    what = {"rows": len(texts), "dim": dim, "dtype": dtype.name, "chunk": chunk, "texts": _texts_digest(texts)}
+    done = 0
+    if partial.exists() and progress.exists():
+        state = json.loads(progress.read_text(encoding="utf-8"))
+        if {key: state.get(key) for key in what} == what:
+            done = int(state["done"])
+    if done:
+        out = np.lib.format.open_memmap(partial, mode="r+")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = np.lib.format.open_memmap(partial, mode="w+", dtype=dtype, shape=(len(texts), dim))
+    starts = range(done, len(texts), chunk)
+    for start in tqdm(starts, desc=desc, unit="chunk", disable=len(starts) < 2):
+        out[start:start + chunk] = encode(texts[start:start + chunk])
         out.flush()
-        del out
+        write_json_atomic(progress, {**what, "done": min(start + chunk, len(texts))})
+    del out
+    partial.replace(path)  # a rename: `path` is whole or absent
+    progress.unlink()
     return np.load(path, mmap_mode="r")
+
+
+def _texts_digest(texts: Sequence[str]) -> str:
+    """A checksum of the texts, in order: a partial file of other texts is never resumed."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def iter_blocks(vectors: np.ndarray, block_rows: int) -> Iterator[np.ndarray]:
