@@ -350,6 +350,13 @@ class ScoredRun:
                 "(rerank.max_queries, the same queries for every first stage)")
 
 
+    @property
+    def scope_note(self) -> str | None:
+        """What a comparison on this run must say beside its numbers: the sample it covers and the run's own notes
+        (e.g. reranking requests without an answer, whose queries keep their first-stage ranking), or None."""
+        return "; ".join(filter(None, [self.sample_note, *self.info.notes])) or None
+
+
 def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], list[str]]:
     """(the run files of `systems`, the system folders left out) under runs_dir, sorted."""
     folders = {system_slug(name) for name in systems}
@@ -516,14 +523,14 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
                                "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
-                               "Note": run.sample_note or ""})
+                               "Note": run.scope_note or ""})
             numeric_rows.append({**row, "Queries": len(common),
                                  "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
                                  "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
                                  "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
                                  "p (permutation)": p})
             records.append(cell_record(diff, p, move=run.info.move, query_set=run.info.split, metric=column,
-                                   subject=run.info.system, reference=first_name, scope=run.sample_note))
+                                   subject=run.info.system, reference=first_name, scope=run.scope_note))
     numeric = pd.DataFrame(numeric_rows) if numeric_rows else pd.DataFrame(columns=columns[:6])
     return pd.DataFrame(shown_rows, columns=columns), numeric, records_frame(records)
 
