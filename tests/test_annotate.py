@@ -501,6 +501,20 @@ def _wait(browser, condition, timeout: float = 10):
     return WebDriverWait(browser, timeout).until(condition)
 
 
+def _click(browser, css: str) -> None:
+    """Click the element `css` names, found again if the page redraws it between finding and clicking."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def clicked(b) -> bool:
+        try:
+            b.find_element("css selector", css).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    _wait(browser, clicked)
+
+
 def _keys(browser, *keys: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
 
@@ -570,8 +584,8 @@ def test_browser_an_answer_the_server_never_got_is_taken_back(browser, server, p
     _wait_saved(browser)
     server.shutdown()  # the server dies
     server.server_close()
-    browser.find_element("css selector", "#cand-A-1 .mark.not_useful").click()
-    browser.find_element("css selector", "#cand-A-2 .mark.useful").click()
+    _click(browser, "#cand-A-1 .mark.not_useful")
+    _click(browser, "#cand-A-2 .mark.useful")  # the list may be redrawn between the clicks (the first is taken back)
     _wait(browser, lambda b: b.find_element("id", "error").is_displayed())
     assert "could not reach the annotation server" in browser.find_element("id", "error").text
     assert _pressed(browser, "#cand-A-1 .mark.useful") and not _pressed(browser, "#cand-A-1 .mark.not_useful")
