@@ -349,7 +349,6 @@ class ScoredRun:
         return (f"a seeded sample of {len(self.per_query):,} of the {self.all_queries:,} {self.info.split} queries "
                 "(rerank.max_queries, the same queries for every first stage)")
 
-
     @property
     def scope_note(self) -> str | None:
         """What a comparison on this run must say beside its numbers: the sample it covers and the run's own notes

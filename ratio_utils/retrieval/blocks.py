@@ -51,7 +51,7 @@ def encode_to_memmap(encode: Callable[[Sequence[str]], np.ndarray], texts: Seque
         write_json_atomic(progress, {**what, "done": min(start + chunk, len(texts))})
     del out
     partial.replace(path)  # a rename: `path` is whole or absent
-    progress.unlink()
+    progress.unlink(missing_ok=True)  # absent when there was nothing to encode
     return np.load(path, mmap_mode="r")
 
 
