@@ -139,7 +139,8 @@ def test_resume_check_sees_an_atomic_rewrite(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_sentences, capsys):
+def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_sentences, capsys, shared_dir):
+    # shared_dir: notebook 05's Table 4 reads the authors' query-term lists from ../shared (else it would download them)
     # the mining fixture's lexicon with one row per marker, as notebook 01's artefact has (its raw variants are there
     # for the matcher's tests; notebook 05's Table 4 refuses a marker listed twice)
     lexicon = pd.read_csv(MINING_FIXTURES / "lexicon.csv", keep_default_na=False, na_values=[""]).drop_duplicates("marker")
