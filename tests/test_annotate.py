@@ -504,15 +504,10 @@ def _wait(browser, condition, timeout: float = 10):
 def _click(browser, css: str) -> None:
     """Click the element `css` names, found again if the page redraws it between finding and clicking."""
     from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    def clicked(b) -> bool:
-        try:
-            b.find_element("css selector", css).click()
-        except StaleElementReferenceException:
-            return False
-        return True
-
-    _wait(browser, clicked)
+    WebDriverWait(browser, 10, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda b: b.find_element("css selector", css).click() or True)
 
 
 def _keys(browser, *keys: str) -> None:

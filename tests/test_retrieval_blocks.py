@@ -8,6 +8,7 @@ import pytest
 import numpy as np
 
 from ratio_utils.retrieval.blocks import encode_to_memmap, search_blocks
+from ratio_utils.retrieval.dense import texts_checksum
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -42,6 +43,7 @@ def test_an_interrupted_pool_encoding_resumes_at_its_first_unwritten_chunk(tmp_p
     rng = np.random.default_rng(5)
     pool = _unit(rng.normal(size=(1000, 16)))
     texts = [str(i) for i in range(len(pool))]
+    key = texts_checksum(texts, texts)
     path = tmp_path / "pool.float16.npy"
     calls = []
 
@@ -52,19 +54,20 @@ def test_an_interrupted_pool_encoding_resumes_at_its_first_unwritten_chunk(tmp_p
         return pool[[int(t) for t in batch]]
 
     with pytest.raises(KeyboardInterrupt):
-        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300)
+        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300, texts_key=key)
     assert calls == ["0", "300"] and not path.exists()  # never a half-written cache file
     # other texts (or another chunk size) never resume this partial file: they start over
     other = [t + " " for t in texts]
     calls.clear()
     with pytest.raises(KeyboardInterrupt):
-        encode_to_memmap(lambda batch: encode([t.strip() for t in batch], fail_at=1), other, path, dim=16, chunk=300)
+        encode_to_memmap(lambda batch: encode([t.strip() for t in batch], fail_at=1), other, path, dim=16, chunk=300,
+                         texts_key=texts_checksum(other, other))
     assert calls == ["0"]
     calls.clear()
     with pytest.raises(KeyboardInterrupt):  # the partial file now holds the other texts' first chunk: start over
-        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300)
+        encode_to_memmap(lambda batch: encode(batch, fail_at=2), texts, path, dim=16, chunk=300, texts_key=key)
     calls.clear()
-    resumed = encode_to_memmap(encode, texts, path, dim=16, chunk=300)
+    resumed = encode_to_memmap(encode, texts, path, dim=16, chunk=300, texts_key=key)
     assert calls == ["600", "900"]  # only the chunks not yet written
     whole = encode_to_memmap(encode, texts, tmp_path / "whole.float16.npy", dim=16, chunk=300)
     np.testing.assert_array_equal(resumed, whole)

@@ -10,7 +10,6 @@ cost of reading the file once per query batch; memory is one block plus the quer
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,22 +19,24 @@ from tqdm.auto import tqdm
 
 
 def encode_to_memmap(encode: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str], path: "str | Path", dim: int,
-                     chunk: int = 65536, dtype: "str | np.dtype" = np.float16, desc: str = "encoding pool") -> np.ndarray:
+                     chunk: int = 65536, dtype: "str | np.dtype" = np.float16, desc: str = "encoding pool",
+                     texts_key: str | None = None) -> np.ndarray:
     """Encode `texts` chunk by chunk into a float16 (or `dtype`) .npy file, memory-mapped: never the whole
     array in RAM.
 
-    Resumable: rows go into `<path>.partial` and, after each chunk, the number of rows written into
-    `<path>.partial.json`; a call interrupted (a preempted job, Ctrl-C) and made again with the same texts, chunk
-    and dtype encodes only the chunks not yet written. Chunk boundaries do not move, so the file is the one an
+    Resumable when `texts_key` identifies the texts (the embedding cache's `dense.texts_checksum`): rows go into
+    `<path>.partial` and, after each chunk, the number of rows written into `<path>.partial.json`; a call
+    interrupted (a preempted job, Ctrl-C) and made again with the same key, chunk and dtype encodes only the chunks
+    not yet written. Chunk boundaries do not move, so the file is the one an
     uninterrupted call writes. `path` appears only once every row is written."""
     from ..io import write_json_atomic
 
     path = Path(path)
     partial, progress = path.with_name(path.name + ".partial"), path.with_name(path.name + ".partial.json")
     dtype = np.dtype(dtype)
-    what = {"rows": len(texts), "dim": dim, "dtype": dtype.name, "chunk": chunk, "texts": _texts_digest(texts)}
+    what = {"rows": len(texts), "dim": dim, "dtype": dtype.name, "chunk": chunk, "texts": texts_key}
     done = 0
-    if partial.exists() and progress.exists():
+    if texts_key is not None and partial.exists() and progress.exists():
         state = json.loads(progress.read_text(encoding="utf-8"))
         if {key: state.get(key) for key in what} == what:
             done = int(state["done"])
@@ -53,15 +54,6 @@ def encode_to_memmap(encode: Callable[[Sequence[str]], np.ndarray], texts: Seque
     partial.replace(path)  # a rename: `path` is whole or absent
     progress.unlink(missing_ok=True)  # absent when there was nothing to encode
     return np.load(path, mmap_mode="r")
-
-
-def _texts_digest(texts: Sequence[str]) -> str:
-    """A checksum of the texts, in order: a partial file of other texts is never resumed."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(text.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def iter_blocks(vectors: np.ndarray, block_rows: int) -> Iterator[np.ndarray]:

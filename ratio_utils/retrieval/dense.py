@@ -394,15 +394,17 @@ class DenseRetriever(Retriever):
         ids, texts = list(pool["docid"]), list(pool["text"])
         # (a pool beyond the memory budget is never kept in the in-memory memo: it stays a file)
         with contextlib.ExitStack() as stack:
+            checksum = texts_checksum(ids, texts)
             if self.cache is not None:
-                path = self.cache.path(self.fingerprint(), self.doc_prefix, texts_checksum(ids, texts), self.storage_dtype)
+                path = self.cache.path(self.fingerprint(), self.doc_prefix, checksum, self.storage_dtype)
                 vectors = self.cache.load(path, len(texts))
             else:  # no cache to keep it in: a temporary file, removed after the search
                 path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ratio-pool-"))) / "pool.npy"
                 vectors = None
             if vectors is None:
                 vectors = encode_to_memmap(lambda batch: self.encode(list(batch), self.doc_prefix, "encoding pool"),
-                                           texts, path, self.embedding_dimension(), self.encode_chunk, self.storage_dtype)
+                                           texts, path, self.embedding_dimension(), self.encode_chunk, self.storage_dtype,
+                                           texts_key=checksum)
                 if self.cache is not None:
                     self.cache.record_written(path, len(texts), self.doc_prefix, self._model_ref or self.model_label)
             query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
