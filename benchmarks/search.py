@@ -38,9 +38,9 @@ STATEMENTS = [
 def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -> float:
     import faiss
 
-    from ratio_utils.io import write_json_atomic
+    from ratio_utils.io import sha256_file, write_json_atomic
     from ratio_utils.retrieval.dense import build_inner_product_index
-    from ratio_utils.apps.search import INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
+    from ratio_utils.apps.search import CHECKED_FILES, INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
 
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
@@ -59,7 +59,8 @@ def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -
     })
     rows.to_parquet(folder / ROWS_FILE, index=False)
     write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2", "model_fingerprint": fingerprint,
-                                           "doc_prefix": "document: ", "lowercase": True, "size": size, "dim": DIM})
+                                           "doc_prefix": "document: ", "lowercase": True, "size": size, "dim": DIM,
+                                           "checksums": {name: sha256_file(folder / name) for name in CHECKED_FILES}})
     return time.perf_counter() - started
 
 

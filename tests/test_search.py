@@ -208,3 +208,99 @@ def test_cli_builds_an_index_and_answers_with_a_real_model(cfg, tmp_path, corpus
     (index / search.META_FILE).write_text(json.dumps({**meta, "model_fingerprint": "0" * 64}))
     assert search.main(args) == 2
     assert "stale index" in capsys.readouterr().err
+
+
+# --- issue 43 item 9: an index is swapped in whole and refused when its files come from two builds ------------------
+
+
+def _other_rows(corpus_tables):
+    sentences, papers = corpus_tables
+    other = sentences[sentences.paper_id == "P2"].copy()
+    other["text"] = other["text_clean"] = ["Crowd workers label entities fast.", "Active learning picks what to label.",
+                                           "Label noise hurts recall."]
+    return search.sentence_rows(other, papers)[0]
+
+
+def test_a_mixed_index_new_vectors_beside_old_sentences_is_refused(fixture_index, tmp_path, corpus_tables):
+    """A rebuild killed between its files (issue 43, 9): plant the new faiss file beside the old sentences."""
+    import shutil
+
+    folder, meta = fixture_index
+    assert set(meta["checksums"]) == {search.INDEX_FILE, search.ROWS_FILE}
+    newer = tmp_path / "newer"
+    search.build_index(_other_rows(corpus_tables), FakeEncoder(doc_prefix="document: "), newer, model=None)
+    shutil.copyfile(newer / search.INDEX_FILE, folder / search.INDEX_FILE)
+    with pytest.raises(search.SearchError, match=r"mixed or damaged index .*index: index\.faiss is not the file"):
+        search.SearchIndex.open(folder, "fake-model-1")
+    shutil.copyfile(newer / search.ROWS_FILE, folder / search.ROWS_FILE)  # new sentences too, but old index.json
+    with pytest.raises(search.SearchError, match="mixed or damaged index"):
+        search.SearchIndex.open(folder, "fake-model-1")
+    shutil.copyfile(newer / search.META_FILE, folder / search.META_FILE)  # now all three are the newer build's
+    assert len(search.SearchIndex.open(folder, "fake-model-1").rows) == 3
+
+
+def test_a_rebuild_that_fails_leaves_the_old_index_whole_and_no_temporary_folder(fixture_index, corpus_tables,
+                                                                                 monkeypatch):
+    folder, _ = fixture_index
+    before = {name: (folder / name).read_bytes() for name in (search.INDEX_FILE, search.ROWS_FILE, search.META_FILE)}
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the moment the old code would have left new vectors beside old sentences
+
+    monkeypatch.setattr(search, "write_json_atomic", killed)
+    with pytest.raises(KeyboardInterrupt):
+        search.build_index(_other_rows(corpus_tables), FakeEncoder(doc_prefix="document: "), folder, model=None)
+    assert {name: (folder / name).read_bytes() for name in before} == before
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["index"]
+    assert len(search.SearchIndex.open(folder, "fake-model-1").rows) == 5
+
+
+def test_index_honours_ratio_embedding_cache(cfg, tmp_path, corpus_tables, monkeypatch):
+    sentences, papers = corpus_tables
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sentences.to_parquet(corpus / "sentences.parquet")
+    papers.to_parquet(corpus / "papers.parquet")
+    made = []
+
+    def fake_encoder(model, batch_size=64, cache_dir=None):
+        made.append(cache_dir)
+        return FakeEncoder(doc_prefix="document: ", cache_dir=cache_dir or None)
+
+    monkeypatch.setattr(search, "query_encoder", fake_encoder)
+    qmodel = search.describe_model(tmp_path)
+    monkeypatch.delenv("RATIO_EMBEDDING_CACHE", raising=False)
+    assert search.index_embedding_cache(cfg) == cfg.paths.embedding_cache
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", str(tmp_path / "mine"))
+    search.build_index_from_corpus(cfg, corpus, qmodel, tmp_path / "idx")
+    assert made[-1] == tmp_path / "mine" and any((tmp_path / "mine").rglob("*.npy"))
+    assert not cfg.paths.embedding_cache.exists()
+    monkeypatch.setenv("RATIO_EMBEDDING_CACHE", "off")
+    search.build_index_from_corpus(cfg, corpus, qmodel, tmp_path / "idx")
+    assert made[-1] is False
+
+
+def test_bad_params_a_non_utf8_table_or_statement_are_one_line_exit_2(cfg, tmp_path, corpus_tables, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("retrieval: {k: [\n")
+    for params in (broken, tmp_path / "missing.yaml"):
+        assert search.main(["query", "a statement", "--move", "broaden", "--params", str(params)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ratio-search: error: ") and str(params) in err and err.count("\n") == 1
+    assert search.main(["query", "caf\udce9 au lait", "--move", "broaden"]) == 2  # argv of Latin-1 bytes
+    err = capsys.readouterr().err
+    assert "not valid UTF-8" in err and err.count("\n") == 1
+    sentences, papers = corpus_tables
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    binary = sentences.assign(text=[t.encode("latin-1") for t in sentences["text"]])
+    binary.loc[1, "text"] = "Dropout r\xe9duit".encode("latin-1")
+    binary.to_parquet(corpus / "sentences.parquet")
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err
+    assert f"{corpus / 'sentences.parquet'}: column 'text' holds bytes" in err and "row 0" in err
+    assert err.count("\n") == 1
+    (corpus / "sentences.parquet").write_bytes(b"not parquet at all")
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err
+    assert "sentences.parquet: is not a readable parquet table" in err and err.count("\n") == 1

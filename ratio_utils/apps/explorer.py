@@ -45,14 +45,13 @@ from ..local_server import LocalServer, NotFound, RequestError, add_host_argumen
 from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
 from .search import (
-    META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, default_index_dir, query_encoder,
-    resolve_query_model, search_index,
+    MAX_STATEMENT, META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, checked_statement,
+    default_index_dir, load_search_config, query_encoder, resolve_query_model, search_index,
 )
 
 PROG = "ratio-explorer"
 
 EXPLORER_STATIC = Path(__file__).parent / "explorer_static"
-MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
 MAX_TOP = 50
 MARK_LABELS = ("useful", "not_useful")
 PER_MOVE, UNIFIED = "per-move", "unified"
@@ -179,7 +178,7 @@ class Explorer:
 
     def ask(self, statement: object, retrievers: object, top: object = None) -> dict:
         """The top hits of each move's column for `statement`, with the seconds each column took."""
-        statement = checked_statement(statement)
+        statement = page_statement(statement)
         top = self.top if top is None else top
         if not isinstance(top, int) or isinstance(top, bool) or not 1 <= top <= MAX_TOP:
             raise RequestError(f"top is a whole number from 1 to {MAX_TOP}, got {top!r}")
@@ -211,12 +210,12 @@ def papers_from(cfg, year: int | None) -> list[str] | None:
     return ids
 
 
-def checked_statement(statement: object) -> str:
-    if not isinstance(statement, str) or not statement.strip():
-        raise RequestError("the statement is empty: type the problem you want inspiration for")
-    if len(statement) > MAX_STATEMENT:
-        raise RequestError(f"a statement is at most {MAX_STATEMENT} characters (this one has {len(statement)})")
-    return statement.strip()
+def page_statement(statement: object) -> str:
+    """The page's statement, checked as the search checks it (`search.checked_statement`), refused as a bad request."""
+    try:
+        return checked_statement(statement)
+    except SearchError as exc:
+        raise RequestError(str(exc)) from None
 
 
 class JudgmentLog:
@@ -292,7 +291,7 @@ class ExplorerServer(LocalServer):
             answer = self.explorer.ask(body.get("statement"), body.get("retrievers"), body.get("top"))
             return answer | {"marks": self.judgments.marks(answer["statement"])}
         if path == "/api/mark":
-            statement = checked_statement(body.get("statement"))
+            statement = page_statement(body.get("statement"))
             column = self.explorer.column(body.get("retrievers"), body.get("move"))
             return {"marks": self.judgments.mark(column, statement, body.get("docid"), body.get("label"))}
         raise NotFound(f"no such endpoint: {path}")
@@ -310,8 +309,6 @@ def listen_address(host: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config import load_config
-
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"examples:\n  {PROG} --model all-MiniLM-L6-v2 --build-missing --from-year 2019\n  {PROG} --port 8771\n\n"
@@ -338,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         host = listen_address(args.host)
         if not 1 <= args.top <= MAX_TOP:
             raise SearchError(f"--top is from 1 to {MAX_TOP}")
-        cfg = load_config(args.params)
+        cfg = load_search_config(args.params)
         judgments = JudgmentLog(args.judgments or cfg.paths.explorer_judgments)
         started = time.perf_counter()
         explorer = Explorer.load(cfg, model=args.model, indexes=args.indexes, top=args.top,

@@ -15,7 +15,11 @@ hit is printed as the paper wrote it (original case) with its paper id, title, y
 before it.
 
 An index folder holds index.faiss, sentences.parquet (what is shown per hit) and index.json (the
-model's fingerprint, the candidate prefix, the source tables' checksums). Candidates are embedded the
+model's fingerprint, the candidate prefix, the source tables' checksums, and the sha256 of index.faiss and
+sentences.parquet). It is built in a temporary folder beside its target and swapped in whole (`io.replace_folder`), so
+an interrupted rebuild leaves the old index or the new one; opening it checks both files against index.json, so a
+folder whose vectors and sentences come from two builds is refused instead of printing one's scores beside the other's
+sentences. Candidates are embedded the
 way the benchmark's pool is (`text_clean`, lower-cased like mining's sentences) through the
 embedding cache of `retrieval.dense` (keyed by model fingerprint, prefix and the texts' checksum, plus the process's
 in-memory memo), so rebuilding after an interruption or for a second model reuses what was encoded; a query encodes
@@ -30,7 +34,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
+from ..io import InputError, replace_folder, require_columns, sha256_file, write_json_atomic
 from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 from ..retrieval.dense import DenseRetriever, build_inner_product_index
 
@@ -47,7 +54,11 @@ PROG = "ratio-search"
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 ROWS_FILE = "sentences.parquet"
-INDEX_FORMAT = 2  # 2: rows hold the next sentence too (the explorer shows both neighbours)
+# 2: rows hold the next sentence too (the explorer shows both neighbours); 3: index.json records the sha256 of the
+# vectors (index.faiss) and the rows (sentences.parquet), checked on opening
+INDEX_FORMAT = 3
+CHECKED_FILES = (INDEX_FILE, ROWS_FILE)
+MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
 HIT_COLUMNS = ("rank", "score", "docid", "paper_id", "title", "year", "previous", "sentence", "next")
 
 
@@ -166,6 +177,42 @@ def parse_move(value: str | Move) -> Move:
         raise SearchError(str(exc)) from None
 
 
+def checked_statement(statement: object) -> str:
+    """The statement stripped, or SearchError: not text, empty, over MAX_STATEMENT characters, or not UTF-8 (a
+    command-line argument of bytes that are not UTF-8 arrives as lone surrogates, which no encoder can read)."""
+    if not isinstance(statement, str) or not statement.strip():
+        raise SearchError("the statement is empty: give the sentence you want inspiration for")
+    if len(statement) > MAX_STATEMENT:
+        raise SearchError(f"a statement is at most {MAX_STATEMENT} characters (this one has {len(statement)})")
+    try:
+        statement.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SearchError(f"the statement is not valid UTF-8 text (character {exc.start + 1}): pass it as UTF-8") from None
+    return statement.strip()
+
+
+def load_search_config(params: "str | Path | None"):
+    """The run's config, or SearchError in one line naming the params file (missing, not YAML, a bad section)."""
+    import yaml
+
+    from ..config import load_config
+
+    try:
+        return load_config(params)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        where = params or "params/default.yaml"
+        message = " ".join(str(exc).split())
+        raise SearchError(message if str(where) in message else f"params {where}: {message}") from None
+
+
+def index_embedding_cache(cfg) -> Path | None:
+    """Where `index` keeps the corpus's encodings: $RATIO_EMBEDDING_CACHE when it is set (`off`: nowhere), as every
+    other command (`retrieval.dense.default_embedding_cache`), else the run's cache, where notebook 08 left its own."""
+    from ..retrieval.dense import default_embedding_cache
+
+    return default_embedding_cache() if "RATIO_EMBEDDING_CACHE" in os.environ else cfg.paths.embedding_cache
+
+
 # ---------------------------------------------------------------------------------------------
 # Building an index
 # ---------------------------------------------------------------------------------------------
@@ -213,18 +260,12 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
 
 def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, model: QueryModel | None,
                 sources: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> dict[str, Any]:
-    """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder."""
-    import faiss
-
+    """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder: built in a
+    temporary folder beside `out_dir` and swapped in whole, so that `out_dir` always holds one complete index."""
     if rows.empty:
         raise SearchError("no sentence to index")
     vectors, cache_key = encoder.embeddings(list(rows["docid"]), list(rows["text"]), encoder.doc_prefix, "encoding corpus")
     index = build_inner_product_index(vectors, use_gpu=False)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / INDEX_FILE) as tmp:
-        faiss.write_index(index, str(tmp))
-    write_parquet_atomic(rows.drop(columns=["text"]), out_dir / ROWS_FILE)
     meta = {
         "format": INDEX_FORMAT,
         "model": model.name if model else encoder.model_label,
@@ -238,8 +279,57 @@ def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, m
         "counts": counts or {},
         "embedding_cache": Path(cache_key).name if cache_key else None,
     }
-    write_json_atomic(out_dir / META_FILE, meta)  # last: a folder without it is not an index
+    return write_index_folder(index, rows.drop(columns=["text"]), meta, Path(out_dir))
+
+
+def write_index_folder(index: Any, rows: pd.DataFrame, meta: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Write the faiss `index`, its `rows` and `meta` (plus the files' sha256 under "checksums") into a temporary folder
+    beside `out_dir`, then swap it in (`io.replace_folder`): a kill at any point leaves the old index or the new one."""
+    import faiss
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".building", dir=out_dir.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(building, 0o777 & ~umask)  # mkdtemp's folder is the owner's only; an index is as readable as any output
+        faiss.write_index(index, str(building / INDEX_FILE))
+        rows.to_parquet(building / ROWS_FILE, index=False)
+        meta = {**meta, "checksums": {name: sha256_file(building / name) for name in CHECKED_FILES}}
+        write_json_atomic(building / META_FILE, meta)
+        replace_folder(building, out_dir)
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
     return meta
+
+
+def read_text_table(path: Path, text_columns: tuple[str, ...]) -> pd.DataFrame:
+    """A parquet table whose `text_columns` (those present) hold text; InputError naming the file otherwise (not
+    parquet, not UTF-8, a column of bytes or numbers where text belongs), never a column silently turned into
+    "b'...'" strings."""
+    import pyarrow
+
+    try:
+        frame = pd.read_parquet(path)
+    except (pyarrow.ArrowException, OSError, ValueError) as exc:
+        raise InputError(path, f"is not a readable parquet table ({' '.join(str(exc).split())[:200]})",
+                         reason="unreadable") from None
+    for column in (c for c in text_columns if c in frame.columns):
+        values = frame[column]
+        wrong = values[values.notna() & ~values.map(lambda v: isinstance(v, str))]
+        if not wrong.empty:
+            row, value = wrong.index[0], wrong.iloc[0]
+            what = type(value).__name__
+            if isinstance(value, bytes):
+                try:
+                    value.decode("utf-8")
+                    what = "bytes (store it as a string column)"
+                except UnicodeDecodeError:
+                    what = "bytes that are not UTF-8"
+            raise InputError(path, f"column {column!r} holds {what}, not text, in {len(wrong)} row(s), the first at "
+                             f"row {row}", reason="not_text")
+    return frame
 
 
 def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir: Path | None = None,
@@ -251,8 +341,8 @@ def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir
     papers_path = sentences_path.parent / "papers.parquet"
     if not sentences_path.exists():
         raise SearchError(f"no sentence table at {sentences_path}: run notebook 00 or pass --corpus DIR|FILE.parquet")
-    papers = pd.read_parquet(papers_path) if papers_path.exists() else None
-    sentences = pd.read_parquet(sentences_path)
+    papers = read_text_table(papers_path, ("title",)) if papers_path.exists() else None
+    sentences = read_text_table(sentences_path, ("paper_id", "text", "text_clean"))
     if paper_ids:
         unknown = sorted(set(paper_ids) - set(sentences["paper_id"]))
         if unknown:
@@ -262,7 +352,7 @@ def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir
     sources = {sentences_path.name: sha256_file(sentences_path)}
     if papers is not None:
         sources[papers_path.name] = sha256_file(papers_path)
-    encoder = query_encoder(model, batch_size=batch_size, cache_dir=cfg.paths.embedding_cache)
+    encoder = query_encoder(model, batch_size=batch_size, cache_dir=index_embedding_cache(cfg) or False)
     out_dir = Path(out_dir) if out_dir is not None else default_index_dir(cfg, model)
     return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts)
 
@@ -298,6 +388,12 @@ class SearchIndex:
                 f"{str(meta.get('model_fingerprint'))[:12]}), but the query model's fingerprint is {fingerprint[:12]}; "
                 f"scores across two models mean nothing. Rebuild it: {build_hint}"
             )
+        recorded = meta.get("checksums") or {}
+        for name in CHECKED_FILES:
+            if not (folder / name).exists() or sha256_file(folder / name) != recorded.get(name):
+                raise SearchError(
+                    f"mixed or damaged index {folder}: {name} is not the file index.json was written with (an "
+                    f"interrupted rebuild, or a file copied from another index); rebuild it: {build_hint}")
         index = faiss.read_index(str(folder / INDEX_FILE))
         rows = pd.read_parquet(folder / ROWS_FILE)
         if index.ntotal != len(rows):
@@ -315,8 +411,7 @@ def search_index(statement: str, move: Move | str, encoder: DenseRetriever, inde
     """The `top` sentences of the index for `statement` under `move` (the statement itself excluded). The statement
     is encoded through the encoder's memo (when it has one): once per (model, prefix, statement) in a process."""
     parse_move(move)  # the move decides the model/prefix upstream; still refuse an unknown one here
-    if not statement or not statement.strip():
-        raise SearchError("the statement is empty: give the sentence you want inspiration for")
+    statement = checked_statement(statement)
     if top < 1:
         raise SearchError(f"--top must be >= 1, got {top}")
     text = statement_text(statement, index)
@@ -340,8 +435,7 @@ def inspire(statement: str, move: str = "specify", *, cfg=None, model: Any = Non
 
     cfg = cfg or load_config()
     move = parse_move(move)
-    if not statement or not statement.strip():
-        raise SearchError("the statement is empty: give the sentence you want inspiration for")
+    checked_statement(statement)
     qmodel = resolve_query_model(cfg, move, model)
     folder = Path(index_dir) if index_dir is not None else default_index_dir(cfg, qmodel)
     encoder = query_encoder(qmodel, cache_dir=False)  # a statement is one sentence: kept in the memo, not on disk
@@ -428,12 +522,10 @@ def _with_verb(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config import load_config
-
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(_with_verb(argv))
     try:
-        cfg = load_config(args.params)
+        cfg = load_search_config(args.params)
         if args.command == "index":
             move = parse_move(args.move) if args.move else None
             qmodel = resolve_query_model(cfg, move, args.model)
