@@ -47,10 +47,10 @@ def counting_model(tmp_path, monkeypatch):
     model = CountingModel()
     monkeypatch.setattr(dense, "load_sentence_transformer", lambda ref, device=None, **kw: model)
     monkeypatch.setenv("RATIO_EMBEDDING_CACHE", "off")
-    dense._shared_model.cache_clear()
+    dense.LOADED_MODELS.cache_clear()
     dense.clear_embedding_memo()
     yield folder, model
-    dense._shared_model.cache_clear()
+    dense.LOADED_MODELS.cache_clear()
     dense.clear_embedding_memo()
 
 

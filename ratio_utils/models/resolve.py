@@ -144,20 +144,17 @@ class ModelRef:
     revision: str | None = None
     model: Any = field(default=None, compare=False, repr=False)  # the live object of source "object"
 
-    @functools.cached_property
-    def _fixed_fingerprint(self) -> str:
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the encodings could (embedding-cache key), read anew on every call: a live model's from
+        its weights (training changes them in place), a folder's from its files (re-hashed only when a file's size or
+        modification time changed), so a folder rewritten in place never keeps its old fingerprint."""
+        if self.source == "object":
+            return _state_fingerprint(self.model)
         if self.source == "hub" and self.revision:
             # A hub commit names its files exactly; hashing a multi-GB snapshot on every run would cost minutes.
             return hashlib.sha256(f"hub:{self.location}@{self.revision}".encode()).hexdigest()
         return _path_fingerprint(self.path)
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes whenever the encodings could (embedding-cache key); a live model's is recomputed on every call,
-        since training changes its weights in place."""
-        if self.source == "object":
-            return _state_fingerprint(self.model)
-        return self._fixed_fingerprint
 
     @property
     def prompts(self) -> dict[str, str]:

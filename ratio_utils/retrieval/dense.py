@@ -10,12 +10,14 @@ Inputs are prefixed before encoding:
 * for instruction-following models, a per-move instruction (schema.MOVE_INSTRUCTIONS, Appendix C) put
   in front of the query by `schema.instructed_query_prefix`.
 
-Embeddings are cached on disk under `<cache_dir>/<model fingerprint>/<prefix hash>/<texts checksum>.npy`
-(`cfg.paths.embedding_cache` in a stage; `default_embedding_cache()` for the commands: $RATIO_EMBEDDING_CACHE, else
-<output root>/cache/embeddings when $RATIO_OUTPUT_ROOT is set, else ~/.cache/ratio/embeddings): a second search over
-the same pool with the same model and prefix loads the memory-mapped array instead of encoding again. Within a process,
-the retrievers built with `memo=True` (evaluate, the MTEB tasks, search, the explorer) also share one in-memory memo
-(`EMBEDDING_MEMO`) keyed by (model fingerprint, prefix, texts checksum, dtype): one encoding per key, whoever asks. `fp16_storage` halves the disk and index memory
+Embeddings are cached on disk (retrieval.embedding_cache: keyed by the model's content fingerprint, the encoder's
+settings, the prefix, the texts and the dtype; verified on every load; `cfg.paths.embedding_cache` in a stage,
+`default_embedding_cache()` for the commands: $RATIO_EMBEDDING_CACHE, else <output root>/cache/embeddings when
+$RATIO_OUTPUT_ROOT is set, else ~/.cache/ratio/embeddings): a second search over the same pool with the same model and
+prefix loads the memory-mapped array instead of encoding again. Within a process, the retrievers built with
+`memo=True` (evaluate, the MTEB tasks, search, the explorer) also share one in-memory memo (`EMBEDDING_MEMO`) with the
+same key: one encoding per key, whoever asks. Loaded models are shared through `LOADED_MODELS`, keyed by the model's
+fingerprint, so a folder rewritten in place is loaded again, never served from the copy loaded before. `fp16_storage` halves the disk and index memory
 (the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
 
 A pool whose vectors would take more than `max_pool_bytes` (retrieval.max_pool_bytes; the paper's
@@ -27,9 +29,10 @@ searched block by block (ratio_utils.retrieval.blocks), with the same ranking as
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
+import json
+import logging
 import os
+from collections import OrderedDict
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,125 +41,20 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..io import atomic_path, write_json_atomic
 from ..models import ModelRef, load_sentence_transformer, model_fingerprint, model_name, resolve_model
 from ..param_sections import DEFAULT_MAX_POOL_BYTES
-from ..publish.run_records import count_reused
 from .base import Retriever, run_from_hits
 from .blocks import encode_to_memmap, search_blocks
+from .embedding_cache import (  # noqa: F401 - default_embedding_cache and texts_checksum: imported from here too
+    EMBEDDING_MEMO,
+    EmbeddingCache,
+    EmbeddingKey,
+    EmbeddingMemo,
+    default_embedding_cache,
+    texts_checksum,
+)
 
-def texts_checksum(ids: list[str], texts: list[str]) -> str:
-    """Checksum of an ordered list of (id, text): the embedding-cache key of a pool or query set."""
-    digest = hashlib.sha256()
-    for doc_id, text in zip(ids, texts):
-        digest.update(doc_id.encode())
-        digest.update(b"\x1f")
-        digest.update(text.encode())
-        digest.update(b"\x1e")
-    return digest.hexdigest()
-
-
-def _short(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-class EmbeddingCache:
-    """Embeddings on disk: <root>/<model fp>/<prefix hash>/<checksum>.<dtype>.npy, loaded memory-mapped.
-
-    Each load and save is counted for the run's records (ratio_utils.publish.run_records): texts whose embeddings
-    were read from an array an earlier notebook or run wrote, out of all texts embedded or read."""
-
-    REUSE_RECORD = "texts' embeddings computed before (cache/embeddings)"
-    _saved_here: set[Path] = set()  # arrays this process wrote: reading them again is not reuse of earlier work
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def path(self, model_fp: str, prefix: str, checksum: str, dtype: str) -> Path:
-        return self.root / model_fp[:16] / _short(prefix) / f"{checksum[:24]}.{dtype}.npy"
-
-    def load(self, path: Path, n_rows: int) -> np.ndarray | None:
-        if not path.exists():
-            return None
-        array = np.load(path, mmap_mode="r")
-        if array.shape[0] != n_rows:  # a different text set hashed alike: never trust it
-            return None
-        if path not in self._saved_here:
-            count_reused(self.REUSE_RECORD, n_rows, n_rows)
-        return array
-
-    def save(self, path: Path, array: np.ndarray, prefix: str, model: str) -> np.ndarray:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as handle:
-                np.save(handle, array)
-        self.record_written(path, array.shape[0], prefix, model)
-        return np.load(path, mmap_mode="r")
-
-    def record_written(self, path: Path, n_rows: int, prefix: str, model: str) -> None:
-        """An array this process wrote at `path` (by `save`, or encoded into it in place): its prefix kept
-        readable beside it (the folder name holds only its hash), and its rows counted as computed, not reused."""
-        write_json_atomic(path.parent / "prefix.json", {"prefix": prefix, "model": model})
-        self._saved_here.add(path)
-        count_reused(self.REUSE_RECORD, 0, n_rows)
-
-
-EMBEDDING_CACHE_ENV = "RATIO_EMBEDDING_CACHE"
-_CACHE_OFF = {"", "0", "off", "none", "false", "no"}
-
-
-def default_embedding_cache() -> Path | None:
-    """The on-disk embedding cache of the commands (evaluate, MTEB, search, explorer) when none is named:
-    $RATIO_EMBEDDING_CACHE (`off` disables it), else <$RATIO_OUTPUT_ROOT>/cache/embeddings in a run, else
-    $XDG_CACHE_HOME/ratio/embeddings (~/.cache/ratio/embeddings)."""
-    named = os.environ.get(EMBEDDING_CACHE_ENV)
-    if named is not None:
-        return None if named.strip().lower() in _CACHE_OFF else Path(os.path.expanduser(named))
-    root = os.environ.get("RATIO_OUTPUT_ROOT")
-    if root:
-        return Path(root) / "cache" / "embeddings"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ratio" / "embeddings"
-
-
-class EmbeddingMemo:
-    """Embeddings already computed (or loaded) in this process, keyed by (model fingerprint, prefix, texts checksum,
-    dtype); least recently used entries go beyond `max_bytes` (memory-mapped arrays cost nothing and are kept).
-
-    `encoded` counts the texts sent through a model by retrievers that use the memo (cache misses)."""
-
-    def __init__(self, max_bytes: int = 2 << 30):
-        self.max_bytes = max_bytes
-        self._entries: dict[tuple, np.ndarray] = {}
-        self.encoded = 0
-        self.hits = 0
-
-    @staticmethod
-    def _bytes(array: np.ndarray) -> int:
-        return 0 if isinstance(array, np.memmap) else int(array.nbytes)
-
-    def get(self, key: tuple) -> np.ndarray | None:
-        array = self._entries.pop(key, None)
-        if array is not None:
-            self._entries[key] = array  # most recently used last
-            self.hits += 1
-        return array
-
-    def put(self, key: tuple, array: np.ndarray) -> None:
-        self._entries.pop(key, None)
-        self._entries[key] = array
-        while sum(self._bytes(a) for a in self._entries.values()) > self.max_bytes and len(self._entries) > 1:
-            self._entries.pop(next(iter(self._entries)))
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.encoded = self.hits = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-EMBEDDING_MEMO = EmbeddingMemo()
-
+logger = logging.getLogger(__name__)
 
 def clear_embedding_memo() -> None:
     """Forget every embedding of the process-wide memo (tests; a notebook that wants to measure encoding)."""
@@ -197,14 +95,67 @@ def build_inner_product_index(vectors: np.ndarray, fp16: bool = False, chunk: in
     return index
 
 
-@functools.lru_cache(maxsize=2)
-def _shared_model(ref: ModelRef, device: str | None):
-    """One loaded copy per resolved model: the retrievers of a notebook (one per move and prefix) share it.
+class LoadedModels:
+    """Models loaded in this process, one copy per (folder or hub id, content fingerprint, device): the retrievers of
+    a notebook (one per move and prefix) share it, and a folder rewritten in place (notebook 09 re-trains into the
+    same folder) gets a new fingerprint, so it is loaded again instead of being served from the copy loaded before.
+    The `size` most recently used are kept. Each entry remembers the model's encoder settings as loaded, so a setting
+    changed on it afterwards (`max_seq_length = 16`) changes the embedding-cache key (`encoder_settings`)."""
 
-    Only models given by name, folder or reference are shared; a live model passed in (e.g. by the trainer) is used
-    as is.
-    """
-    return load_sentence_transformer(ref, device=device)
+    def __init__(self, size: int = 2):
+        self.size = size
+        self._entries: OrderedDict[tuple, tuple[Any, str, dict]] = OrderedDict()
+
+    def get(self, ref: ModelRef, device: str | None) -> tuple[Any, str, dict]:
+        """(the loaded model, the fingerprint its files had when loaded, its encoder settings then)."""
+        fingerprint = ref.fingerprint
+        key = (ref.source, str(ref.path or ref.location), fingerprint, device)
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        model = load_sentence_transformer(ref, device=device)
+        if ref.fingerprint != fingerprint:
+            raise RuntimeError(f"model {ref}: its files changed while it was being loaded; load it again when "
+                               "whatever writes them has finished")
+        self._entries[key] = (model, fingerprint, _settings_of(model))
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return self._entries[key]
+
+    def cache_clear(self) -> None:
+        self._entries.clear()
+
+
+LOADED_MODELS = LoadedModels()
+
+
+def _settings_of(model: Any) -> dict:
+    """What of a loaded sentence-transformers model changes its embeddings besides its weights: its token limit, dtype,
+    output truncation, default prompt and each module's configuration (pooling mode, normalisation, lower-casing)."""
+    settings: dict[str, Any] = {}
+    for name in ("max_seq_length", "truncate_dim", "default_prompt_name", "prompts"):
+        if hasattr(model, name):
+            settings[name] = getattr(model, name)
+    if hasattr(model, "parameters"):
+        first = next(iter(model.parameters()), None)
+        settings["dtype"] = str(first.dtype) if first is not None else None
+    if hasattr(model, "__iter__") and hasattr(model, "_modules"):
+        settings["modules"] = [[type(module).__name__, module.get_config_dict() if hasattr(module, "get_config_dict")
+                                else None] for module in model]
+    return json.loads(json.dumps(settings, sort_keys=True, default=str))
+
+
+def _library_versions() -> dict[str, str]:
+    """The encoding libraries' versions: an upgrade may change vectors, so it is part of the cache key."""
+    import importlib.metadata
+
+    versions = {}
+    for package in ("sentence-transformers", "transformers"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = "absent"
+    return versions
 
 
 _SHARED_INDEXES: dict[str, Any] = {}  # the latest pool index of a memo-sharing retriever, by embedding key
@@ -264,7 +215,8 @@ class DenseRetriever(Retriever):
         self.model_label = label
         self.name = name or label
         self.encoded_texts = 0  # texts actually sent through the model (cache misses)
-        self._fingerprint: str | None = None
+        self._fingerprint: str | None = None  # a named model's, fixed when first read (the model loaded must match it)
+        self._loaded_settings: dict | None = None  # its encoder settings as loaded (LOADED_MODELS)
         self._index_memo: tuple[str, Any] | None = None
 
     # -- model -------------------------------------------------------------------------------
@@ -273,7 +225,12 @@ class DenseRetriever(Retriever):
         if self._model is None:
             if self.ref is None:
                 self.ref = resolve_model(self._model_ref)
-            self._model = _shared_model(self.ref, self.device)
+            model, fingerprint, settings = LOADED_MODELS.get(self.ref, self.device)
+            if self._fingerprint is not None and fingerprint != self._fingerprint:
+                # Embeddings already served under the earlier fingerprint must not be mixed with this model's.
+                raise RuntimeError(f"model {self.ref}: its files changed after this retriever first read them; "
+                                   "build a new retriever (or call evaluate again) to use the new model")
+            self._model, self._fingerprint, self._loaded_settings = model, fingerprint, settings
         return self._model
 
     def fingerprint(self) -> str:
@@ -285,6 +242,37 @@ class DenseRetriever(Retriever):
                 self.ref = resolve_model(self._model_ref)
             self._fingerprint = self.ref.fingerprint
         return self._fingerprint
+
+    def encoder_settings(self) -> dict:
+        """Everything besides the weights and the prefix that changes this retriever's vectors (part of the cache
+        key): the registry's load options, the encoding libraries' versions, normalisation, and the model's settings:
+        all of them for a live model; for a named one those changed since it was loaded (none while it is not
+        loaded, so a search served from the cache never loads it)."""
+        settings: dict[str, Any] = {"normalize": True, "libraries": _library_versions()}
+        if self._model_ref is None:
+            settings["model"] = _settings_of(self._model)
+            return settings
+        if self.ref is None:
+            self.ref = resolve_model(self._model_ref)
+        entry = self.ref.entry
+        settings["load"] = {**entry.model_kwargs(), "max_seq_length": entry.max_seq_length} if entry else {}
+        if self._model is not None and self._loaded_settings is not None:
+            now = _settings_of(self._model)
+            settings["changed"] = {name: value for name, value in now.items() if self._loaded_settings.get(name) != value}
+        else:
+            settings["changed"] = {}
+        return settings
+
+    def embedding_key(self, ids: list[str], texts: list[str], prefix: str) -> EmbeddingKey:
+        """The cache key of the embeddings of (ids, texts) with `prefix` by this retriever's model as it is now."""
+        return EmbeddingKey(model_fingerprint=self.fingerprint(),
+                            encoder=json.dumps(self.encoder_settings(), sort_keys=True, default=str),
+                            prefix=prefix, texts=texts_checksum(ids, texts), rows=len(texts), dtype=self.storage_dtype)
+
+    def cached_embeddings(self, ids: list[str], texts: list[str], prefix: str) -> np.ndarray | None:
+        """The embeddings the on-disk cache holds for (ids, texts) with `prefix` (verified), never encoding; None when
+        it holds none or the retriever has no cache."""
+        return self.cache.load(self.embedding_key(ids, texts, prefix)) if self.cache is not None else None
 
     def describe(self) -> dict:
         return {
@@ -317,43 +305,46 @@ class DenseRetriever(Retriever):
     def encode(self, texts: list[str], prefix: str, desc: str = "encoding") -> np.ndarray:
         """L2-normalised float32 embeddings of prefix + text (always through the model: see `embeddings`)."""
         self.encoded_texts += len(texts)
+        show = self.show_progress and len(texts) > 5 * self.batch_size
+        if show:  # sentence-transformers' own bar says only "Batches": say first what is encoded, by which model
+            tqdm.write(f"{self.model_label}: {desc}, {len(texts):,} texts in batches of {self.batch_size}")
         vectors = self.model.encode(
             [prefix + t for t in texts],
             batch_size=self.batch_size,
             convert_to_numpy=True,
             normalize_embeddings=True,
-            show_progress_bar=self.show_progress and len(texts) > 5 * self.batch_size,
+            show_progress_bar=show,
         )
         return np.asarray(vectors, dtype=np.float32)
 
     def embeddings(self, ids: list[str], texts: list[str], prefix: str, desc: str) -> tuple[np.ndarray, str | None]:
-        """Embeddings of texts and their cache key (None without a memo or a cache folder).
+        """Embeddings of texts and their cache key's label (None without a memo or a cache folder).
 
         Looked up in order: the in-memory memo (when the retriever has one), the on-disk cache (when a cache
-        folder is set), else encoded once and kept in both."""
+        folder is set; verified, and encoded under its lock so that two processes encode it once), else encoded once
+        and kept in both."""
         dtype = self.storage_dtype
         if self.cache is None and self.memo is None:
             vectors = self.encode(texts, prefix, desc)
             return (vectors.astype(np.float16) if self.fp16_storage else vectors), None
-        fp = self.fingerprint()
-        checksum = texts_checksum(ids, texts)
-        memo_key = (fp, prefix, checksum, dtype)
-        path = self.cache.path(fp, prefix, checksum, dtype) if self.cache is not None else None
-        key = str(path) if path is not None else f"memo:{fp[:16]}/{_short(prefix)}/{checksum[:24]}.{dtype}"
+        key = self.embedding_key(ids, texts, prefix)
         if self.memo is not None:
-            found = self.memo.get(memo_key)
+            found = self.memo.get(key.memo_key)
             if found is not None and found.shape[0] == len(texts):
-                return found, key
-        vectors = self.cache.load(path, len(texts)) if path is not None else None
+                return found, key.label
+        vectors = self.cache.load(key, warn=False) if self.cache is not None else None
         if vectors is None:
-            vectors = self.encode(texts, prefix, desc).astype(dtype)
-            if self.memo is not None:
-                self.memo.encoded += len(texts)
-            if path is not None:
-                vectors = self.cache.save(path, vectors, prefix, self._model_ref or self.model_label)
+            with self.cache.locked(key) if self.cache is not None else contextlib.nullcontext() as found:
+                vectors = found
+                if vectors is None:
+                    vectors = self.encode(texts, prefix, desc).astype(dtype)
+                    if self.memo is not None:
+                        self.memo.encoded += len(texts)
+                    if self.cache is not None:
+                        vectors = self.cache.save(key, vectors, self._model_ref or self.model_label)
         if self.memo is not None:
-            self.memo.put(memo_key, vectors)
-        return vectors, key
+            self.memo.put(key.memo_key, vectors)
+        return vectors, key.label
 
     # -- search ------------------------------------------------------------------------------
     def _pool_index(self, pool: pd.DataFrame):
@@ -394,19 +385,22 @@ class DenseRetriever(Retriever):
         ids, texts = list(pool["docid"]), list(pool["text"])
         # (a pool beyond the memory budget is never kept in the in-memory memo: it stays a file)
         with contextlib.ExitStack() as stack:
-            checksum = texts_checksum(ids, texts)
+            encode = lambda batch: self.encode(list(batch), self.doc_prefix, "encoding pool")  # noqa: E731
+            desc = f"{self.model_label}: encoding pool"
             if self.cache is not None:
-                path = self.cache.path(self.fingerprint(), self.doc_prefix, checksum, self.storage_dtype)
-                vectors = self.cache.load(path, len(texts))
+                key = self.embedding_key(ids, texts, self.doc_prefix)
+                vectors = self.cache.load(key, warn=False)
+                if vectors is None:
+                    vectors = stack.enter_context(self.cache.locked(key))
+                if vectors is None:
+                    self.cache.discard(key)  # a refused entry (already reported) is encoded again from nothing
+                    encode_to_memmap(encode, texts, self.cache.path(key), self.embedding_dimension(),
+                                     self.encode_chunk, self.storage_dtype, desc=desc, texts_key=key.texts, lock=False)
+                    vectors = self.cache.seal(key, self._model_ref or self.model_label)
             else:  # no cache to keep it in: a temporary file, removed after the search
                 path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ratio-pool-"))) / "pool.npy"
-                vectors = None
-            if vectors is None:
-                vectors = encode_to_memmap(lambda batch: self.encode(list(batch), self.doc_prefix, "encoding pool"),
-                                           texts, path, self.embedding_dimension(), self.encode_chunk, self.storage_dtype,
-                                           texts_key=checksum)
-                if self.cache is not None:
-                    self.cache.record_written(path, len(texts), self.doc_prefix, self._model_ref or self.model_label)
+                vectors = encode_to_memmap(encode, texts, path, self.embedding_dimension(), self.encode_chunk,
+                                           self.storage_dtype, desc=desc)
             query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
             width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
             qids = list(queries["qid"])

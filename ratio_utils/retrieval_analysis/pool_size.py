@@ -39,7 +39,7 @@ from ..evaluation.metrics import per_query_metrics, relevant_ranks
 from ..evaluation.stats import DAGGER
 from ..publish.label_sources import silver_sources
 from ..publish.published import save_figure, set_figure_style, write_table
-from ..retrieval.dense import DenseRetriever, texts_checksum
+from ..retrieval.dense import DenseRetriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, recorded_prefixes, run_path
 from ..schema import MOVES, Split
 from .lexical_overlap import query_set_name
@@ -164,14 +164,13 @@ def cached_vectors(cache_dir: Path, info: RunInfo, queries: pd.DataFrame, pool: 
         try:
             retriever = DenseRetriever(ref, *prefixes, cache_dir=cache_dir,
                                        fp16_storage=bool(info.retriever.get("fp16_storage", False)))
-            fingerprint = retriever.fingerprint()
+            retriever.fingerprint()
         except (FileNotFoundError, ValueError, TypeError):
             continue
         arrays = []
         for frame, column, prefix in ((queries, "qid", prefixes[0]), (pool, "docid", prefixes[1])):
             ids, texts = list(frame[column].astype(str)), list(frame["text"].astype(str))
-            path = retriever.cache.path(fingerprint, prefix, texts_checksum(ids, texts), retriever.storage_dtype)
-            arrays.append(retriever.cache.load(path, len(ids)))
+            arrays.append(retriever.cached_embeddings(ids, texts, prefix))
         if all(a is not None for a in arrays):
             return tuple(arrays)
     return None
