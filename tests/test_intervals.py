@@ -88,3 +88,22 @@ def test_the_statistics_code_version_follows_the_source_of_stats(tmp_path):
     edited = source.replace("np.quantile(means, [alpha, 1 - alpha])", "np.quantile(means, [alpha, 1 - alpha], method='lower')")
     assert edited != source
     assert intervals.code_version(_load_copy(tmp_path / "edited_stats.py", edited)) != intervals.STATS_CODE_VERSION
+
+
+def test_a_paired_cell_counts_only_the_queries_that_can_differ():
+    """Queries whose value is the reference's by construction (a kept first-stage order) stay in the mean but not in
+    the effective n, which the † and the ≥ 30 rule read."""
+    cache = IntervalCache(None, seed=13, n_resamples=200)
+    qids = [f"q{i:02d}" for i in range(40)]
+    base = pd.Series(np.linspace(0, 0.5, 40), index=qids)
+    reranked = base.copy()
+    reranked.iloc[:12] += 0.5
+    diff, p = paired_cell(cache, reranked, base, fixed=qids[12:])
+    assert (diff.n, diff.n_effective, diff.effective_n) == (40, 12, 12)
+    assert diff.value == pytest.approx(0.5 * 12 / 40) and diff.indicative and diff.text().endswith(DAGGER)
+    assert intervals.cell_record(diff, p)["n_effective"] == 12 and intervals.cell_record(diff, p)["n"] == 40
+    every, _ = paired_cell(cache, reranked, base)
+    assert every.n_effective == 40 and not every.text().endswith(DAGGER)
+    # a fixed qid the two runs do not share changes nothing; a mean has no effective n
+    assert paired_cell(cache, reranked, base, fixed=["elsewhere"])[0].n_effective == 40
+    assert "n_effective" not in intervals.cell_record(cell(base, cache))

@@ -98,3 +98,53 @@ def test_format_p_blank_for_missing_and_errors_for_impossible_values():
         stats.format_p(-0.01)
     with pytest.raises(ValueError, match="n_permutations"):
         stats.format_p(0.5, n_permutations=0)
+
+
+# -- a family of tests: Holm's adjustment -------------------------------------------------------------------------
+
+
+def test_holm_adjustment_matches_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(11)
+    p = np.concatenate([rng.uniform(0, 0.01, 8), rng.uniform(0, 1, 40), [1e-4, 1e-4, 0.05, 1.0]])
+    rng.shuffle(p)
+    reject, expected, _, _ = multipletests(p, alpha=0.05, method="holm")
+    ours = stats.holm_adjust(p)
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12)
+    assert ((ours < 0.05) == reject).all()
+    assert (ours >= p).all() and ours.max() <= 1.0
+    # a p-value 0.0072 that a family of 40 tests lifts above 0.05, as in the review of the committed claims
+    assert stats.holm_adjust([0.0072] + [0.5] * 39)[0] == pytest.approx(0.0072 * 40)
+
+
+def test_holm_leaves_a_missing_p_out_of_the_family():
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.array([0.01, np.nan, 0.02, 0.04])
+    ours = stats.holm_adjust(p)
+    assert np.isnan(ours[1])
+    np.testing.assert_allclose(ours[[0, 2, 3]], multipletests(p[[0, 2, 3]], method="holm")[1])
+    assert np.isnan(stats.holm_adjust([np.nan])).all() and stats.holm_adjust([]).size == 0
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        stats.holm_adjust([0.2, 1.5])
+
+
+# -- proportions: exact (Clopper–Pearson) intervals -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("k", "n"), [(5, 5), (0, 4), (38, 40), (1, 3), (107, 185)])
+def test_proportion_ci_is_scipys_clopper_pearson(k, n):
+    expected = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    assert stats.proportion_ci(k, n) == pytest.approx((expected.low, expected.high), abs=1e-12)
+
+
+def test_five_of_five_reads_47_8_to_100_not_a_degenerate_interval():
+    low, high = stats.proportion_ci(5, 5)
+    assert stats.format_ci(1.0, low, high) == "100.0 [47.8, 100.0]"
+    # the percentile bootstrap of the same 0/1 sample collapses to a point
+    assert stats.bootstrap_ci(np.ones(5), n_resamples=500) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="trial"):
+        stats.proportion_ci(0, 0)
+    with pytest.raises(ValueError, match="successes"):
+        stats.proportion_ci(6, 5)

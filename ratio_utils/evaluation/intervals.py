@@ -96,17 +96,32 @@ class IntervalCache:
 
 @dataclass(frozen=True)
 class Cell:
+    """A mean over queries, or a paired difference over the queries two systems both scored.
+
+    value, low, high: the mean (or mean difference) and its 95% bootstrap interval, as fractions.
+    n: the queries it is computed on.
+    n_effective: for a paired difference, the queries whose difference can be non-zero (`paired_cell`); None for a
+        mean. The ≥ 30 rule and the † read it (a difference over 50 queries of which 47 are fixed at 0 by
+        construction rests on 3 queries).
+    """
+
     value: float
     low: float
     high: float
     n: int
+    n_effective: int | None = None
+
+    @property
+    def effective_n(self) -> int:
+        """The queries that decide the cell: `n_effective` where it is known, else `n`."""
+        return self.n if self.n_effective is None else self.n_effective
 
     @property
     def indicative(self) -> bool:
-        return stats.is_indicative(self.n)
+        return stats.is_indicative(self.effective_n)
 
     def text(self, scale: float = 100, digits: int = 1) -> str:
-        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + stats.dagger(self.n)
+        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + stats.dagger(self.effective_n)
 
 
 def cell(values, cache: IntervalCache) -> Cell:
@@ -116,15 +131,22 @@ def cell(values, cache: IntervalCache) -> Cell:
     return Cell(float(array.mean()), low, high, int(array.size))
 
 
-def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series) -> tuple[Cell, float]:
-    """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p."""
+def paired_cell(cache: IntervalCache, a: pd.Series, b: pd.Series, *, fixed=()) -> tuple[Cell, float]:
+    """mean(a - b) over the queries both score, its paired bootstrap interval, and the permutation p.
+
+    `fixed`: qids whose value of `a` is `b`'s by construction, e.g. a reranked query that kept its first-stage order
+    because its request had no answer (`rerank_promotion.kept_first_stage_order`); they stay in the mean and the
+    interval (they are part of the sample) but not in the cell's `n_effective`, the queries that can differ.
+    """
     common = a.dropna().index.intersection(b.dropna().index).sort_values()  # qid order, whatever the input order
     first, second = a.loc[common].to_numpy(float), b.loc[common].to_numpy(float)
     low, high, p = cache.paired(first, second)
-    return Cell(float((first - second).mean()), low, high, len(common)), p
+    can_differ = len(common.difference(pd.Index(list(fixed), dtype=common.dtype)))
+    return Cell(float((first - second).mean()), low, high, len(common), can_differ), p
 
 
 def cell_record(c: Cell, p: float | None = None, *, scale: float = 100, **keys) -> dict:
     """A cell (a mean, or a paired difference with its p) as a long numeric record (report.RECORD_COLUMNS);
-    `scale` 100: fractions written as % points."""
-    return {**keys, "value": scale * c.value, "low": scale * c.low, "high": scale * c.high, "n": c.n, "p": p}
+    `scale` 100: fractions written as % points; `n_effective` only for a paired difference."""
+    record = {**keys, "value": scale * c.value, "low": scale * c.low, "high": scale * c.high, "n": c.n, "p": p}
+    return record if c.n_effective is None else {**record, "n_effective": c.n_effective}

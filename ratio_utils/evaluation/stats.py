@@ -1,8 +1,9 @@
-"""Uncertainty of per-query metrics: bootstrap intervals and paired tests.
+"""Uncertainty of per-query metrics: bootstrap intervals and paired tests, Holm's multiplicity adjustment of a family
+of p-values, and exact (Clopper–Pearson) intervals of proportions.
 
-Serves every stage that reports a metric over queries (tables of notebooks 08–14, the human study).
+Serves every stage that reports a metric over queries (tables of notebooks 08–14, the human study, the claims).
 Reads and writes nothing: it takes arrays of per-query values (one value per query, e.g. reciprocal
-ranks) and returns intervals and p-values. The resampling is vectorised numpy rather than
+ranks) or counts and returns intervals and p-values. The resampling is vectorised numpy rather than
 `scipy.stats.bootstrap` / `scipy.stats.permutation_test`, because the tables call it for hundreds of
 cells and scipy's generic path is ~10x slower there; the tests check both against scipy.
 """
@@ -82,6 +83,46 @@ def paired_permutation_test(a, b, *, n_permutations: int = N_RESAMPLES, seed: in
         # A tolerance, so ties with the observed statistic count despite float rounding.
         as_extreme += int((permuted >= observed - 1e-12).sum())
     return (as_extreme + 1) / (n_permutations + 1)
+
+
+def holm_adjust(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values of one family of tests, in the input order (NaN stays NaN and is not a
+    member of the family).
+
+    The i-th smallest of the m p-values is multiplied by m - i + 1, the running maximum taken so the adjusted values
+    keep the raw order, and capped at 1; deciding each test at adjusted p < alpha controls the family-wise error
+    rate at alpha (Holm 1979), with no assumption on how the tests depend on each other (ours share queries).
+    """
+    raw = np.asarray(p_values, dtype=float).ravel()
+    adjusted = np.full(raw.shape, np.nan)
+    present = np.flatnonzero(~np.isnan(raw))
+    if present.size == 0:
+        return adjusted
+    if ((raw[present] < 0) | (raw[present] > 1)).any():
+        raise ValueError(f"a p-value lies in [0, 1], got {raw[present].min()} .. {raw[present].max()}")
+    order = present[np.argsort(raw[present], kind="stable")]
+    m = order.size
+    stepped = np.maximum.accumulate((m - np.arange(m)) * raw[order])
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
+def proportion_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval of a proportion `successes / trials`, as fractions.
+
+    A bootstrap of a 0/1 sample is degenerate at the ends (5 of 5 resamples to [1, 1]); the exact binomial interval
+    is not (5 of 5: [0.478, 1]). Computed by `scipy.stats.binomtest(...).proportion_ci(method="exact")`.
+    """
+    from scipy.stats import binomtest
+
+    if trials < 1:
+        raise ValueError(f"a proportion needs at least one trial, got {trials}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in [0, trials], got {successes} of {trials}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    interval = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
+    return float(interval.low), float(interval.high)
 
 
 def is_indicative(n_queries: int) -> bool:
