@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -61,7 +62,7 @@ def test_a_table_built_on_silver_carries_the_silver_provenance(cfg, bench):
     write_pairs(bench.queries("specify", "test").head(2), bench.root, "specify", "silver")
     label_sources.write_silver_source(bench.root, STAND_IN)
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test", "silver"]))
-    result = assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    result = assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
     for name in ("table1_silver_main", "table8_silver_full", BASELINE_TABLE):
         record = json.loads((cfg.paths.tables / f"{name}.provenance.json").read_text())
         assert record["label_sources"] == [STAND_IN.to_json()], name
@@ -100,7 +101,7 @@ def test_records_round_trip_and_refuse_unknown_columns(cfg):
 
 def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, bench):
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
-    result = assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    result = assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
     records = read_records(cfg)
     diff = records[(records["table"] == BASELINE_TABLE) & (records["move"] == "specify")].iloc[0]
     cells = result.numeric["table7_test_full"].set_index("System")
@@ -122,7 +123,7 @@ def test_best_tuned_is_compared_with_the_best_bm25_on_the_same_queries(cfg, benc
     ranking["score"] = -ranking["rank"].astype(float)
     tuned = replace(read_run_info(source), model="mini", prefix="generic", setup="Tuned", family="dense", stage="09_finetune")
     write_system_run(ranking, cfg.paths.retrieval_runs, tuned)
-    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(
+    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected.from_names(
         bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("mini",), tuned_moves=("specify",)))
     records = read_records(cfg)
     row = records[(records["table"] == BASELINE_TABLE) & (records["scope"] == "best tuned vs best BM25")]
@@ -190,3 +191,73 @@ def test_one_comparison_against_the_paper_contradicts_a_claim_of_every_compariso
     assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.CONTRADICTED
     rows[-1] = _record("analysis_overlap_comparisons", "specify", "test", 0.0, -0.01, 0.01, 0.9, 500)
     assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.NOT_SHOWN
+
+
+# -- multiplicity and effective n ----------------------------------------------------------------------------------
+
+
+def test_verdicts_are_decided_on_holm_adjusted_p_over_the_query_sets_family():
+    from statsmodels.stats.multitest import multipletests
+
+    # the review's case: p 0.0072 alone supports the claim; beside 39 other comparisons of the silver set it does not
+    decisive = _record("finetune_tuned_vs_baseline", "specify", "silver", 7.6, 3.6, 11.7, 0.0072, 185)
+    others = [_record("finetune_tuned_vs_baseline", "address", "silver", 0.5, -1.0, 2.0, 0.5, 100 + i) for i in range(39)]
+    alone = claims.claims_table(records_frame([decisive]), (CLAIM,)).set_index("move")
+    assert alone.loc["Specify", "silver: verdict"] == claims.SUPPORTED
+    records = records_frame([decisive, *others,
+                             _record("finetune_tuned_vs_baseline", "specify", "test", 7.5, 6.3, 8.7, 0.0072, 1861)])
+    family = claims.comparison_family(records, (CLAIM,))
+    silver = family[family["query_set"] == "silver"]
+    np.testing.assert_allclose(silver["p_holm"], multipletests(silver["p"], method="holm")[1])
+    assert claims.family_sizes(family) == {"silver": 40, "test": 1}  # one family per query set
+    table = claims.claims_table(records, (CLAIM,)).set_index("move")
+    assert table.loc["Specify", "silver: verdict"] == claims.NOT_SHOWN
+    assert "p 0.0072, Holm p 0.2880" in table.loc["Specify", "silver: evidence"]
+    assert table.loc["Specify", "unfiltered test: verdict"] == claims.SUPPORTED  # the test set's family is 1
+    statement = claims.family_statement(family)
+    assert "silver: 40 comparisons" in statement and "unfiltered test: 1 comparisons" in statement
+
+
+def test_a_comparison_with_three_differences_that_can_differ_has_effective_n_3_and_is_not_shown():
+    from ratio_utils.evaluation.intervals import IntervalCache, cell_record, paired_cell
+    from ratio_utils.evaluation.rerank_promotion import kept_first_stage_order
+
+    qids = [f"q{i:02d}" for i in range(50)]
+    first = pd.DataFrame([(q, f"d{q}{r}", r) for q in qids for r in range(1, 11)], columns=["qid", "docid", "rank"])
+    reranked = first.copy()
+    changed = qids[:3]  # three answered requests moved their gold to the top; 47 kept the first-stage order
+    for q in changed:
+        mask = reranked["qid"] == q
+        reranked.loc[mask, "rank"] = 11 - reranked.loc[mask, "rank"]
+    fixed = kept_first_stage_order(reranked, first)
+    assert fixed == set(qids[3:])
+    base = pd.Series(0.1, index=qids)
+    after = base.copy()
+    after[changed] = 1.0
+    diff, p = paired_cell(IntervalCache(None, seed=13, n_resamples=500), after, base, fixed=fixed)
+    assert (diff.n, diff.n_effective) == (50, 3)
+    record = cell_record(diff, p, table="rerank_vs_first_stage", move="specify", query_set="silver", metric="M@10",
+                         subject="x + rerank", reference="x")
+    rerank = next(c for c in claims.CLAIMS if c.table == "rerank_vs_first_stage")
+    row = claims.claims_table(records_frame([record]), (rerank,)).set_index("move").loc["Specify"]
+    # every difference is >= 0 and p is as small as 3 sign flips allow, yet 3 queries cannot decide it
+    assert diff.low >= 0 and row["silver: verdict"] == claims.NOT_SHOWN
+    assert "n 50, effective n 3" in row["silver: evidence"] and "†" in row["silver: evidence"]
+    # a sign-flip test on 3 non-zero differences cannot go below 2/8; and even at a small p, 3 queries decide nothing
+    assert p >= 0.2
+    assert claims.decide(100 * diff.value, 100 * diff.low, 100 * diff.high, 0.001, diff.effective_n, +1) == claims.NOT_SHOWN
+
+
+def test_the_paper_values_have_one_home_and_the_broaden_rerank_cell_is_filled():
+    from ratio_utils import paper_values
+    from ratio_utils.evaluation import rerank_promotion
+    from ratio_utils.reporting import summary_headline
+
+    rerank = next(c for c in claims.CLAIMS if c.table == "rerank_vs_first_stage")
+    assert "+6.0 (all-mpnet-base-v2)" in rerank.paper["broaden"] and "+8.6" in rerank.paper["broaden"]
+    assert "Appendix D" in rerank.where
+    assert rerank_promotion.PAPER_PROMOTION == paper_values.paper_section("rerank_promotion")["rates"]
+    gains = {quantity: paper for quantity, _, _, paper in summary_headline.PAPER_SILVER_GAINS}
+    assert gains["Tuned - Baseline"] == paper_values.paper_section("claims.finetune")["gain"]
+    with pytest.raises(KeyError, match="paper_values.toml: no section"):
+        paper_values.paper_section("claims.nowhere")

@@ -127,7 +127,7 @@ def test_headline_cells_are_the_cells_of_the_written_table(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     bench = load_benchmark(cfg.paths.benchmark)
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
-    assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
     long = summary_headline.results_long(read_records(cfg), "table7_test_full")
     csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv").set_index("System")
     assert set(long["system"]) == {"BM25-unigram", "BM25-bigram"} and set(long["prefix"]) == {"-"}
@@ -229,7 +229,7 @@ def _reranked_sample(cfg, bench) -> tuple[list[str], int]:
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
                    "10_llm_rerank", k=10, qids=sample, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
     write_system_run(first_stage[first_stage["qid"].isin(sample)], cfg.paths.retrieval_runs, info)
-    assemble_tables(cfg, bench, expected=Expected(bm25_models=("BM25-unigram", "BM25-bigram"),
+    assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram"),
                                                   tuned_models=("all-MiniLM-L6-v2",), tuned_moves=("specify",),
                                                   reranked=("all-MiniLM-L6-v2 (tuned)",)), n_resamples=200)
     return sample, len(queries)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..dataset.benchmark import pairs_path, write_pairs
+from ..paper_values import paper_section
 from ..publish.label_sources import REPLAYED_FROM, LabelSource, remove_silver_source, write_silver_source
 from ..schema import MOVES, PAIR_COLUMNS, Move, Split
 from .agreement_stats import human_panel_agreement, rater_panel_agreement, single_annotator_agreement
@@ -22,23 +23,8 @@ from .labels import calibration_reference, panel_labels
 from .sampling import has_explicit_anaphor, pair_ids
 from .verdicts import FIXED_IN_PARAMS, accepted_ids, both_rule, verdict_matrix
 
-PAPER_TABLE9_TEXT = [  # (move, statistic, value as printed in §4.3 / Appendix E)
-    ("specify", "retained prompts vs calibration annotator, F1 (100 pairs)", ".86–.88"),
-    ("address", "retained prompts vs calibration annotator, F1 (100 pairs)", ".85"),
-    ("broaden", "retained prompts vs calibration annotator, F1 (100 pairs)", ".77–.79"),
-    ("specify", "mean pairwise annotator F1 (panel, 60 pairs)", ".90"),
-    ("address", "mean pairwise annotator F1 (panel, 60 pairs)", ".87"),
-    ("broaden", "mean pairwise annotator F1 (panel, 60 pairs)", ".82"),
-    ("specify", "retained prompts, mean F1 against one annotator (panel)", ".87–.91"),
-    ("address", "retained prompts, mean F1 against one annotator (panel)", ".73–.76"),
-    ("broaden", "retained prompts, mean F1 against one annotator (panel)", ".75–.81"),
-    ("specify", "retained prompts, F1 against the majority label (panel)", ".88"),
-    ("address", "retained prompts, F1 against the majority label (panel)", ".83"),
-    ("broaden", "retained prompts, F1 against the majority label (panel)", ".76"),
-    ("specify", "retained prompts, F1 on unanimous pairs (panel)", ".96"),
-    ("address", "retained prompts, F1 on unanimous pairs (panel)", ".82"),
-    ("broaden", "retained prompts, F1 on unanimous pairs (panel)", ".86"),
-]
+# (move, statistic, value as printed in §4.3 / Appendix E), from their one home, ratio_utils/paper_values.toml
+PAPER_TABLE9_TEXT = [(row["move"], row["statistic"], row["value"]) for row in paper_section("table9")["rows"]]
 
 TABLE9_COLUMNS = ["move", "rater", "panel_F1", "panel_Agr", "panel_F1_majority", "panel_F1_unanimous",
                   "single_P", "single_R", "single_F1", "single_kappa", "single_Agr", "n_panel", "n_single"]

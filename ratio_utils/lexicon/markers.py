@@ -39,6 +39,7 @@ import pandas as pd
 
 from ..config import REPO_ROOT, Config
 from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
+from ..paper_values import paper_section
 from ..param_sections import LexiconParams
 from ..schema import (
     DISTRACTOR_CATEGORIES,
@@ -76,12 +77,13 @@ KIND_PRECEDENCE = (MarkerKind.MOVE, MarkerKind.DISTRACTOR, MarkerKind.REJECTED)
 # with its own subject (`we propose`, `the same result holds for`), i.e. sentence content.
 CLAUSE_SUBJECTS = frozenset({"we", "i", "they", "it", "this", "these", "that", "those", "the", "our", "such", "one"})
 
-# The paper's figures (§4.1, Appendix A), for side-by-side comparison.
-PAPER_MANUAL = {Move.ADDRESS: 84, Move.BROADEN: 13, Move.SPECIFY: 72}
-PAPER_LLM_LABELS = {"STRONG-TRUE": 3779, "WEAK-TRUE": 270, "FALSE": 207}
-PAPER_PATTERN_NEW = {Move.ADDRESS: 257, Move.BROADEN: 40}
-PAPER_TOTAL_MARKERS = 4252
-PAPER_MARKERS_IN_DATA = 809
+# The paper's figures (§4.1, Appendix A), for side-by-side comparison, from their one home (ratio_utils/paper_values.toml).
+_PAPER = paper_section("lexicon")
+PAPER_MANUAL = {Move(move): n for move, n in _PAPER["manual_markers"].items()}
+PAPER_LLM_LABELS = dict(_PAPER["llm_labels"])
+PAPER_PATTERN_NEW = {Move(move): n for move, n in _PAPER["pattern_new_markers"].items()}
+PAPER_TOTAL_MARKERS = _PAPER["total_markers"]
+PAPER_MARKERS_IN_DATA = _PAPER["markers_in_data"]
 
 
 def lexicon_params(cfg: Config) -> LexiconParams:
@@ -485,9 +487,8 @@ SOURCE_LABELS = {
     MarkerSource.LLM.value: "LLM generation",
     MarkerSource.PATTERN.value: "Pattern expansion",
 }
-# Per-source totals the paper's text gives or implies (§4.1, Appendix A): manual 84+13+72; LLM
-# 3,779 strong-true; pattern 297 new; extendable = 4,252 - 169 - 3,779 - 297 = 7 (derived).
-PAPER_LEXICON_BY_SOURCE = {"manual": 169, "extendable": 7, "llm": 3779, "pattern": 297}
+# Per-source totals the paper's text gives or implies (§4.1, Appendix A; the derivation is in paper_values.toml).
+PAPER_LEXICON_BY_SOURCE = dict(_PAPER["lexicon_by_source"])
 
 
 def table4(lexicon: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -109,9 +109,10 @@ def relative_text(text: str, cfg: Config) -> str:
 # summary and its claims table instead of parsing display cells. One row per number: a mean over queries
 # (reference empty) or a paired difference subject - reference over the same queries; values in % points
 # where the metric is a percentage, intervals 95%, p two-sided. `model`, `prefix`, `setup`: the row of a retrieval table
-# (Tables 1, 7, 8) the number sits in, empty elsewhere (`subject` names the same system in one string).
+# (Tables 1, 7, 8) the number sits in, empty elsewhere (`subject` names the same system in one string). `n_effective`:
+# of a paired difference, the queries that can differ (evaluation.intervals.paired_cell); empty: all n.
 RECORD_COLUMNS = ("table", "scope", "move", "query_set", "metric", "subject", "reference", "model", "prefix", "setup",
-                  "value", "low", "high", "n", "p")
+                  "value", "low", "high", "n", "p", "n_effective")
 _RECORD_TEXT_COLUMNS = ("scope", "subject", "reference", "model", "prefix", "setup")
 
 
