@@ -12,7 +12,10 @@ Reads and writes nothing.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
+import types
+import typing
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -22,12 +25,91 @@ from .text import CleaningRules
 
 
 def reject_unknown_keys(values: dict, cls: type, where: str) -> None:
-    """Raise if `values` has a key that is not a field of the dataclass `cls`: a typo in a params file must not
-    fall back to a default. `where` names the file and section in the message."""
+    """Raise if `values` has a key that is not a field of the dataclass `cls` (a typo in a params file must not
+    fall back to a default) or a value of another type than the field's (`check_value_types`). `where` names the
+    file and section in the message."""
     known = set(cls.__dataclass_fields__)
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"{where} has unknown key(s) {unknown}; {cls.__name__} accepts {sorted(known)}")
+    check_value_types(values, cls, where)
+
+
+def check_value_types(values: dict, cls: type, where: str) -> None:
+    """Raise ValueError naming `where` (the file and section) and the key if a value in `values` does not fit the type
+    annotation of its field in the dataclass `cls`: `k: ten` must fail at load, not as a TypeError deep in a stage.
+
+    The rules are YAML's: an int fits a float field (YAML writes 1.0 as 1), a list fits a tuple field (YAML has no
+    tuples), a bool fits only a bool field (True is an int in Python, never a count here); `Any` and types this
+    check does not know (no section uses one) are accepted."""
+    hints = _field_types(cls)
+    for key, value in values.items():
+        expected = hints.get(key)
+        if expected is not None and not _fits(value, expected):
+            raise ValueError(f"{where} key {key!r} must be {_type_text(expected)}, got {value!r} ({type(value).__name__})")
+
+
+def check_seed(value: Any, where: str) -> int:
+    """The top-level `seed` of a params file: a whole number (not a bool, not a float, not text); else ValueError
+    naming `where` (the file)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: seed must be a whole number, got {value!r} ({type(value).__name__})")
+    return value
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    # `from __future__ import annotations` leaves annotations as text; get_type_hints evaluates them in the module
+    return typing.get_type_hints(cls)
+
+
+def _fits(value: Any, expected: Any) -> bool:
+    origin, args = typing.get_origin(expected), typing.get_args(expected)
+    if expected is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if expected is type(None):
+        return value is None
+    if expected is bool:
+        return isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is str:
+        return isinstance(value, str)
+    if origin is list or expected is list:
+        return isinstance(value, (list, tuple)) and (not args or all(_fits(item, args[0]) for item in value))
+    if origin is tuple or expected is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        if not args or (len(args) == 2 and args[1] is Ellipsis):
+            return all(_fits(item, args[0]) for item in value) if args else True
+        return len(value) == len(args) and all(_fits(item, arg) for item, arg in zip(value, args))
+    if origin is dict or expected is dict:
+        if not isinstance(value, dict):
+            return False
+        return not args or all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    return True  # a type no section uses (a date, a Fraction): left to the dataclass
+
+
+def _type_text(expected: Any) -> str:
+    """A field's type as a params file's author reads it: `int`, `int or null`, `list of str`."""
+    origin, args = typing.get_origin(expected), typing.get_args(expected)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(arg) for arg in args)
+    if expected is type(None):
+        return "null"
+    if origin in (list, tuple) and args:
+        return f"a list of {_type_text(args[0])}"
+    if origin is dict and args:
+        return f"a mapping of {_type_text(args[0])} to {_type_text(args[1])}"
+    if expected in (list, tuple):
+        return "a list"
+    if expected is dict:
+        return "a mapping"
+    return {bool: "true or false", int: "a whole number", float: "a number", str: "text"}.get(expected, str(expected))
 
 
 # -- corpus: notebook 00 ---------------------------------------------------------------------------------------
@@ -388,9 +470,10 @@ class RetrievalParams:
     styles), which is read as the name in `dense_models` and its styles in `prefix_styles`.
     """
 
-    dense_models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])  # add all-mpnet-base-v2 (slow on CPU)
-    # model (as dense_models spells it) -> its setups, a subset of DENSE_PREFIX_STYLES; absent: the flags below
-    prefix_styles: dict[str, list[str]] = field(default_factory=dict)
+    # a name, or {model: NAME, prefixes: STYLE or [STYLES]}; __post_init__ leaves names only
+    dense_models: list[str | dict[str, Any]] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])  # add all-mpnet-base-v2 (slow on CPU)
+    # model (as dense_models spells it) -> its setups (one style or a list), a subset of DENSE_PREFIX_STYLES; absent: the flags below
+    prefix_styles: dict[str, list[str] | str] = field(default_factory=dict)
     bm25_ngrams: list[int] = field(default_factory=lambda: [1, 2, 3])
     generic_prefix: bool = True  # query: / document:
     recommended_prefix: bool = True  # only for models whose developers recommend prefixes
