@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -206,7 +207,8 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     assert set(result.claims["silver: verdict"]) == {"cannot test here"}
     assert "notebook 09 has not run" in set(result.claims["silver: evidence"])
     # the tiny benchmark's test papers (2010) predate the default encoder (2021)
-    assert result.contamination.startswith("Contamination: the test papers were published 2010–2010")
+    assert result.contamination.startswith("Contamination: the test papers were published 2010, not after")
+    assert result.claims_family in report and "no p-value is adjusted" in result.claims_family
     assert "temporal split" in report
     differences = result.differences.set_index("what")
     assert differences.loc["test pool", "paper"] == "404,371 sentences"
@@ -361,3 +363,53 @@ def test_a_rerank_summary_without_promotion_columns_says_so(cfg):
                 "rerank_summary", cfg, latex=False)
     shown, reading = summary_headline.rerank_promotion(cfg.paths.tables)
     assert shown.empty and "written before its gold-promotion columns existed" in reading
+
+
+def test_wall_times_are_each_notebooks_latest_execution_with_its_own_time(tmp_path):
+    """A notebook rerun alone shows its rerun; the others keep their times (the ML summary read '24 s over 2 notebook
+    runs' where the cold run took 8,293 s)."""
+    executed = tmp_path / "executed"
+    executed.mkdir()
+    for name, seconds, end in (("08_retrieval_baselines", 5400.5, "2026-12-01T10:00:00.1+00:00"),
+                               ("09_finetune", 2869.0, "2026-12-01T11:00:00+00:00"),
+                               ("13_unified_retriever", 24.0, "2026-12-04T19:36:29.98+00:00"),
+                               ("14_summary", 3.0, "2026-12-04T19:37:00+00:00")):
+        (executed / f"{name}.ipynb").write_text(json.dumps(
+            {"metadata": {"papermill": {"duration": seconds, "end_time": end}}, "cells": []}), encoding="utf-8")
+    (executed / "10_llm_rerank.ipynb").write_text(json.dumps({"metadata": {}, "cells": []}), encoding="utf-8")
+    times = summary_provenance.notebook_times(executed)
+    assert times["notebook"].tolist() == ["08_retrieval_baselines", "09_finetune", "10_llm_rerank",
+                                          "13_unified_retriever"]  # the summary itself is still running
+    assert times["seconds"].iloc[[0, 1, 3]].tolist() == [5400.5, 2869.0, 24.0] and pd.isna(times["seconds"].iloc[2])
+    assert times["finished"].iloc[0] == "2026-12-01 10:00:00"
+    lines = summary.wall_time_lines(SimpleNamespace(timings=times))
+    assert "Total: 8,294 s (2.3 h) over the latest executions of 3 notebooks; 1 without a recorded time." in lines
+    (executed / "broken.ipynb").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError, match="broken.ipynb"):
+        summary_provenance.notebook_times(executed)
+
+
+def test_the_setting_reads_models_and_years_as_a_reader_does():
+    from ratio_utils.reporting.summary_setting import model_list, year_range
+
+    assert year_range(2025, 2025) == "2025" and year_range(1980, 2025) == "1980–2025"
+    assert model_list(["all-mpnet-base-v2", {"model": "EmbeddingGemma-300m", "prefixes": "generic"},
+                       {"model": "EmbeddingGemma-300m", "prefixes": ["generic", "recommended"]}]) == (
+        "all-mpnet-base-v2, EmbeddingGemma-300m (generic prefix), "
+        "EmbeddingGemma-300m (generic and recommended prefixes)")
+    assert model_list([]) == "none"
+
+
+def test_a_reranked_row_is_read_as_a_paired_gain_on_its_sample(cfg, tiny_benchmark):
+    """Issue 45, 3: a reranked cell covers its sample, its first stage's cell every query; the summary gives the
+    paired difference on the sample (here the reranked run is its first stage's own ranking: gain 0) with the run's
+    own note, and never a difference across rows."""
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    sample, n_queries = _reranked_sample(cfg, load_benchmark(cfg.paths.benchmark))
+    records = read_records(cfg)
+    lines = summary_headline.reranked_rows(records)
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.startswith("all-MiniLM-L6-v2 (tuned) + rerank, Specify (test): paired gain over all-MiniLM-L6-v2 (tuned)")
+    assert f"+ rerank, n {len(sample)}; a seeded sample of {len(sample)} of the {n_queries}" in line
+    assert "queries +0.0 [0.0, 0.0]† (" in line

@@ -68,6 +68,6 @@ def contamination_note(test_years: tuple[int, int], encoders: list[str]) -> str 
     if not older:
         return None
     described = "; ".join(f"{name} (released {year}; {what})" for name, year, what in older)
-    return (f"Contamination: the test papers were published {first}–{last}, not after the pretrained encoders: {described}. "
+    return (f"Contamination: the test papers were published {first if first == last else f'{first}–{last}'}, not after the pretrained encoders: {described}. "
             "Their training data may include these papers or their citation neighbours, which can inflate the untuned "
             "scores; the paper's temporal split (test papers newer than every encoder) exists to avoid this.")

@@ -35,9 +35,9 @@ from ..publish.published import read_records
 from ..schema import MOVES
 from . import claims
 from .summary_figure import mrr_figure, pool_size_rows
-from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, results_long,
-                               silver_gains, tuned_vs_baseline)
-from .summary_provenance import input_checksums, reductions, run_provenance, shorten_paths, wall_times
+from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, reranked_rows,
+                               results_long, silver_gains, tuned_vs_baseline)
+from .summary_provenance import input_checksums, notebook_times, reductions, run_provenance, shorten_paths, wall_times
 from .summary_setting import benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources
 
 
@@ -65,6 +65,8 @@ class Summary:
     promotion_reading: str = ""  # what it means, or why it is not shown
     pool_size: pd.DataFrame = field(default_factory=pd.DataFrame)  # notebook 11's pool-size key rows
     pool_size_reading: str = ""  # the module's reading sentence, or why it is not shown
+    claims_family: str = ""  # the families Holm's adjustment runs over and their sizes (`claims.family_statement`)
+    reranked: list[str] = field(default_factory=list)  # each reranked row's paired gain on its sample, its note
 
 
 def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> Summary:
@@ -77,6 +79,7 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
     queries = queries_per_split(bench)
     sources = run_label_sources(cfg, bench)
     claim_rows = claims.claims_table(records)
+    executed = notebook_times(cfg.paths.executed_notebooks, timings)
     promotion, promotion_reading = rerank_promotion(cfg.paths.tables)
     pool, pool_reading = pool_size_rows(cfg.paths.tables)
     return Summary(
@@ -94,7 +97,7 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
         reductions=reductions(cfg),
         provenance=run_provenance(cfg),
         inputs=input_checksums(cfg),
-        timings=wall_times(timings),
+        timings=executed if not executed.empty else wall_times(timings),
         figure=mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None,
         table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
         table1_notes=[shorten_paths(cfg, n) for n in record.get("notes", [])],
@@ -102,6 +105,8 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
         promotion_reading=promotion_reading,
         pool_size=pool,
         pool_size_reading=pool_reading,
+        claims_family=claims.family_statement(claims.comparison_family(records)),
+        reranked=reranked_rows(records),
     )
 
 
@@ -150,6 +155,27 @@ def pool_size_lines(summary: Summary, figure_files: dict[str, str]) -> list[str]
     return lines
 
 
+def wall_time_lines(summary: Summary) -> list[str]:
+    """The wall time of the notebooks behind this page: each notebook's latest execution with its own time and when
+    it finished (a notebook rerun alone keeps the others' times), what it reused, and their total."""
+    times = summary.timings
+    if "finished" in times:
+        lead = ("Wall time per notebook, the latest execution of each (papermill's record in the executed notebook; "
+                "notebooks rerun at different times show their own; models, embeddings and intervals already computed "
+                "from the same inputs are reused, so a rerun takes far less than a first run; the summary notebook "
+                "itself is not yet timed):")
+    else:
+        lead = ("Wall time per notebook of this pipeline run (its timings; no executed notebook was found; the "
+                "summary notebook itself is not yet timed):")
+    lines = [lead, "", _markdown(times), ""]
+    if times.empty:
+        return lines
+    seconds = times["seconds"].dropna()
+    untimed = len(times) - len(seconds)
+    return lines + [f"Total: {seconds.sum():,.0f} s ({seconds.sum() / 3600:.1f} h) over the latest executions of "
+                    f"{len(seconds)} notebooks" + (f"; {untimed} without a recorded time" if untimed else "") + ".", ""]
+
+
 def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
     """reports/summary.md: every section of the notebook as Markdown (figures linked, relative paths)."""
     lines = ["# Ratio rebuild: summary of this run", "",
@@ -157,16 +183,24 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
              "run; numbers are not typed in by hand. Cells: value [95% bootstrap interval over queries] where the "
              f"table carries one; † marks cells on fewer than {stats.INDICATIVE_BELOW} queries (indicative only).", ""]
     lines += ["## Who produced the labels", "", *label_lines(summary), ""]
-    lines += ["## The paper's claims tested by this run", "", claims.RULE, "",
+    lines += ["## The paper's claims tested by this run", "", claims.RULE, "", summary.claims_family, "",
               f"Claim rows per verdict — {claims_reading(summary)}.", "", _markdown(summary.claims), ""]
     lines += ["## Silver test set: this run beside the paper", "",
               f"Source table: {summary.table1_caption}", "", _markdown(summary.headline), "",
               f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['silver']}.", ""]
+    if summary.reranked:
+        lines += ["A reranked row covers its seeded sample of queries, its first stage's row all of them: read the "
+                  "gain from the paired difference on the sample, never across the rows:", "",
+                  *(f"- {line}" for line in summary.reranked), ""]
     if not summary.gains.empty:
         lines += ["Gains the paper states on the silver set beside this run's paired differences (points, 95% paired "
-                  "bootstrap interval):", "", _markdown(summary.gains), ""]
+                  "bootstrap interval; each over the queries both systems scored, a reranked run's on its sample; "
+                  "† on the effective n, the queries that can differ):", "", _markdown(summary.gains), ""]
     if "mrr" in figure_files:
         lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
+        if summary.reranked:
+            lines += ["A reranked bar is scored on its sample, its first stage's bar on every query: the paired "
+                      "gains are listed above.", ""]
     lines += ["## Unfiltered test set: this run beside the paper", "", _markdown(summary.headline_test), "",
               f"Paper rows: {PAPER_SYSTEM}; {PAPER_GIVES['test']}.", ""]
     lines += ["## Fine-tuned vs baseline: paired differences over the same queries", "",
@@ -182,11 +216,5 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
               for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
     lines += ["", "## Provenance", ""]
     lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
-    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
-              ("Wall time per notebook of this run (pipeline timings; models, embeddings and intervals already "
-               "computed from the same inputs are reused, so a rerun takes far less than a first run; the summary "
-               "notebook itself is not yet timed):"), "",
-              _markdown(summary.timings), ""]
-    if not summary.timings.empty:
-        lines += [f"Total: {summary.timings['seconds'].sum():.0f} s over {len(summary.timings)} notebook runs.", ""]
+    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "", *wall_time_lines(summary)]
     return "\n".join(lines)

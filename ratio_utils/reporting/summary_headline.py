@@ -135,8 +135,19 @@ def _gain_text(record) -> str:
     queries = f"n {int(record.n)}" + ("" if effective == int(record.n) else f", effective n {effective}")
     scope = getattr(record, "scope", None)
     note = f"; {scope}" if record.table == "rerank_vs_first_stage" and isinstance(scope, str) and scope else ""
-    return (f"{stats.format_ci(record.value, record.low, record.high, scale=1)}{stats.dagger(effective)} "
+    sign = "+" if record.value >= 0 else ""  # a difference reads with its sign
+    return (f"{sign}{stats.format_ci(record.value, record.low, record.high, scale=1)}{stats.dagger(effective)} "
             f"({record.subject}, {queries}{note})")
+
+
+def reranked_rows(records: pd.DataFrame) -> list[str]:
+    """One line per reranked row of this run (rerank_vs_first_stage, M@10): the paired gain over its first stage on
+    the same sampled queries (a reranked cell covers its sample, the first stage's cell all queries, so the two rows
+    read across give no gain), with n, effective n and the run's own note (its requests without an answer)."""
+    found = records[(records["table"] == "rerank_vs_first_stage") & (records["metric"] == "M@10")
+                    & records["reference"].notna()]
+    return [f"{r.subject}, {str(r.move).capitalize()} ({r.query_set}): paired gain over {r.reference} on the same "
+            f"queries {_gain_text(r)}" for r in found.itertuples()]
 
 
 def tuned_vs_baseline(tables: Path) -> pd.DataFrame:

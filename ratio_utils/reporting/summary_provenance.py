@@ -1,9 +1,10 @@
 """Where the summary's numbers come from and what was left out (notebook 14, `ratio_utils.stages.summary`): every
 table note that says something was reduced, replaced by a stand-in or not run; the run's git commit and params hash;
-checksums of the inputs; the wall time per notebook with what each reused.
+checksums of the inputs; the wall time per notebook (the latest execution of each) with what each reused.
 
 Reads:  cfg.paths.tables (*.provenance.json: the tables' notes), the inputs of stages 00-06 (checksums),
-        a pipeline run's timings.csv and its reuse records (`ratio_utils.publish.run_records`).
+        the executed notebooks (papermill's duration and end time), a pipeline run's timings.csv and its reuse
+        records (`ratio_utils.publish.run_records`).
 Writes: nothing.
 """
 
@@ -86,6 +87,31 @@ def input_checksums(cfg: Config) -> pd.DataFrame:
         rows.append({"input": what, "path": shorten_paths(cfg, str(path)),
                      "sha256": sha256_tree(path)[:16] if path.exists() else "absent"})
     return pd.DataFrame(rows)
+
+
+NOTEBOOK_TIME_COLUMNS = ["notebook", "finished", "seconds", "reused"]
+
+
+def notebook_times(executed: Path, timings: Path | None = None) -> pd.DataFrame:
+    """Seconds per notebook of the run's outputs, the latest execution of each: papermill's own record (`duration`,
+    `end_time`) in every executed notebook of `executed` (cfg.paths.executed_notebooks; the summary notebook itself
+    is still running: not listed), so a notebook rerun alone shows its rerun and the others keep their first run's
+    times; `reused`: what it reused, from the pipeline run of `timings` where that run executed it. A notebook
+    without papermill's record is listed with no seconds, not dropped."""
+    reused = reused_by_notebook(timings.parent) if timings is not None else {}
+    rows = []
+    for path in sorted(Path(executed).glob("*.ipynb")):
+        if path.stem.startswith("14_"):
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {})
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: not a readable notebook ({error})") from error
+        seconds = record.get("duration")
+        rows.append({"notebook": path.stem, "finished": str(record.get("end_time") or "")[:19].replace("T", " "),
+                     "seconds": float(seconds) if seconds is not None else float("nan"),
+                     "reused": reused.get(path.stem, reused.get(path.name, ""))})
+    return pd.DataFrame(rows, columns=NOTEBOOK_TIME_COLUMNS)
 
 
 def wall_times(timings: Path | None) -> pd.DataFrame:

@@ -102,6 +102,26 @@ def pairs_kept(report: dict, queries: pd.DataFrame) -> str:
     return text
 
 
+def year_range(first: int, last: int) -> str:
+    """'2015–2025', or one year when both are the same ('2025', not '2025–2025')."""
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def model_list(entries: list) -> str:
+    """params retrieval.dense_models as a reader reads it: 'all-mpnet-base-v2, EmbeddingGemma-300m (generic prefix)'
+    (an entry is a model name, or a mapping with `model` and its `prefixes`/`prefix`), never a raw mapping."""
+    shown = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            shown.append(str(entry))
+            continue
+        prefixes = entry.get("prefixes", entry.get("prefix"))
+        prefixes = [prefixes] if isinstance(prefixes, str) else list(prefixes or [])
+        name = str(entry.get("model", "?"))
+        shown.append(f"{name} ({' and '.join(prefixes)} prefix{'es' if len(prefixes) > 1 else ''})" if prefixes else name)
+    return ", ".join(shown) or "none"
+
+
 def differences(cfg: Config, bench: Benchmark | None, label_sources: list, queries: pd.DataFrame) -> pd.DataFrame:
     """What differs from the paper at a glance, from the run's own records (papers, benchmark, params, label sources);
     `queries`: `queries_per_split`, for the test pairs behind the judged sample and the de-duplicated pairs."""
@@ -109,7 +129,7 @@ def differences(cfg: Config, bench: Benchmark | None, label_sources: list, queri
     if Path(cfg.paths.papers).exists():
         papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "year"])
         ours["corpus"] = (f"{len(papers):,} papers of {', '.join(sorted(papers['corpus'].unique()))}, "
-                          f"{int(papers['year'].min())}–{int(papers['year'].max())} (params corpus.sources)")
+                          f"{year_range(int(papers['year'].min()), int(papers['year'].max()))} (params corpus.sources)")
     if bench is not None:
         ours["test pool"] = f"{len(bench.pool(Split.TEST)):,} sentences"
     judge = next((source for source in label_sources if source.role == "judge"), None)
@@ -124,7 +144,8 @@ def differences(cfg: Config, bench: Benchmark | None, label_sources: list, queri
     if mining.exists():
         ours["markers and pairs"] = pairs_kept(json.loads(mining.read_text(encoding="utf-8")), queries)
     retrieval, train = cfg.sections.get("retrieval", {}), cfg.sections.get("train", {})
-    ours["models"] = f"BM25 n-grams {retrieval.get('bm25_ngrams')}, dense {retrieval.get('dense_models')}"
+    ours["models"] = (f"BM25 n-grams {', '.join(map(str, retrieval.get('bm25_ngrams') or [])) or 'none'}; dense: "
+                      f"{model_list(retrieval.get('dense_models') or [])}")
     ours["training"] = (f"{train.get('base_model')}, at most {train.get('max_train_pairs')} pairs per move, "
                         f"configurations {train.get('configs')}, one device")
     for source in label_sources:
