@@ -261,3 +261,34 @@ def test_the_paper_values_have_one_home_and_the_broaden_rerank_cell_is_filled():
     assert gains["Tuned - Baseline"] == paper_values.paper_section("claims.finetune")["gain"]
     with pytest.raises(KeyError, match="paper_values.toml: no section"):
         paper_values.paper_section("claims.nowhere")
+
+
+# -- which system is "best" -------------------------------------------------------------------------------------------
+
+
+def _scores(rows):
+    return pd.DataFrame(rows, columns=["system", "move", "split", "value"])
+
+
+SCORES = _scores([("BM25-unigram", "specify", "validation", 20.0), ("BM25-trigram", "specify", "validation", 18.0),
+                  ("BM25-unigram", "specify", "test", 19.0), ("BM25-trigram", "specify", "test", 23.0),
+                  ("BM25-trigram", "specify", "silver", 30.0), ("BM25-unigram", "specify", "silver", 25.0)])
+
+
+@pytest.mark.parametrize("tested", ["test", "silver"])
+def test_a_best_system_is_chosen_on_validation_never_on_the_tested_queries(tested):
+    choice = claims.choose_best(SCORES, "specify", tested)
+    # the test and the silver split would pick the trigram; validation picks the unigram
+    assert choice.system == "BM25-unigram" and "validation" in choice.rule
+    for on in ("test", "silver"):
+        with pytest.raises(ValueError, match="selects on the test data"):
+            claims.choose_best(SCORES, "specify", tested, selection_split=on)
+
+
+def test_a_best_system_fixed_in_params_is_taken_as_it_is_and_must_exist():
+    assert claims.choose_best(SCORES, "specify", "test", fixed="BM25-trigram") == \
+        claims.BestChoice("BM25-trigram", "fixed a priori in params")
+    with pytest.raises(ValueError, match="BM25-bigram.*specify"):
+        claims.choose_best(SCORES, "specify", "test", fixed="BM25-bigram")
+    none = claims.choose_best(SCORES[SCORES["split"] != "validation"], "specify", "test")
+    assert none.system is None and "cannot be chosen without the test queries" in none.rule

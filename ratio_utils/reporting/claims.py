@@ -108,6 +108,49 @@ CLAIMS = (
 )
 
 
+SELECTION_SPLIT = "validation"  # the split a "best" system is chosen on where params do not fix it a priori
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    """Which system a comparison calls "best" (best untuned dense, best BM25), and by which rule.
+
+    system: the chosen run's system name; None where no rule can choose without the tested queries.
+    rule: the rule as the claims table states it ('fixed a priori in params', 'chosen on the validation split ...',
+        or why nothing is chosen).
+    """
+
+    system: str | None
+    rule: str
+
+
+def choose_best(scores: pd.DataFrame, move: str, tested_split: str, *, fixed: str | None = None,
+                selection_split: str = SELECTION_SPLIT) -> BestChoice:
+    """The "best" of a move's candidate systems for a comparison tested on `tested_split`: the system `fixed` names
+    a priori (params, as the paper fixes its systems), else the highest mean MRR@10 on `selection_split` (ties: the
+    first name); never chosen on the queries it is then tested on (a ValueError when `selection_split` is
+    `tested_split`, or is a query set drawn from it: the silver set is drawn from test).
+
+    scores: one row per candidate system, move and split with its mean MRR@10 (columns system, move, split, value).
+    """
+    drawn_from = {"silver": "test"}
+    if selection_split in (tested_split, drawn_from.get(tested_split)) or drawn_from.get(selection_split) == tested_split:
+        raise ValueError(f"a best system tested on {tested_split!r} cannot be chosen on {selection_split!r}: that "
+                         "selects on the test data; choose on validation or fix it in params")
+    here = scores[scores["move"] == move]
+    if fixed is not None:
+        if fixed not in set(here["system"]):
+            raise ValueError(f"the fixed best system {fixed!r} has no run for {move} (candidates: "
+                             f"{sorted(set(here['system']))})")
+        return BestChoice(fixed, "fixed a priori in params")
+    chosen = here[here["split"] == selection_split].sort_values(["value", "system"], ascending=[False, True])
+    if chosen.empty:
+        return BestChoice(None, f"no {selection_split} run of the candidates: a best system cannot be chosen without "
+                                "the test queries (fix it in params or rank the validation split)")
+    top = chosen.iloc[0]
+    return BestChoice(str(top["system"]), f"chosen on the {selection_split} split (MRR@10 {top['value']:.1f})")
+
+
 def decide(value: float, low: float, high: float, p: float, n: int, direction: int) -> str:
     """The verdict of one paired comparison (see the module docstring): `p` the Holm-adjusted p of its family, `n`
     its effective n (the queries that can differ)."""
