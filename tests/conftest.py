@@ -5,7 +5,11 @@ root, a loopback HTTP server, and a tiny benchmark directory in the official rel
 Without ../shared (or $RATIO_SHARED) the tests about the real data (the `shared_dir` fixture) are skipped
 with the reason; tests of code behaviour use the invented corpus in tests/fixtures/corpus/mini instead. The
 download fallback the stages use without ../shared is exercised against the loopback server
-(tests/test_corpus.py, tests/test_lexicon.py)."""
+(tests/test_corpus.py, tests/test_lexicon.py).
+
+The suite leaves the user's caches alone: every cache default of the commands (RATIO_EMBEDDING_CACHE,
+RATIO_MODEL_CACHE) points under one session temp folder, and the run fails if ~/.cache/ratio changed anyway
+(`user_caches_untouched`)."""
 
 from __future__ import annotations
 
@@ -20,16 +24,44 @@ import pandas as pd
 import pytest
 from loopback import loopback_http
 
-from ratio_utils.config import REPO_ROOT, load_config
+from ratio_utils.config import find_checkout, load_config
 from ratio_utils.dataset.benchmark import write_pairs, write_pool
 from ratio_utils.schema import Move, Split, sentence_id
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The cache defaults of the commands (retrieval.embedding_cache, models.packaged), each under ~/.cache/ratio otherwise
+CACHE_ENV = ("RATIO_EMBEDDING_CACHE", "RATIO_MODEL_CACHE")
+USER_CACHE = Path.home() / ".cache" / "ratio"
+
+
+def cache_snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """{file relative to `folder`: (size, mtime in ns)}; empty when the folder does not exist."""
+    if not folder.is_dir():
+        return {}
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_caches_untouched(tmp_path_factory):
+    """Every cache default under a session temp folder (subprocesses inherit it); the run fails if ~/.cache/ratio
+    changed during the suite all the same (a test that deletes the variable and writes to the default)."""
+    before = cache_snapshot(USER_CACHE)
+    caches = tmp_path_factory.mktemp("caches")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in CACHE_ENV:
+            patch.setenv(name, str(caches / name.removeprefix("RATIO_").lower()))
+        yield caches
+    after = cache_snapshot(USER_CACHE)
+    if after != before:
+        changed = sorted(set(after) ^ set(before) | {k for k in set(after) & set(before) if after[k] != before[k]})
+        pytest.fail(f"the test suite changed {USER_CACHE}: {changed[:5]} (a test wrote to a cache default; point it "
+                    "under tmp_path)", pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    path = Path(os.environ.get("RATIO_SHARED", REPO_ROOT.parent / "shared")).resolve()
+    path = Path(os.environ.get("RATIO_SHARED", find_checkout().parent / "shared")).resolve()
     if not (path / "corpora").is_dir():
         pytest.skip(f"shared data not found at {path} (set RATIO_SHARED); the stages would download it")
     return path

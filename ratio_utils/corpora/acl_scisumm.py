@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm  # plain bars: tqdm.auto needs ipywidgets inside papermill
 
-from ..config import REPO_ROOT
+from ..config import packaged
 from ..io import require_columns, write_text_atomic
 from .base import IngestLog, OnePaperPerFileReader, Paper, acl_year_venue, back_matter_kind, decode_bytes
 
 SCISUMM_COMMIT = "1dd68e44df5c94cc767cc301cd04e61c52e4bf68"
-PINNED_MANIFEST = REPO_ROOT / "data" / "raw" / "acl_scisumm_manifest.tsv"
+PINNED_MANIFEST = packaged("data/raw/acl_scisumm_manifest.tsv")  # shipped with the package
 
 # --- reader 1: CL-SciSumm / ScisummNet XML ----------------------------------------------------------------
 

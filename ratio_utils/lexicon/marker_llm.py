@@ -24,12 +24,13 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..config import REPO_ROOT
+from ..config import packaged
 from ..schema import MOVE_TO_GROUP, Move, normalize_marker
 from .markers import PAPER_LLM_LABELS, PAPER_PATTERN_NEW, STRENGTH_LABELS
 
-PROMPT_DIR = REPO_ROOT / "prompts" / "lexicon"
-SUBCATEGORIES_FILE = REPO_ROOT / "data" / "lexicon" / "move_subcategories.yaml"
+# shipped with the package (ratio_utils/resources, the checkout's prompts/ and data/lexicon/)
+PROMPT_DIR = packaged("prompts/lexicon")
+SUBCATEGORIES_FILE = packaged("data/lexicon/move_subcategories.yaml")
 KEEP_LABEL = "STRONG-TRUE"
 
 # The moves as the paper defines them (§3, §4.1), in the words given to the models.

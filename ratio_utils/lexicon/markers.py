@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import REPO_ROOT, Config
+from ..config import Config, packaged
 from ..io import InputError, atomic_path, require_columns, sha256_file, write_json_atomic, write_parquet_atomic
 from ..paper_values import paper_section
 from ..param_sections import LexiconParams
@@ -54,7 +54,7 @@ from ..schema import (
 )
 
 RELEASED_LEXICON_NAME = "all_query_terms5.csv"
-PINNED_LEXICON_FILE = REPO_ROOT / "data" / "lexicon" / "released_lexicon.json"
+PINNED_LEXICON_FILE = packaged("data/lexicon/released_lexicon.json")  # shipped with the package
 
 REQUIRED_COLUMNS = ("word", "special_word", "group", "query_type")
 OPTIONAL_COLUMNS = ("raw_word", "category", "strength")

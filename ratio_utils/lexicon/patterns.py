@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..config import REPO_ROOT
+from ..config import packaged
 from ..schema import Move, normalize_marker
 
 DEMONSTRATIVES = {"sg": ("this", "that"), "pl": ("these", "those")}
@@ -117,7 +117,7 @@ def lemmatize_term(term: str, pos: str) -> str:
     return " ".join(words)
 
 
-def load_templates(path: "str | Path" = REPO_ROOT / "data" / "lexicon" / "templates.yaml", max_terms: int = 0) -> TemplateSet:
+def load_templates(path: "str | Path" = packaged("data/lexicon/templates.yaml"), max_terms: int = 0) -> TemplateSet:
     """Read the templates and slot lists; slot terms are lemmatised, duplicates dropped in order.
 
     `max_terms` (0: all) keeps the first terms of each list before lemmatising (smoke runs).
@@ -251,7 +251,7 @@ def table3(templates: TemplateSet, expanded: pd.DataFrame, released_markers: set
 
 # --- the optional LLM grammaticality filter -----------------------------------------------------------
 
-GRAMMAR_PROMPT = REPO_ROOT / "prompts" / "lexicon" / "grammar_filter_system.txt"
+GRAMMAR_PROMPT = packaged("prompts/lexicon/grammar_filter_system.txt")
 
 
 def grammar_requests(phrases: list[str], model: str, batch_size: int, prompt: str) -> list[Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..config import REPO_ROOT
+from ..config import find_checkout, packaged
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
 
@@ -73,7 +73,12 @@ def prompt_table(prompts: dict[Move, list[PromptFile]]) -> pd.DataFrame:
 
 
 def _relative(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
+    """A prompt file as tables show it: relative to the checkout, else to the package's files (`prompts/...`)."""
+    for base in (find_checkout(required=False), packaged(".")):
+        if base is None:
+            continue
+        # resolved first: in a checkout the package's prompts are links to the checkout's prompts/
+        for candidate, root in ((Path(path).resolve(), base.resolve()), (Path(path), base)):
+            if candidate.is_relative_to(root):
+                return candidate.relative_to(root).as_posix()
+    return str(path)

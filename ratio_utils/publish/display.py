@@ -1,17 +1,22 @@
 """The one shape of a stage (`Stage`: built from a notebook's parameters, one method per displayed result) and what a
 stage shows in its notebook: a short text, a saved figure (shown once, from its file), written files (paths relative
 to the output root, never this machine's). A library module, so that stage modules share it without importing one
-another. Writes only what `show_figure` saves (figures/<name>.*)."""
+another. Writes only what `show_figure` saves (figures/<name>.*).
+
+IPython (the `pipeline` extra) is imported only where a notebook result is shown (`say`, `show_figure`), so a
+command that builds on a stage's library code (ratio-search, ratio-explorer) runs without it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-
-from IPython.display import Image, Markdown, display
+from typing import TYPE_CHECKING
 
 from ..config import Config, load_config
 from .published import save_figure
+
+if TYPE_CHECKING:
+    from IPython.display import Image
 
 
 class Stage:
@@ -35,12 +40,16 @@ class Stage:
 
 def say(text: str) -> None:
     """Show one line of text above a cell's result."""
+    from IPython.display import Markdown, display
+
     display(Markdown(text))
 
 
 def show_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (), notes: Iterable[str] = ()) -> Image:
-    """Save figures/<name>.png/.pdf (+ provenance) and show the PNG once (the live figure is closed)."""
+    """Save figures/<name>.png/.pdf (+ provenance) and show the PNG once (the live figure is closed); outside a
+    notebook, `save_figure` writes the same files without IPython."""
     import matplotlib.pyplot as plt
+    from IPython.display import Image
 
     written = save_figure(fig, name, cfg, inputs=inputs, notes=notes)
     plt.close(fig)

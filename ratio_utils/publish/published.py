@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import REPO_ROOT, Config
+from ..config import Config, find_checkout
 from ..io import atomic_path, sha256_tree, write_json_atomic, write_text_atomic
 from .label_sources import LabelSource
 from .label_sources import notes as label_notes
@@ -30,8 +30,12 @@ from .label_sources import notes as label_notes
 OUTPUT_PATHSPECS = (":!tables", ":!figures", ":!notebooks/executed", ":!reports", ":!results")
 
 
-def git_commit(repo: Path = REPO_ROOT) -> str | None:
-    """HEAD, with `-dirty` when tracked code (not the committed outputs) differs from it."""
+def git_commit(repo: Path | None = None) -> str | None:
+    """HEAD of `repo` (default: the checkout, if any), with `-dirty` when tracked code (not the committed outputs)
+    differs from it; None outside a git checkout (an installed package)."""
+    repo = repo or find_checkout(required=False)
+    if repo is None:
+        return None
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
@@ -85,7 +89,7 @@ def machine_path_replacements(cfg: Config) -> list[tuple[str, str]]:
     venv = Path(sys.prefix)
     pairs = {
         f"{cfg.paths.root.resolve()}/": "",
-        f"{REPO_ROOT}/": "",
+        f"{cfg.paths.params_base}/": "",
         f"{cfg.paths.shared.resolve()}/": "shared:",
         f"{cfg.paths.shared}/": "shared:",
         f"{venv}/": "<venv>/",
@@ -93,7 +97,7 @@ def machine_path_replacements(cfg: Config) -> list[tuple[str, str]]:
         f"{Path(tempfile.gettempdir()).resolve()}/": "<tmp>/",
         f"{Path.home()}/": "~/",
         str(cfg.paths.root.resolve()): ".",
-        str(REPO_ROOT): ".",
+        str(cfg.paths.params_base): ".",
     }
     return sorted(pairs.items(), key=lambda item: -len(item[0]))
 

@@ -21,11 +21,9 @@ Writes: data/analysis_runs/<pool>/<system>/<move>/<split>.{parquet,trec,run.json
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..dataset.benchmark import load_benchmark
 from ..param_sections import AnalysisParams, TrainParams
 from ..publish.display import Stage
@@ -107,8 +105,8 @@ def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
     tuned, missing = {}, {}
     for move in MOVES:
         named = params.tuned_models.get(move.value)
-        if named:  # relative to the repository root, like every path in a params file
-            folder = Path(named) if Path(named).is_absolute() else REPO_ROOT / named
+        if named:  # a params path, by the one rule of every path in a params file
+            folder = cfg.paths.from_params(named)
             found, why = folder.is_dir(), f"analysis.tuned_models.{move.value} names {named}, which does not exist"
         else:
             folder = move_model_dir(cfg, TrainParams(base_model=params.base_model), move)

@@ -18,11 +18,9 @@ all gets no run file (a stale one is removed), so the table assembler leaves its
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation.rerank_promotion import promotion_cells, promotion_note
 from ..io import write_json_atomic
@@ -61,7 +59,7 @@ class LLMRerankStage(Stage):
         self.params = cfg.section("rerank", RerankParams)
         self.client = LLMClient.from_config(cfg)
         self.model = self.params.model or self.client.settings.model
-        self.prompts_dir = Path(self.params.prompts_dir) if Path(self.params.prompts_dir).is_absolute() else REPO_ROOT / self.params.prompts_dir
+        self.prompts_dir = cfg.paths.from_params(self.params.prompts_dir)
         self.prompts = {m: load_rerank_prompt(self.prompts_dir, m, self.params.prompt, self.params.k)
                         for m in (Move.parse(x) for x in self.params.moves)}
         self.live = self.client.has_key and self.client.settings.mode in ("sync", "batch")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Image, Markdown
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..io import atomic_path
 from ..lexicon import curation
 from ..lexicon import markers as lx
@@ -84,7 +84,7 @@ class MarkerCurationStage(Stage):
 
     def review_decisions(self) -> pd.DataFrame | Markdown:
         """The paper's rule on the recorded decision files (tables/review_decisions), if there are any."""
-        decisions = lx.read_review_decisions(REPO_ROOT / self.params.review_decisions_dir, self.params.reviewers)
+        decisions = lx.read_review_decisions(self.cfg.paths.from_params(self.params.review_decisions_dir), self.params.reviewers)
         if decisions is None:
             return Markdown(f"No decision files under {self.params.review_decisions_dir}: the released lexicon's "
                             "hand-made rows are the recorded decisions.")

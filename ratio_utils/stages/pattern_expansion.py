@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..lexicon import marker_llm, patterns
 from ..lexicon import markers as lx
 from ..llm import ReplayMiss
@@ -30,7 +30,7 @@ class PatternExpansionStage(Stage):
     def __init__(self, cfg: Config):
         super().__init__(cfg)
         self.params = lx.lexicon_params(self.cfg)
-        self.templates_file = REPO_ROOT / self.params.templates_file
+        self.templates_file = cfg.paths.from_params(self.params.templates_file)
         self.templates = patterns.load_templates(self.templates_file, self.params.max_slot_terms).select(self.params.template_ids)
         self.expanded = patterns.expand_all(self.templates)
         self.filtered: pd.DataFrame | None = None  # set by grammar_filter() when it runs

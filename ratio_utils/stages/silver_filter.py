@@ -12,7 +12,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from .. import judge
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..dataset.benchmark import load_benchmark
 from ..dataset.card import write_run_card
 from ..io import write_parquet_atomic
@@ -47,7 +47,7 @@ class SilverFilterStage(Stage):
             self.judge_notes.append(judge.no_judge_note(self.why, self.labels_dir))
 
     def _write(self, table: pd.DataFrame, name: str, caption: str, notes: list[str], inputs: list, digits: int) -> None:
-        places = {str(self.cfg.paths.root): ".", str(REPO_ROOT): ".", str(self.cfg.paths.shared): "../shared"}
+        places = {str(self.cfg.paths.root): ".", str(self.cfg.paths.params_base): ".", str(self.cfg.paths.shared): "../shared"}
         write_table(table, name, self.cfg, caption=caption, notes=judge.portable(notes, places), inputs=inputs,
                     float_format=f"{{:.{digits}f}}")
 

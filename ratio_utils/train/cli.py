@@ -2,7 +2,7 @@
 
 Reads:  a params file and `--set KEY=VALUE` overrides.
 Writes: what `selection.finetune` writes, then tables/table6_finetune_configs.* and
-        tables/finetune_tuned_vs_baseline.* (unless --no-tables).
+        tables/finetune_tuned_vs_baseline.* (unless --no-tables); with --dry-run nothing (the plan is printed).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import yaml
 
 from ..config import load_config
 from ..distributed import is_main_process
-from .selection import finetune, score_percent
+from ..schema import MOVES, Move
+from .configurations import load_hyperparams, load_train_params
+from .selection import finetune, move_model_dir, score_percent
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,15 +38,25 @@ def main(argv: list[str] | None = None) -> int:
         prog="ratio-train", description="Fine-tune one dense retriever per move (notebook 09's stage).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  ratio-train --params params/default.yaml --move address\n"
+               "  ratio-train --params paper --move specify --dry-run\n"
                "  torchrun --nproc_per_node 4 -m ratio_utils.train --params params/paper.yaml --move specify")
-    parser.add_argument("--params", default="params/default.yaml", help="params file (default: %(default)s)")
+    parser.add_argument("--params", default=None, help="params file, or the name of one the package ships "
+                        "(default: params/default.yaml)")
     parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
     parser.add_argument("--set", dest="overrides", action="append", type=_parse_override, default=[],
                         metavar="KEY=VALUE", help="override a params value, e.g. train.max_train_pairs=null (repeatable)")
     parser.add_argument("--no-tables", action="store_true", help="do not write Table 6 and the tuned-vs-baseline table")
+    parser.add_argument("--dry-run", action="store_true", help="print, per move, the base model, the configurations "
+                        "and where the model would go, then exit; nothing is loaded or written")
     args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.params, dict(args.overrides))
+        if args.dry_run:
+            return _dry_run(cfg, args.move)
+    except (FileNotFoundError, ValueError) as exc:  # a params file or configs file missing, a bad key or move
+        print(f"ratio-train: error: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    cfg = load_config(args.params, dict(args.overrides))
     results = finetune(cfg, args.move)
     if is_main_process():
         for result in results:
@@ -57,6 +69,19 @@ def main(argv: list[str] | None = None) -> int:
 
             write_table6(cfg)
             write_tuned_vs_baseline(cfg)
+    return 0
+
+
+def _dry_run(cfg, move: str) -> int:
+    """One line per move: what `finetune` would train (the params read as it reads them) and where it would publish."""
+    params = load_train_params(cfg)
+    moves = MOVES if move == "all" else [Move.parse(move)]
+    print(f"params {cfg.source.name}: benchmark {cfg.paths.relative(cfg.paths.benchmark)}, "
+          f"configurations from {params.configs_file}")
+    for each in moves:
+        ids = [hp.id for hp in load_hyperparams(params.configs_file, each, params.configs)]
+        print(f"{each.value}: {params.base_model}, configurations {ids}, max {params.max_train_pairs} training pairs "
+              f"-> {cfg.paths.relative(move_model_dir(cfg, params, each))}")
     return 0
 
 

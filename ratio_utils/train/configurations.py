@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from ..config import REPO_ROOT, Config
+from ..config import Config, locate
 from ..param_sections import TrainParams
 from ..schema import MODEL_RESULTS_FILE, Move
 
@@ -105,11 +105,7 @@ def load_hyperparams(path: str | Path, move: Move | str | None = None, ids: list
     File shape: `model:` (informative), `configs:` (a list used for every move) and optionally
     `per_move: {address: [...], ...}` (replaces the list for that move). `ids` keeps only those ids.
     """
-    path = Path(path)
-    if not path.is_absolute():
-        path = REPO_ROOT / path
-    if not path.exists():
-        raise FileNotFoundError(f"fine-tuning configs file not found: {path}")
+    path = locate(path, what="fine-tuning configs file")  # relative: the working directory, the checkout, the package
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     rows = data.get("configs") or []
     if move is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import REPO_ROOT, Config
+from ..config import Config
 from ..dataset.benchmark import load_benchmark
 from ..evaluation import stats
 from ..io import read_json_if_exists
@@ -163,7 +163,7 @@ def write_table6(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
     write_table(
         shown, "table6_finetune_configs", cfg,
         caption="Table 6: Hyperparameter configurations tried for each move and model, with validation MRR@10",
-        notes=table6_notes(params), inputs=[cfg.paths.benchmark, REPO_ROOT / params.configs_file],
+        notes=table6_notes(params), inputs=[cfg.paths.benchmark, cfg.paths.from_params(params.configs_file)],
     )
     return shown
 
