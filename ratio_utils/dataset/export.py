@@ -18,19 +18,31 @@ list it; a run must not rank it for that query. BEIR's `EvaluateRetrieval.evalua
 default (`ignore_identical_ids=True`); for trec_eval / ir_measures, drop run lines whose docid equals
 the qid (run files of `ratio_utils.retrieval` never contain them). `export.json` counts such queries.
 
+**Checked input, atomic output.** The benchmark is read through `Benchmark`'s checks (every gold in the pool, no
+null or shared query id, no repeated docid: ratio_utils.dataset.benchmark), so an export never holds `"_id": NaN`
+or qrels pointing at absent documents; a `Benchmark` opened with `allow_invalid=True` leaves the offending rows out
+and `export.json` lists them (`benchmark_problems`). The files are written into a temporary folder beside OUT and
+swapped in (`io.replace_folder`), so a failure leaves the old export whole, never a new corpus beside old qrels;
+an existing OUT is replaced only when it is empty or an export itself (it holds export.json).
+
 Reads: the benchmark (ratio_utils.dataset.benchmark). Writes: OUT/ (default data/processed/exports/<format>/<move>/).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import uuid
 from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_path, write_json_atomic
+from ..io import atomic_path, replace_folder, write_json_atomic
 from ..schema import Move, Split
-from .benchmark import Benchmark
+from .benchmark import Benchmark, candidates_path, pairs_path
+
+RECORD_FILE = "export.json"  # what marks a folder as an export (and so as safe to replace)
 
 FORMATS = ("beir", "trec")
 CONVENTION = ("a query's own sentence (candidate id == query id) is never relevant and must be removed from its "
@@ -67,11 +79,28 @@ def export_data(bench: Benchmark, move: Move | str, split: Split | str) -> tuple
     move, split = Move.parse(move), Split.parse(split)
     evalset = bench.eval_set(move, split)
     queries, qrels = evalset.queries, evalset.qrels
-    pool = evalset.pool[["docid", "text"]].drop_duplicates("docid")
+    pool = evalset.pool[["docid", "text"]]  # one row per docid: Benchmark.pool refuses (or reports) a repeated one
     own = qrels["qid"] == qrels["docid"]
     if own.any():  # cannot happen for mined pairs (query and gold are consecutive, different sentences)
-        raise ValueError(f"{int(own.sum())} {move.value}/{split.value} pair(s) have the query as their own gold")
-    return queries, qrels.drop_duplicates(), pool
+        raise ValueError(f"{pairs_path(bench.root, move, split)}: {int(own.sum())} pair(s) have the query as their "
+                         f"own gold, e.g. {qrels.loc[own, 'qid'].iloc[0]}")
+    return queries, qrels.drop_duplicates(), pool  # a pair listed twice is one relevance judgement
+
+
+def _check_target(out_dir: Path) -> None:
+    """Refuse a target the swap would destroy: a file, or a folder with content that is not an export."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NotADirectoryError(f"{out_dir}: the export target is a file; name a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / RECORD_FILE).is_file():
+        raise FileExistsError(f"{out_dir}: not empty and not an export (no {RECORD_FILE}); name a new or empty folder "
+                              "(an export replaces its whole folder)")
+
+
+def _problems_of(bench: Benchmark, move: Move, split: Split) -> list[dict]:
+    """The problems `allow_invalid` left out of the two files one export reads."""
+    files = {str(pairs_path(bench.root, move, split).relative_to(bench.root)),
+             str(candidates_path(bench.root, split).relative_to(bench.root))}
+    return [record for record in bench.problem_records() if record["file"] in files]
 
 
 def export(bench: Benchmark, move: Move | str, split: Split | str, out_dir: Path, fmt: str) -> dict:
@@ -80,8 +109,26 @@ def export(bench: Benchmark, move: Move | str, split: Split | str, out_dir: Path
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
     move, split = Move.parse(move), Split.parse(split)
     queries, qrels, pool = export_data(bench, move, split)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    target = Path(out_dir)
+    _check_target(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # written here, then swapped in whole: a failure midway leaves the old export as it was
+    out_dir = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    out_dir.mkdir()
+    try:
+        record = _write_export(queries, qrels, pool, move, split, out_dir, fmt)
+        record["benchmark_problems"] = _problems_of(bench, move, split)
+        write_json_atomic(out_dir / RECORD_FILE, record)
+        replace_folder(out_dir, target)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return record
+
+
+def _write_export(queries: pd.DataFrame, qrels: pd.DataFrame, pool: pd.DataFrame, move: Move, split: Split,
+                  out_dir: Path, fmt: str) -> dict:
+    """The format's files in out_dir; the export.json record (without the benchmark's problems)."""
     if fmt == "beir":
         files = {
             "corpus.jsonl": _write_jsonl(out_dir / "corpus.jsonl", ({"_id": d, "title": "", "text": t} for d, t in pool.itertuples(index=False))),
@@ -107,5 +154,4 @@ def export(bench: Benchmark, move: Move | str, split: Split | str, out_dir: Path
         "convention": CONVENTION,
         "files": files,
     }
-    write_json_atomic(out_dir / "export.json", record)
     return record

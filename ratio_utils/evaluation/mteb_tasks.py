@@ -162,7 +162,7 @@ def task_metadata(bench: Benchmark, move: Move, licences: dict[str, str] | None 
 def _split_data(bench: Benchmark, move: Move, split: str) -> dict:
     from datasets import Dataset
 
-    pairs = bench.queries(move, split)
+    pairs = bench.scored_pairs(move, split)  # checked on load: every gold in the pool (dataset.benchmark)
     queries = pairs.drop_duplicates("query_id")
     pool = bench.pool(split)
     relevant: dict[str, dict[str, int]] = {}
@@ -176,11 +176,13 @@ def _split_data(bench: Benchmark, move: Move, split: str) -> dict:
     }
 
 
-def ratio_tasks(benchmark: str | Path, moves: list[Move] | None = None, licences: dict[str, str] | None = None) -> list:
-    """One MTEB retrieval task per move, on the benchmark directory `benchmark` (release layout)."""
+def ratio_tasks(benchmark: "str | Path | Benchmark", moves: list[Move] | None = None,
+                licences: dict[str, str] | None = None) -> list:
+    """One MTEB retrieval task per move, on the benchmark directory `benchmark` (release layout), or on a loaded
+    `Benchmark` (`load_benchmark(..., allow_invalid=True)`, whose `problems` then say what the tasks leave out)."""
     from mteb.abstasks.retrieval import AbsTaskRetrieval
 
-    bench = load_benchmark(benchmark)
+    bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
 
     class RatioRetrievalTask(AbsTaskRetrieval):
         """Ratio on one directory; one subclass per move, since MTEB reads a task's metadata from its class
@@ -206,7 +208,7 @@ def ratio_tasks(benchmark: str | Path, moves: list[Move] | None = None, licences
     hashes: dict[Path, str] = {}  # each file hashed once for all the tasks
     for move in (Move.parse(m) for m in (moves or MOVES)):
         metadata = task_metadata(bench, move, licences, hashes)
-        counts = {split: int(bench.queries(move, split)["query_id"].nunique()) for split in metadata.eval_splits}
+        counts = {split: int(bench.scored_pairs(move, split)["query_id"].nunique()) for split in metadata.eval_splits}
         cls = type(task_name(move), (RatioRetrievalTask,), {"move": move, "metadata": metadata, "query_counts": counts})
         tasks.append(cls())
     return tasks
@@ -289,9 +291,10 @@ def mteb_model(model: Any, prompts: dict[str, str] | None = None, *, instruction
     return _encoder_class()(retriever, meta, prompts.get("query", ""), prompts.get("document", ""), instruction)
 
 
-def default_output(benchmark: str | Path) -> Path:
-    """Where the MTEB command writes its results by default: `mteb_results/` beside the benchmark directory."""
-    return Path(benchmark).resolve().parent / "mteb_results"
+def default_output() -> Path:
+    """Where the MTEB command writes its results by default: `mteb_results/` under the working directory (never
+    beside the benchmark, which may be read-only)."""
+    return Path.cwd() / "mteb_results"
 
 
 def mteb_scores(model: Any, tasks: list, *, batch_size: int = 64, output: "str | os.PathLike | None" = None) -> pd.DataFrame:
@@ -322,13 +325,15 @@ def mteb_scores(model: Any, tasks: list, *, batch_size: int = 64, output: "str |
 
 
 def project_scores(model: Any, benchmark: str | Path, prefixes: dict[str, str] | None, *, batch_size: int = 64,
-                   instruction: bool = False, cache_dir: "str | os.PathLike | None | bool" = None) -> pd.DataFrame:
+                   instruction: bool = False, cache_dir: "str | os.PathLike | None | bool" = None,
+                   allow_invalid: bool = False) -> pd.DataFrame:
     """The same rows from `ratio_utils.evaluate` (one call per split, one retriever for its moves), with the number
-    of queries, the 95 % bootstrap interval of each score (`<metric> low` / `<metric> high`) and † under 30 queries."""
+    of queries, the 95 % bootstrap interval of each score (`<metric> low` / `<metric> high`) and † under 30 queries.
+    `allow_invalid`: as `evaluate`'s (the rows MTEB's tasks of the same `Benchmark` leave out)."""
     from .scoring import evaluate
     from .stats import dagger
 
-    bench = load_benchmark(benchmark)
+    bench = load_benchmark(benchmark, allow_invalid=allow_invalid)
     rows = []
     for split in (Split.TEST, Split.SILVER):
         moves = [m for m in MOVES if split in [Split.parse(s) for s in eval_splits(bench, m)]]
@@ -337,7 +342,7 @@ def project_scores(model: Any, benchmark: str | Path, prefixes: dict[str, str] |
         prefix = prefixes or {}
         result = evaluate(model, benchmark, split=split.value, move=",".join(m.value for m in moves),
                           query_prefix=prefix.get("query"), doc_prefix=prefix.get("document"), batch_size=batch_size,
-                          instruction=instruction, cache_dir=cache_dir)
+                          instruction=instruction, cache_dir=cache_dir, allow_invalid=allow_invalid)
         for move, scores in result["scores"].items():
             row = {"move": move, "split": result["splits"][move], "queries": result["queries"][move],
                    "†": dagger(result["queries"][move])}

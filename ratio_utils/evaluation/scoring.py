@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..dataset.benchmark import candidates_path, load_benchmark, pairs_path
+from ..dataset.benchmark import benchmark_dir, candidates_path, load_benchmark, pairs_path
 from ..io import sha256_file
 from ..schema import MOVES, Move, Split
 from .metrics import NDCG_KS, PRIMARY_METRIC
@@ -169,6 +169,7 @@ def evaluate(
     runs_dir: "str | os.PathLike | None" = None,
     name: str | None = None,
     intervals: bool = True,
+    allow_invalid: bool = False,
 ) -> dict:
     """Score a retriever on the benchmark; the result's `scores` are {move: {"R@k"/"MRR@k"/"HR@k"/"nDCG@10": value}},
     with per move the number of queries (`queries`), the 95 % bootstrap interval of every metric (`intervals`, the
@@ -191,17 +192,17 @@ def evaluate(
     not at all when the cache or the process's embedding memo already holds it.
     `runs_dir`: write run files there. `name`: the system name in run files and the result (default: the model's).
     `intervals`: False skips the bootstrap intervals (their keys are then absent).
+    `allow_invalid`: score a benchmark whose files break a rule of the layout (a gold missing from its pool, a null or
+    shared query id, a repeated docid: ratio_utils.dataset.benchmark) without the offending rows, each problem
+    counted in the result's `benchmark_problems`; by default such a file raises InvalidBenchmarkError naming it.
+    `params_file` is read whenever given, beside `benchmark` too (a missing or bad file is an error).
     Raises EvaluationError for a split the benchmark lacks or a request with nothing to evaluate.
     """
     from ..models import ModelNotAvailableError, ModelRef, resolve_model
     from ..retrieval.dense import default_embedding_cache
     from .run_scoring import run_and_score
 
-    if benchmark is None:
-        from ..config import load_config
-
-        benchmark = load_config(params_file).paths.benchmark
-    benchmark = Path(benchmark)
+    benchmark = benchmark_dir(benchmark, params_file)
     retriever = model_or_retriever if hasattr(model_or_retriever, "search") else None
     spec = model_or_retriever
     if retriever is not None:
@@ -218,7 +219,7 @@ def evaluate(
     cache_dir = Path(cache_dir) if cache_dir else None
     runs_dir = Path(runs_dir) if runs_dir else None
 
-    bench = load_benchmark(benchmark)
+    bench = load_benchmark(benchmark, allow_invalid=allow_invalid)
     requested = Split.parse(split)
     plan = {m: _split_for(bench, m, requested, fallback_to_test) for m in _moves(move)}
     # A move whose split file holds no pairs (possible in small rebuilds) has nothing to score: say so.
@@ -295,6 +296,8 @@ def evaluate(
         result["system"] = system.name
     if hasattr(system, "encoded_texts"):
         result["texts_encoded"] = int(system.encoded_texts)  # sent through the model here (not from a cache)
+    # what allow_invalid left out, per file and kind: the scores above are of the benchmark without those rows
+    result["benchmark_problems"] = bench.problem_records()
     return result
 
 
