@@ -11,9 +11,16 @@ so a typo in `train:` fails in `load_config` (notebook 00), naming the file and 
 defines its dataclass in `ratio_utils.param_sections` and registers it with one line in `PARAMS_SECTIONS`
 (`ratio_utils.param_sections` is light: loading a config imports no stage, no torch).
 
-Paths in a params file follow one rule (`Paths.from_params`): relative to the repository root, except
-`shared:<path>` (under the shared folder, e.g. `lexicon.released_csv`) and `output:<path>` (under the
+Paths in a params file follow one rule (`Paths.from_params`): relative to the checkout (outside one: the working
+directory; a file the package ships, such as `params/finetune/*.yaml` or `prompts/judge`, falls back to the package's
+copy), except `shared:<path>` (under the shared folder, e.g. `lexicon.released_csv`) and `output:<path>` (under the
 output root, e.g. `llm.cache_dir`, what a run writes); an absolute path stays as it is.
+
+The package and a checkout: the files a command reads (params/, prompts/, data/lexicon/, the corpus manifest) ship
+inside the package under `ratio_utils/resources/`, in the checkout's own layout, read with importlib.resources
+(`packaged`); in a checkout those entries are links to the one copy at the top of the checkout. A checkout
+(notebooks/, results/, data/) is found only where a command needs one, by `find_checkout` (`--root`, else the working
+directory, else the source tree of an editable install), never from where a regular install put the package.
 
 Output root: `params/default.yaml` says `output_root: .` (the top-level data/, tables/, figures/);
 every other params file writes under `outputs/<name>/` unless it sets `output_root` itself.
@@ -23,6 +30,7 @@ every other params file writes under `outputs/<name>/` unless it sets `output_ro
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,9 +57,11 @@ from .param_sections import (
     reject_unknown_keys,
 )
 
+# The folder above the package: this source tree when the package is imported from a checkout (tests, an editable
+# install), site-packages once installed. Read only by `find_checkout`, as its last candidate; never a base for paths.
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
-OUTPUTS_DIR = REPO_ROOT / "outputs"  # output roots of every params file but default.yaml
+DEFAULT_PARAMS_NAME = "params/default.yaml"  # the params file used when none is given (a checkout's, else the package's)
+OUTPUTS_DIR_NAME = "outputs"  # under the checkout (or the working directory): output roots of every params file but default.yaml
 
 # Prefixes of params paths (Paths.from_params): under the shared folder, under the output root.
 SHARED_PREFIX, OUTPUT_PREFIX = "shared:", "output:"
@@ -76,6 +86,70 @@ PARAMS_SECTIONS: dict[str, type] = {
 
 T = TypeVar("T")
 
+# What marks a folder as a ratio checkout: the notebooks, the params and the library's sources side by side.
+CHECKOUT_MARKERS = ("notebooks", "params/default.yaml", "ratio_utils/__init__.py")
+
+
+class NotACheckoutError(RuntimeError):
+    """A command needs a ratio checkout (notebooks/, results/, data/) and none was found; the message is one line."""
+
+
+def _is_checkout(folder: Path) -> bool:
+    return all((folder / marker).exists() for marker in CHECKOUT_MARKERS)
+
+
+def find_checkout(root: "str | os.PathLike | None" = None, *, required: bool = True) -> Path | None:
+    """The ratio checkout a command works in: `root` (a `--root DIR`) when given, else the working directory or the
+    nearest folder above it that is one, else the source tree the package is imported from (an editable install).
+
+    root: the folder named by the user; it must be a checkout itself.
+    required: raise `NotACheckoutError` (one line: "not in a ratio checkout: pass --root DIR") when none is found;
+        False returns None instead (a caller with a fallback outside a checkout).
+    """
+    if root is not None:
+        folder = Path(root).expanduser().resolve()
+        if _is_checkout(folder):
+            return folder
+        if not required:
+            return None
+        raise NotACheckoutError(f"not a ratio checkout: {folder} (it has no {', '.join(CHECKOUT_MARKERS)})")
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents, REPO_ROOT):
+        if _is_checkout(folder):
+            return folder
+    if not required:
+        return None
+    raise NotACheckoutError(f"not in a ratio checkout ({here}): pass --root DIR")
+
+
+def packaged(relative: "str | os.PathLike") -> Path:
+    """The package's copy of a checkout file (`params/paper.yaml`, `prompts/judge`, `data/lexicon/templates.yaml`):
+    ratio_utils/resources/<relative>, read through importlib.resources so it is found wherever the package is
+    installed. The path may not exist: the package ships only what pyproject's package-data names."""
+    return Path(str(importlib.resources.files("ratio_utils").joinpath("resources", *Path(relative).parts)))
+
+
+def packaged_params() -> list[str]:
+    """The params files the package ships, by name (`default`, `paper`, ...), for error messages and `--help`."""
+    return sorted(path.stem for path in packaged("params").glob("*.yaml"))
+
+
+def locate(path: "str | os.PathLike", checkout: Path | None = None, *, what: str = "file") -> Path:
+    """A user's path: absolute as it is; relative: under the working directory, else under `checkout` (default: the
+    checkout found from the working directory), else the package's copy (`packaged`). A file found nowhere raises
+    FileNotFoundError naming the places looked in."""
+    path = Path(path).expanduser()
+    if path.is_absolute():
+        if not path.exists():
+            raise FileNotFoundError(f"{what} not found: {path}")
+        return path
+    checkout = checkout if checkout is not None else find_checkout(required=False)
+    candidates = [Path.cwd() / path, *([checkout / path] if checkout is not None else []), packaged(path)]
+    for candidate in candidates:
+        if candidate.exists():
+            return Path(os.path.abspath(candidate))  # abspath, not resolve: a packaged link keeps its checkout name
+    raise FileNotFoundError(f"{what} not found: {path} (looked in {', '.join(str(c.parent) for c in candidates)})")
+
 
 @dataclass(frozen=True)
 class Paths:
@@ -83,6 +157,13 @@ class Paths:
 
     root: Path  # outputs: data/, tables/, figures/, models/, cache/
     shared: Path  # read-only inputs (../shared): corpora, lexicon, paper
+    # what relative params paths resolve against: the checkout, or outside one the working directory (load_config)
+    base: Path | None = None
+
+    @property
+    def params_base(self) -> Path:
+        """The folder relative params paths are under: `base`, else the checkout, else the working directory."""
+        return self.base or find_checkout(required=False) or Path.cwd()
 
     @property
     def raw(self) -> Path:
@@ -302,23 +383,28 @@ class Paths:
         return self.root / "notebooks" / "executed"
 
     def from_params(self, value: "str | os.PathLike") -> Path:
-        """A path written in a params file, by one rule: relative to the repository root, except
-        `shared:<path>` (under the shared folder) and `output:<path>` (under the output root);
+        """A path written in a params file, by one rule: relative to `params_base` (the checkout, or the working
+        directory), falling back to the package's copy of a file it ships (`prompts/judge` outside a checkout),
+        except `shared:<path>` (under the shared folder) and `output:<path>` (under the output root);
         an absolute path stays as it is."""
         text = os.fspath(value)
         for prefix, base in ((SHARED_PREFIX, self.shared), (OUTPUT_PREFIX, self.root)):
             if text.startswith(prefix):
                 return base / text[len(prefix):]
         path = Path(text).expanduser()
-        return path if path.is_absolute() else REPO_ROOT / path
+        if path.is_absolute():
+            return path
+        here = self.params_base / path
+        return here if here.exists() or not packaged(path).exists() else packaged(path)
 
     def relative(self, path: "str | os.PathLike") -> str:
-        """A path as committed outputs record it: relative to the output root, else to the repository,
-        else `shared:<path>` under the shared folder; never an absolute path of this machine."""
+        """A path as committed outputs record it: relative to the output root, else to the checkout (or working
+        directory), else to the package's files, else `shared:<path>` under the shared folder; never an absolute
+        path of this machine."""
         path = Path(path)
         if not path.is_absolute():
             return str(path)
-        for base, prefix in ((self.root, ""), (REPO_ROOT, ""), (self.shared, "shared:")):
+        for base, prefix in ((self.root, ""), (self.params_base, ""), (packaged("."), ""), (self.shared, "shared:")):
             try:
                 return prefix + str(path.resolve().relative_to(base.resolve()))
             except ValueError:
@@ -375,9 +461,9 @@ class Config:
         return {
             "name": self.name,
             "seed": self.seed,
-            "root": _repo_relative(self.paths.root),
-            "shared": _repo_relative(self.paths.shared),
-            "params_file": _repo_relative(self.source) if self.source else None,
+            "root": _base_relative(self.paths.root, self.paths.params_base),
+            "shared": _base_relative(self.paths.shared, self.paths.params_base),
+            "params_file": _base_relative(self.source, self.paths.params_base) if self.source else None,
             "sections": copy.deepcopy(self.sections),
         }
 
@@ -414,9 +500,13 @@ def _load_yaml(path: Path) -> dict:
     return data
 
 
-def _repo_relative(path: Path) -> str:
-    """Relative to the repository (`.`, `outputs/smoke`, `../shared`); a folder elsewhere by its name only."""
-    relative = os.path.relpath(path, REPO_ROOT)
+def _base_relative(path: Path, base: Path) -> str:
+    """Relative to the checkout (`.`, `outputs/smoke`, `../shared`); a packaged params file as `params/<name>`; a
+    folder elsewhere by its name only."""
+    try:
+        return str(Path(path).relative_to(packaged(".")))
+    except ValueError:
+        relative = os.path.relpath(path, base)
     return Path(path).name if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
 
 
@@ -437,17 +527,29 @@ def _resolve(path_value: str | os.PathLike, base: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def load_config(params_file: str | os.PathLike | None = None, overrides: dict | str | None = None) -> Config:
-    """Load a params file (default params/default.yaml) and apply overrides.
+def load_config(params_file: str | os.PathLike | None = None, overrides: dict | str | None = None, *,
+                root: str | os.PathLike | None = None) -> Config:
+    """Load a params file and apply overrides.
 
-    `overrides` is a dict of sections, or its JSON/YAML text (what `papermill -p overrides '{...}'` passes).
+    params_file: a path (relative: under the working directory, else the checkout, else the package's copy:
+        `locate`), or the name of a params file the package ships (`paper` for params/paper.yaml); default: the
+        checkout's params/default.yaml, outside a checkout the package's.
+    overrides: a dict of sections, or its JSON/YAML text (what `papermill -p overrides '{...}'` passes).
+    root: the checkout (`--root DIR`); default: the one `find_checkout` finds, if any.
 
-    Relative paths in the file are relative to the repository root. Without `output_root`, outputs
-    go to outputs/<name>/. `RATIO_OUTPUT_ROOT` and `RATIO_SHARED` in the environment take precedence
-    over the file (tests and CI use them to write to a temporary directory and to point at a copy
-    of shared/). Every section is validated here (`validate_sections`).
+    Relative paths in the file are relative to the checkout, or outside one to the working directory (`Paths.base`).
+    Without `output_root`, outputs go to outputs/<name>/ there. `RATIO_OUTPUT_ROOT` and `RATIO_SHARED` in the
+    environment take precedence over the file (tests and CI use them to write to a temporary directory and to point
+    at a copy of shared/). Every section is validated here (`validate_sections`).
     """
-    source = _resolve(params_file, REPO_ROOT) if params_file else DEFAULT_PARAMS
+    checkout = find_checkout(root, required=root is not None)
+    base = checkout or Path.cwd().resolve()
+    if params_file and not Path(params_file).suffix and Path(params_file).name == os.fspath(params_file):
+        params_file = f"params/{params_file}.yaml"  # a shipped params file by name: `ratio-models check paper`
+    if params_file:
+        source = locate(params_file, checkout, what="params file")
+    else:
+        source = checkout / DEFAULT_PARAMS_NAME if checkout else packaged(DEFAULT_PARAMS_NAME)
     if isinstance(overrides, str):
         overrides = yaml.safe_load(overrides)
     if overrides is not None and not isinstance(overrides, dict):
@@ -455,14 +557,25 @@ def load_config(params_file: str | os.PathLike | None = None, overrides: dict | 
     data = deep_merge(_load_yaml(source), overrides or {})
     name = str(data.pop("name", source.stem))
     seed = check_seed(data.pop("seed", 13), str(source))  # `seed: abc` names the file
-    root = _resolve(
-        os.environ.get("RATIO_OUTPUT_ROOT") or data.pop("output_root", None) or OUTPUTS_DIR / name, REPO_ROOT
+    root_dir = _resolve(
+        os.environ.get("RATIO_OUTPUT_ROOT") or data.pop("output_root", None) or Path(OUTPUTS_DIR_NAME) / name, base
     )
-    shared = _resolve(os.environ.get("RATIO_SHARED") or data.pop("shared_dir", "../shared"), REPO_ROOT)
+    shared = _resolve(os.environ.get("RATIO_SHARED") or data.pop("shared_dir", "../shared"), base)
     data.pop("output_root", None)
     data.pop("shared_dir", None)
     bad = [key for key, value in data.items() if not isinstance(value, dict)]
     if bad:
         raise ValueError(f"{source}: top-level keys {bad} must be sections (mappings)")
     validate_sections(data, source)
-    return Config(name=name, paths=Paths(root=root, shared=shared), seed=seed, sections=data, source=source)
+    return Config(name=name, paths=Paths(root=root_dir, shared=shared, base=base), seed=seed, sections=data,
+                  source=source)
+
+
+def __getattr__(name: str) -> Path:
+    """`OUTPUTS_DIR` and `DEFAULT_PARAMS`, computed when read (where they are depends on the working directory)."""
+    if name == "OUTPUTS_DIR":
+        return (find_checkout(required=False) or Path.cwd().resolve()) / OUTPUTS_DIR_NAME
+    if name == "DEFAULT_PARAMS":
+        checkout = find_checkout(required=False)
+        return checkout / DEFAULT_PARAMS_NAME if checkout else packaged(DEFAULT_PARAMS_NAME)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
