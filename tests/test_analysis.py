@@ -451,10 +451,17 @@ def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, mo
     for move in ("address", "specify"):
         evalset = bench.eval_set(move, "test")
         full = encoder.search(evalset.queries, pool, k=len(pool))
-        for sub in runs[("fake", move)].subsamples:
-            expected = per_query_metrics(full[full["docid"].isin(sub.kept)], evalset.qrels, ["MRR@10", "R@10"]).mean()
+        draws = runs[("fake", move)].draws
+        assert len(draws) == pool_size.POOL_SEEDS
+        for j, sub in enumerate(draws[0]):
+            # each point is the mean over the draws of the full ranking's scores on that draw's subsample
+            per_draw = [per_query_metrics(full[full["docid"].isin(draw[j].kept)], evalset.qrels, ["MRR@10", "R@10"]).mean()
+                        for draw in draws]
+            expected = pd.concat(per_draw, axis=1).mean(axis=1)
             row = points[(points["Move"] == move) & (points["Fraction"] == pool_size.fraction_label(sub.fraction))].iloc[0]
             assert (row["MRR@10"], row["R@10"]) == pytest.approx((100 * expected["MRR@10"], 100 * expected["R@10"]))
+            mrr = [100 * d["MRR@10"] for d in per_draw]
+            assert (row["MRR@10 seed min"], row["MRR@10 seed max"]) == pytest.approx((min(mrr), max(mrr)))
     # without the cache the same queries are undetermined and shown as bounds
     monkeypatch.setattr(pool_size, "cached_vectors", lambda *a, **kw: None)
     runs, _, _ = pool_size.load_runs(cfg, bench, ["fake"])
@@ -462,3 +469,53 @@ def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, mo
     assert bounded["Undetermined"].gt(0).any() and bounded.loc[bounded["Undetermined"] > 0, "MRR@10"].isna().all()
     assert (bounded["MRR@10 lower bound"] <= points["MRR@10"] + 1e-9).all()
     assert (points["MRR@10"] <= bounded["MRR@10 upper bound"] + 1e-9).all()
+
+
+def test_pool_draws_are_seeded_nested_and_keep_every_gold():
+    from ratio_utils.retrieval_analysis import pool_size
+
+    pool_ids = [f"d{i:03d}" for i in range(400)]
+    golds = {f"d{i:03d}" for i in range(0, 400, 40)}
+    draws = pool_size.subsample_draws(pool_ids, golds, seed=13, n_seeds=5)
+    assert len(draws) == 5 and draws[0] == pool_size.subsample_pools(pool_ids, golds, seed=13)
+    assert draws[1] == pool_size.subsample_pools(pool_ids, golds, seed=14)
+    assert len({draw[0].kept for draw in draws}) == 5  # five different 1/16 pools, one size, every gold in each
+    assert {draw[0].size for draw in draws} == {len(golds) + round(390 / 16)} and all(golds <= d[0].kept for d in draws)
+    assert {draw[-1].kept for draw in draws} == {frozenset(pool_ids)}
+    with pytest.raises(ValueError, match="n_seeds=0"):
+        pool_size.subsample_draws(pool_ids, golds, seed=13, n_seeds=0)
+
+
+def _points(rows):
+    from ratio_utils.retrieval_analysis import pool_size
+
+    columns = ["System", "Move", "fraction", "MRR@10", "Undetermined", "Gold share %", "MRR@10 seed min",
+               "MRR@10 seed max", "Seeds"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["Fraction"] = frame["fraction"].map(pool_size.fraction_label)
+    return frame
+
+
+def test_the_pool_size_reading_says_what_each_move_shows():
+    """The review's case: the order flips with pool size in one move and the tuned - baseline difference shrinks;
+    the reading says so move by move, with the gold share, and gives no generic advice."""
+    from ratio_utils.retrieval_analysis import pool_size
+
+    points = _points([
+        ("tuned", "specify", 1 / 16, 40.0, 0, 38.0, 39.0, 41.0, 5), ("base", "specify", 1 / 16, 26.1, 0, 38.0, 25.5, 26.5, 5),
+        ("tuned", "specify", 1.0, 20.0, 0, 3.7, 20.0, 20.0, 5), ("base", "specify", 1.0, 12.4, 0, 3.7, 12.4, 12.4, 5),
+        ("bm25", "address", 1 / 16, 30.0, 0, 20.0, 28.0, 31.0, 5), ("dense", "address", 1 / 16, 25.0, 0, 20.0, 24.0, 26.0, 5),
+        ("bm25", "address", 1.0, 10.0, 0, 2.0, 10.0, 10.0, 5), ("dense", "address", 1.0, 11.0, 0, 2.0, 11.0, 11.0, 5),
+    ])
+    text = pool_size.reading(points, whole_pool=20_000)
+    specify = pool_size.move_reading(points[points["Move"] == "specify"], "specify")
+    assert specify == ("Specify: gold share 38.0 % at 1/16 against 3.7 % at whole pool; MRR@10 tuned 40.0 → 20.0, "
+                       "base 26.1 → 12.4; the order tuned > base holds at every exact pool size; tuned − base +13.9 "
+                       "at 1/16 → +7.6 at whole pool.")
+    address = pool_size.move_reading(points[points["Move"] == "address"], "address")
+    assert "the order changes with pool size: bm25 > dense at 1/16; dense > bm25 at whole pool" in address
+    assert address in text and specify in text and text.index("Address") < text.index("Specify")
+    assert "varies by at most 3.0 points" in text and "gold-heavier" in text
+    assert "compare the orderings" not in text and "no value at the paper's pool size is estimated" in text
+    undecided = points[points["Move"] == "address"].assign(Undetermined=[0, 0, 1, 0])
+    assert pool_size.move_reading(undecided, "address") == "Address: fewer than two pool sizes with exact points, nothing to read."

@@ -338,6 +338,8 @@ def test_the_pool_size_section_shows_the_tables_rows_its_reading_and_figures(cfg
             assert rows.loc[(point["Move"], point["System"], metric), point["Fraction"]] == point[metric]
         sizes = rows.loc[(point["Move"], summary_figure.POOL_CANDIDATES, "")]
         assert sizes[point["Fraction"]] == f"{point['Pool size']:,}"
+        shares = rows.loc[(point["Move"], summary_figure.POOL_GOLD_SHARE, "")]
+        assert shares[point["Fraction"]] == point["Gold share %"]  # the table's own cell, one decimal
     assert list(dict.fromkeys(result.pool_size["move"])) == [m.value.capitalize() for m in MOVES]
     report = cfg.paths.summary_report.read_text(encoding="utf-8")
     section = report.split("## How scores move with pool size (beyond the paper)", 1)[1].split("\n## ", 1)[0]

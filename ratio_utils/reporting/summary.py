@@ -144,9 +144,10 @@ def pool_size_lines(summary: Summary, figure_files: dict[str, str]) -> list[str]
     lines = ["## How scores move with pool size (beyond the paper)", ""]
     if summary.pool_size.empty:
         return lines + [summary.pool_size_reading, ""]
-    lines += ["MRR@10 and R@10 (%) as the test pool's distractors are subsampled, every gold kept (tables/"
-              "analysis_pool_size, notebook 11: silver queries where they exist, else the unfiltered test set; cells "
-              "value [95% bootstrap interval], or bounds where the stored top-k cannot decide).", "",
+    lines += ["MRR@10 and R@10 (%) as the test pool's distractors are subsampled, every gold kept, so a smaller pool "
+              "is gold-heavier (tables/analysis_pool_size, notebook 11: silver queries where they exist, else the "
+              "unfiltered test set; cells the mean over the pool draws with its 95% bootstrap interval over queries, "
+              "or bounds where the stored top-k cannot decide; the draws' range is in that table).", "",
               _markdown(summary.pool_size, disable_numparse=True), "", summary.pool_size_reading, ""]
     for move in (m.value for m in MOVES):
         key = f"pool_size_{move}"

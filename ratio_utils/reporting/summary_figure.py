@@ -90,6 +90,7 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""
 
 POOL_TABLE = "analysis_pool_size"  # notebook 11's table (ratio_utils.retrieval_analysis.pool_size)
 POOL_CANDIDATES = "(candidates in the pool)"
+POOL_GOLD_SHARE = "(golds in the pool, %)"
 
 
 def _fraction(label: str) -> float:
@@ -120,6 +121,10 @@ def pool_size_rows(tables: Path) -> tuple[pd.DataFrame, str]:
         sizes = part.drop_duplicates("Fraction").set_index("Fraction")["Pool size"]
         rows.append({"move": move, "system": POOL_CANDIDATES, "metric": "", "queries": "",
                      **{label: f"{int(sizes[label]):,}" if label in sizes else "" for label in labels}})
+        if "Gold share %" in part:  # every gold is kept: a smaller pool is gold-heavier
+            shares = part.drop_duplicates("Fraction").set_index("Fraction")["Gold share %"]
+            rows.append({"move": move, "system": POOL_GOLD_SHARE, "metric": "", "queries": "",
+                         **{label: shares[label] if label in shares else "" for label in labels}})
         for system, points in part.groupby("System", sort=False):
             cells = points.set_index("Fraction")
             for metric in pool_size.METRICS:

@@ -12,7 +12,10 @@ gold's rank among the kept candidates is computed from the full scores (`vector_
 encoded); any query left is *undetermined*: counted, and the point gives bounds (undetermined queries at 0, and at
 the best rank they could have) instead of a value. A move's distractors are the candidates that are no gold of
 its query set (so other moves' golds are subsampled like any sentence); its subsamples are nested (one seeded
-permutation of the distractors, cut at each fraction).
+permutation of the distractors, cut at each fraction), drawn `POOL_SEEDS` times (seeds seed, seed + 1, ...): a point is
+the mean over the draws, with the bootstrap interval over queries of each query's mean over the draws and, beside
+it, the spread of the draws' means (the variation one draw of the pool adds). Every gold is kept, so a smaller pool
+is also gold-heavier: the gold share of each fraction is in the table, since size and composition move together.
 
 Serves stage 11 (ratio_utils.stages.analyses).
 Reads:  the benchmark (test pool, pairs), cfg.paths.retrieval_runs/<system>/<move>/<split>.parquet and its sidecar,
@@ -45,6 +48,7 @@ from ..schema import MOVES, Split
 from .lexical_overlap import query_set_name
 
 FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+POOL_SEEDS = 5  # draws of the subsampled pools (seeds seed .. seed + 4): a point's spread over draws is shown
 PAPER_TEST_POOL = 404_371  # candidates in the paper's test pool
 METRICS = ("MRR@10", "R@10")
 CUTOFF = 10  # the k of both metrics: a filtered list of at least this many candidates fixes the top 10
@@ -73,6 +77,15 @@ def subsample_pools(pool_ids: Iterable[str], golds: set[str], seed: int,
     distractors = [d for d in ids if d not in golds]
     order = [distractors[i] for i in np.random.default_rng(seed).permutation(len(distractors))]
     return [Subsample(f, frozenset(kept_golds + order[:round(f * len(distractors))])) for f in fractions]
+
+
+def subsample_draws(pool_ids: Iterable[str], golds: set[str], seed: int, n_seeds: int = POOL_SEEDS,
+                    fractions: Sequence[float] = FRACTIONS) -> list[list[Subsample]]:
+    """`n_seeds` independent draws of nested subsamples (`subsample_pools` with seeds seed, seed + 1, ...)."""
+    if n_seeds < 1:
+        raise ValueError(f"the pool-size analysis needs at least one draw, got n_seeds={n_seeds}")
+    ids = list(pool_ids)
+    return [subsample_pools(ids, golds, seed + i, fractions) for i in range(n_seeds)]
 
 
 def subsample_scores(run: pd.DataFrame, qrels: pd.DataFrame, kept: frozenset[str], depth: int,
@@ -176,6 +189,28 @@ def cached_vectors(cache_dir: Path, info: RunInfo, queries: pd.DataFrame, pool: 
     return None
 
 
+def mean_over_draws(draws: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per query, the scores of several draws of one point combined: each metric and its upper bound the mean over
+    the draws, `determined` where every draw determines it, `from_vectors` where any draw used the embeddings."""
+    if len(draws) == 1:
+        return draws[0]
+    columns = [*METRICS, *(f"{metric} upper" for metric in METRICS)]
+    combined = sum(draw[columns] for draw in draws) / len(draws)
+    combined["determined"] = np.logical_and.reduce([draw["determined"].to_numpy(bool) for draw in draws])
+    combined["from_vectors"] = np.logical_or.reduce([draw["from_vectors"].to_numpy(bool) for draw in draws])
+    return combined
+
+
+def seed_spread(draws: Sequence[pd.DataFrame]) -> dict:
+    """Per metric the lowest and highest of the draws' means (%), None where a draw has an undetermined query."""
+    row: dict = {"Seeds": len(draws)}
+    exact = all(bool(draw["determined"].all()) for draw in draws)
+    for metric in METRICS:
+        means = [100 * float(draw[metric].mean()) for draw in draws]
+        row[f"{metric} seed min"], row[f"{metric} seed max"] = (min(means), max(means)) if exact else (None, None)
+    return row
+
+
 def point_row(per_query: pd.DataFrame, cache: IntervalCache) -> dict:
     """The numbers of one point: per metric the mean with its bootstrap interval where every query is determined,
     always the bounds (lower: undetermined queries at 0; upper: at their best possible rank)."""
@@ -200,19 +235,23 @@ class StoredRanking:
     run: pd.DataFrame
     depth: int  # candidates per query the run was asked for (its sidecar's k)
     qrels: pd.DataFrame  # the golds of the queries it ranks
-    subsamples: list[Subsample]  # of the test pool, this query set's golds kept
-    exact: pd.DataFrame | None = None  # vector_ranks from the cached embeddings, where they exist
+    draws: list[list[Subsample]]  # per seed, the nested subsamples of the test pool, this query set's golds kept
+    exact: list[pd.DataFrame] | None = None  # per draw, vector_ranks from the cached embeddings, where they exist
+    golds_in_pool: int = 0  # this query set's golds in the test pool (all kept in every subsample)
 
 
 def pool_size_points(runs: dict[tuple[str, str], StoredRanking], cache: IntervalCache) -> pd.DataFrame:
-    """One row per (system, move, subsample) of `runs[(system, move)]`."""
+    """One row per (system, move, pool fraction) of `runs[(system, move)]`: the mean over the draws with its interval
+    (`point_row` of `mean_over_draws`), the draws' spread (`seed_spread`) and the gold share of the pool (%)."""
     rows = []
     for (system, move), stored in runs.items():
-        for j, sub in enumerate(stored.subsamples):
-            exact = None if stored.exact is None else stored.exact[j]
-            per_query = subsample_scores(stored.run, stored.qrels, sub.kept, stored.depth, exact)
+        for j, sub in enumerate(stored.draws[0]):
+            draws = [subsample_scores(stored.run, stored.qrels, draw[j].kept, stored.depth,
+                                      None if stored.exact is None else stored.exact[d][j])
+                     for d, draw in enumerate(stored.draws)]
             rows.append({"System": system, "Move": move, "Fraction": fraction_label(sub.fraction), "fraction": sub.fraction,
-                         "Pool size": sub.size, **point_row(per_query, cache)})
+                         "Pool size": sub.size, "Gold share %": 100 * stored.golds_in_pool / sub.size if sub.size else None,
+                         **point_row(mean_over_draws(draws), cache), **seed_spread(draws)})
     return pd.DataFrame(rows)
 
 
@@ -224,42 +263,84 @@ def shown_table(numeric: pd.DataFrame, query_sets: dict[str, str]) -> pd.DataFra
         return (f"bounds [{row[f'{metric} lower bound']:.1f}, {row[f'{metric} upper bound']:.1f}] "
                 f"({row['Undetermined']} of {row['Queries']} undetermined)")
 
+    def spread(row, metric):
+        low, high = row.get(f"{metric} seed min"), row.get(f"{metric} seed max")
+        return "" if low is None or pd.isna(low) else f"[{low:.1f}, {high:.1f}]"
+
     shown = numeric[["System", "Move", "Fraction", "Pool size", "Queries", "Ranked from embeddings"]].copy()
     shown.insert(2, "Query set", [query_sets[m] for m in numeric["Move"]])
     shown["Move"] = shown["Move"].str.capitalize()
+    if "Gold share %" in numeric:
+        shown.insert(shown.columns.get_loc("Pool size") + 1, "Gold share %",
+                     [f"{v:.1f}" if v is not None and not pd.isna(v) else "" for v in numeric["Gold share %"]])
     for metric in METRICS:
         shown[metric.replace("MRR", "M")] = [text(row, metric) for row in numeric.to_dict("records")]
+        if f"{metric} seed min" in numeric:
+            seeds = int(numeric["Seeds"].max())
+            shown[f"{metric.replace('MRR', 'M')} over {seeds} draws [min, max]"] = [
+                spread(row, metric) for row in numeric.to_dict("records")]
     return shown
 
 
-def reading(numeric: pd.DataFrame, whole_pool: int) -> str:
-    """One sentence on what the curves imply for reading our numbers beside the paper's, from the exact points only
-    (nothing is extrapolated to the paper's pool size). On nested subsamples a gold can only lose places as
-    candidates are added, so every curve falls or stays flat: what matters is by how much, and whether the systems
-    keep their order."""
-    exact = numeric[numeric["Undetermined"] == 0]
-    half = exact[exact["fraction"] == 0.5].set_index(["System", "Move"])["MRR@10"]
-    whole = exact[exact["fraction"] >= 1].set_index(["System", "Move"])["MRR@10"]
-    drops = (half - whole).dropna()
-    kept_order, moves = 0, 0
-    for _, group in numeric.groupby("Move", sort=False):
-        points = [g for _, g in group.groupby("fraction") if (g["Undetermined"] == 0).all()]
-        if len(points) >= 2 and group["System"].nunique() >= 2:
-            moves += 1
-            kept_order += len({tuple(g.sort_values(["MRR@10", "System"], ascending=[False, True])["System"])
-                               for g in points}) == 1
+def _order(points: pd.DataFrame) -> tuple[str, ...]:
+    return tuple(points.sort_values(["MRR@10", "System"], ascending=[False, True])["System"])
+
+
+def move_reading(points: pd.DataFrame, move: str) -> str:
+    """What one move's curves show, from its exact points only: the gold share from the smallest to the whole pool,
+    each system's MRR@10 from the smallest to the whole pool, whether the systems keep their order (and where it
+    flips), and how the difference between the whole pool's best system and each other one moves."""
+    exact = points[points["Undetermined"] == 0]
+    fractions = sorted(f for f, g in exact.groupby("fraction") if len(g) == points[points["fraction"] == f].shape[0])
+    name = move.capitalize()
+    if len(fractions) < 2:
+        return f"{name}: fewer than two pool sizes with exact points, nothing to read."
+    small, whole = fractions[0], fractions[-1]
+    at = {f: exact[exact["fraction"] == f].set_index("System") for f in fractions}
+    label = {f: fraction_label(f) for f in fractions}
     parts = []
-    if len(drops):
-        parts.append(f"Doubling the distractors from half the pool to the whole pool lowers MRR@10 by {drops.min():.1f} "
-                     f"to {drops.max():.1f} points over the {len(drops)} system–move curves with exact points")
-    if moves:
-        parts.append(f"the systems keep their order by MRR@10 at every exactly measured pool size in {kept_order} of "
-                     f"{moves} moves")
+    if "Gold share %" in exact and exact["Gold share %"].notna().all():
+        parts.append(f"gold share {at[small]['Gold share %'].iloc[0]:.1f} % at {label[small]} against "
+                     f"{at[whole]['Gold share %'].iloc[0]:.1f} % at {label[whole]}")
+    parts.append("MRR@10 " + ", ".join(f"{system} {at[small].loc[system, 'MRR@10']:.1f} → {at[whole].loc[system, 'MRR@10']:.1f}"
+                                      for system in at[whole].index if system in at[small].index))
+    if len(at[whole]) >= 2:
+        orders = {f: _order(at[f].reset_index()) for f in fractions}
+        if len(set(orders.values())) == 1:
+            parts.append(f"the order {' > '.join(orders[whole])} holds at every exact pool size")
+        else:
+            changes = [f"{' > '.join(orders[f])} at {label[f]}" for i, f in enumerate(fractions)
+                       if i == 0 or orders[f] != orders[fractions[i - 1]]]
+            parts.append("the order changes with pool size: " + "; ".join(changes))
+        best = orders[whole][0]
+        parts.append("; ".join(
+            f"{best} − {other} {at[small].loc[best, 'MRR@10'] - at[small].loc[other, 'MRR@10']:+.1f} at {label[small]} → "
+            f"{at[whole].loc[best, 'MRR@10'] - at[whole].loc[other, 'MRR@10']:+.1f} at {label[whole]}"
+            for other in orders[whole][1:] if other in at[small].index))
+    return f"{name}: " + "; ".join(parts) + "."
+
+
+def reading(numeric: pd.DataFrame, whole_pool: int) -> str:
+    """What the curves show, move by move (`move_reading`), from the exact points only; then the spread over the
+    pool draws and why nothing is read at the paper's pool size. On nested subsamples a gold can only lose places as
+    candidates are added, so every curve falls or stays flat; since every gold is kept, a smaller pool is also
+    gold-heavier, so size and composition change together and a move's differences at a small fraction are not
+    what the paper's larger pool would show."""
+    moves = [m.value for m in MOVES if m.value in set(numeric["Move"])]
+    lines = [move_reading(numeric[numeric["Move"] == move], move) for move in moves]
+    spreads = []
+    for metric in ("MRR@10",):
+        if f"{metric} seed max" in numeric:
+            width = (numeric[f"{metric} seed max"] - numeric[f"{metric} seed min"]).dropna()
+            if len(width):
+                spreads.append(f"over the {int(numeric['Seeds'].max())} draws of each subsampled pool a point's "
+                               f"{metric} varies by at most {width.max():.1f} points (the draws' range is in the table "
+                               "beside each interval)")
     ratio = PAPER_TEST_POOL / whole_pool
-    head = "; ".join(parts) if parts else "No curve has exact points at half and at the whole pool"
-    return (f"{head}; the paper's pool is {ratio:.0f}× our whole pool (about {np.log2(ratio):.0f} more doublings), so "
-            "its absolute MRR@10 and R@10 are not comparable with ours: compare the orderings of and differences "
-            "between systems with the paper's (no value at the paper's pool size is estimated here).")
+    tail = (f"the paper's pool is {ratio:.0f}× our whole pool (about {np.log2(ratio):.0f} more doublings), so its absolute "
+            "MRR@10 and R@10 are not comparable with ours, and since every gold is kept a smaller pool is also "
+            "gold-heavier (size and composition move together): no value at the paper's pool size is estimated here.")
+    return " ".join([*lines, ("; ".join(spreads) + "; " if spreads else "") + tail])
 
 
 @dataclass
@@ -280,9 +361,11 @@ class PoolSizeResult:
                 + (f"<ul style='font-size:0.8em'>{notes}</ul>" if notes else "") + images)
 
 
-def load_runs(cfg: Config, bench: Benchmark, systems: Sequence[str]) -> tuple[dict, dict[str, str], list[str]]:
+def load_runs(cfg: Config, bench: Benchmark, systems: Sequence[str],
+              n_seeds: int = POOL_SEEDS) -> tuple[dict, dict[str, str], list[str]]:
     """(runs[(system, move)] (`StoredRanking`), query set per move, notes on the runs that are missing). A move's
-    subsamples keep the golds of its whole query set, so every system of the move is scored on the same pools."""
+    subsamples (`n_seeds` draws) keep the golds of its whole query set, so every system of the move is scored on the
+    same pools."""
     runs, query_sets, notes = {}, {}, []
     pool = bench.pool(Split.TEST)
     for move in (m.value for m in MOVES):
@@ -290,7 +373,9 @@ def load_runs(cfg: Config, bench: Benchmark, systems: Sequence[str]) -> tuple[di
         if not (bench.has(move, split) and len(bench.queries(move, split))):
             continue
         query_sets[move] = query_set_name(split.value)
-        subsamples = subsample_pools(pool["docid"], set(bench.eval_set(move, split).qrels["docid"]), cfg.seed)
+        golds = set(bench.eval_set(move, split).qrels["docid"].astype(str))
+        draws = subsample_draws(pool["docid"], golds, cfg.seed, n_seeds)
+        golds_in_pool = len(golds & set(pool["docid"].astype(str)))
         for system in systems:
             path = run_path(cfg.paths.retrieval_runs, system, move, split)
             if not path.exists():
@@ -301,26 +386,29 @@ def load_runs(cfg: Config, bench: Benchmark, systems: Sequence[str]) -> tuple[di
             depth = int(info.k) if info else int(run.groupby("qid").size().max()) if len(run) else 0
             evalset = bench.eval_set(move, split, max_queries=info.max_queries if info else None,
                                      qids=info.qids if info else None)
-            stored = StoredRanking(run, depth, evalset.qrels, subsamples)
+            stored = StoredRanking(run, depth, evalset.qrels, draws, golds_in_pool=golds_in_pool)
             vectors = cached_vectors(cfg.paths.embedding_cache, info, evalset.queries, pool, cfg.paths.root) if info else None
             if vectors is not None:
-                stored.exact = vector_ranks(list(evalset.queries["qid"].astype(str)), vectors[0],
-                                            list(pool["docid"].astype(str)), vectors[1], evalset.qrels, subsamples)
+                stored.exact = [vector_ranks(list(evalset.queries["qid"].astype(str)), vectors[0],
+                                             list(pool["docid"].astype(str)), vectors[1], evalset.qrels, draw)
+                                for draw in draws]
             runs[(system, move)] = stored
     return runs, query_sets, notes
 
 
 def pool_size_analysis(cfg: Config, bench: Benchmark, systems: Sequence[str], n_resamples: int = stats.N_RESAMPLES, *,
-                       write: bool = True) -> PoolSizeResult:
-    """The pool-size table and figures for `systems` (run-folder names, retrieval.runs.system_name)."""
-    runs, query_sets, notes = load_runs(cfg, bench, systems)
+                       write: bool = True, n_seeds: int = POOL_SEEDS) -> PoolSizeResult:
+    """The pool-size table and figures for `systems` (run-folder names, retrieval.runs.system_name), each point over
+    `n_seeds` draws of the subsampled pools."""
+    runs, query_sets, notes = load_runs(cfg, bench, systems, n_seeds)
     cache = IntervalCache(cfg.paths.bootstrap_cache if write else None, cfg.seed, n_resamples)
     numeric = pool_size_points(runs, cache)
     shown = shown_table(numeric, query_sets) if not numeric.empty else pd.DataFrame()
     whole = len(bench.pool(Split.TEST))
     notes = [
-        f"Pool: the test pool ({whole:,} candidates) with the distractors of each move's query set subsampled (seed "
-        f"{cfg.seed}; nested: one permutation cut at each fraction), the golds of the query set always kept; other "
+        f"Pool: the test pool ({whole:,} candidates) with the distractors of each move's query set subsampled, "
+        f"{n_seeds} draws (seeds {cfg.seed} to {cfg.seed + n_seeds - 1}; each nested: one permutation cut at each "
+        "fraction), the golds of the query set always kept, so a smaller pool is gold-heavier ('Gold share %'); other "
         f"moves' golds count as distractors. The paper's test pool holds {PAPER_TEST_POOL:,} candidates. Queries: "
         "silver where it exists, else the unfiltered test set.",
         "A query's ranking over a subsample is its stored ranking filtered to the kept candidates (the run files of "
@@ -330,8 +418,9 @@ def pool_size_analysis(cfg: Config, bench: Benchmark, systems: Sequence[str], n_
         "embeddings ('Ranked from embeddings': queries so decided), and where no cached embeddings exist (BM25, or a "
         "cache removed) the query is undetermined. Points with undetermined queries show bounds (those queries at 0 / "
         "at the best rank they could have) and their count, never a guessed value.",
-        f"Cells: mean over queries (%) with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
-        f"(seeded; ratio_utils.evaluation.stats). {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
+        f"Cells: mean over queries and draws (%) with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over "
+        "queries of each query's mean over the draws (seeded; ratio_utils.evaluation.stats), and beside it the lowest "
+        f"and highest of the draws' means. {DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
         *notes]
     text = reading(numeric, whole) if not numeric.empty else "No run file of the systems asked for: nothing to read."
     figures = {}
@@ -373,8 +462,9 @@ def draw_pool_size_figure(points: pd.DataFrame, move: str, query_set: str):
         ax.set_xlim(right=PAPER_TEST_POOL * 1.6)
         ax.set_xlabel("candidates in the test pool (log scale)")
         ax.set_ylabel(f"{metric} (%)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4) or 1, fontsize=7, bbox_to_anchor=(0.5, -0.1))
+    # inside the last panel, right of our largest pool and below the paper's mark (empty there by construction), so
+    # it never covers the footer save_figure adds below the panels
+    axes[-1].legend(loc="center right", fontsize=7, framealpha=0.9)
     fig.suptitle(f"{move.capitalize()}: scores as the test pool's distractors are subsampled ({query_set}, N={n}"
                  f"{DAGGER if stats.is_indicative(n) else ''}; bars: 95% bootstrap intervals; dashed: bounds where the "
                  "stored top-k cannot decide; no extrapolation)", fontsize=8)
