@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The wheel check (issue 37): build a wheel of ratio-utils, install it with the `eval` extra into a fresh venv (torch
-# first, the CPU build, then the wheel constrained by the lock so the versions are the locked ones), and score a tiny
-# benchmark with the `ratio-evaluate` console script, BM25 and all-MiniLM-L6-v2, from outside the source tree.
+# The wheel check (issues 37, 46): build a wheel of ratio-utils, install it with the extras of the console scripts
+# (eval, explorer, train, mcp) into a fresh venv (torch first, the CPU build, then the wheel constrained by the lock so
+# the versions are the locked ones), score a tiny benchmark with the `ratio-evaluate` console script, BM25 and
+# all-MiniLM-L6-v2, from outside the source tree, then run every console script of the venv from a temp folder on the
+# tiny fixture (tests/test_installed_package.py with RATIO_INSTALLED_VENV: pytest from the compendium's .venv, or
+# TEST_PYTHON, drives the venv's scripts).
 #   bash tools/check_wheel.sh            # prints the steps and their times; exit 0 when every step passed
 # Environment: PYTHON (default: python3.11, else python3.12), TORCH_INDEX_URL (the index of the CPU torch, e.g.
 # https://download.pytorch.org/whl/cpu; unset: plain `pip install torch==<locked>`), KEEP=1 keeps the temp folder.
-# Takes 4 to 6 minutes on 2 cores with the wheels in pip's cache; tests/test_packaging.py runs it when
+# Takes 6 to 8 minutes on 2 cores with the wheels in pip's cache; tests/test_packaging.py runs it when
 # RATIO_WHEEL_TEST=1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,8 +44,8 @@ if [ -n "${TORCH_INDEX_URL:-}" ]; then
 else
   "${pip[@]}" "$torch"
 fi
-step "installing the wheel with the eval extra, constrained by requirements.txt"
-"${pip[@]}" -c requirements.txt "$wheel[eval]"
+step "installing the wheel with the eval, explorer, train and mcp extras, constrained by requirements.txt"
+"${pip[@]}" -c requirements.txt "$wheel[eval,explorer,train,mcp]"
 "$tmp/venv/bin/pip" check >&2 || { echo "check_wheel: pip check failed" >&2; exit 1; }
 
 # from here on, outside the source tree: nothing may import the checkout instead of the installed wheel
@@ -117,14 +120,10 @@ print("  ", {m: round(s.get("MRR@5", float("nan")), 3) for m, s in result["score
 EOF
 done
 
-# the other console scripts: informational (a script whose module needs another extra may fail here)
-for script in ratio-search ratio-explorer ratio-mteb ratio-export ratio-card ratio-annotate ratio-models ratio-train; do
-  if [ ! -x "$bin/$script" ]; then
-    echo "  $script: not installed" >&2
-  elif "$bin/$script" --help >/dev/null 2>&1; then
-    echo "  $script --help: ok"
-  else
-    echo "  $script --help: fails with core + eval only (needs another extra, or its module is missing)"
-  fi
-done
+# every console script of the venv, from a temp folder, on the tiny fixture: the test drives the venv's scripts
+test_python=${TEST_PYTHON:-$repo/.venv/bin/python}
+step "every console script from a temp folder (tests/test_installed_package.py, $test_python)"
+(cd "$repo" && RATIO_INSTALLED_VENV="$tmp/venv" "$test_python" -m pytest -q -p no:cacheprovider \
+  tests/test_installed_package.py) >"$tmp/scripts.log" 2>&1 || { tail -n 80 "$tmp/scripts.log" >&2; exit 1; }
+tail -n 1 "$tmp/scripts.log"
 step "wheel check passed"
