@@ -179,6 +179,24 @@ def test_package_data_covers_the_data_files():
     assert not missing, f"not in [tool.setuptools.package-data]: {missing}"
 
 
+def test_the_package_data_of_the_commands_have_one_home_in_the_checkout():
+    """ratio_utils/resources (the params, prompts, lexicon data and corpus manifest a command reads, config.packaged)
+    holds links to the checkout's own files, never second copies, and pyproject's package-data ships them."""
+    resources = PACKAGE / "resources"
+    links = sorted(p for p in resources.rglob("*") if p.is_symlink())
+    assert {p.relative_to(resources).as_posix() for p in links} >= {"params", "prompts", "data/lexicon"}
+    for link in links:
+        target = link.resolve()
+        assert target.exists() and target.is_relative_to(ROOT) and not target.is_relative_to(resources), link
+        assert target == ROOT / link.relative_to(resources), f"{link} points to {target}, not the same checkout path"
+    copies = [p for p in resources.rglob("*") if p.is_file() and not any(q.is_symlink() for q in (p, *p.parents))]
+    assert not copies, f"second copies of checkout files under ratio_utils/resources: {copies}"
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["ratio_utils"]
+    shipped = [p for p in resources.rglob("*") if p.is_file()]
+    assert shipped and all(any(fnmatch.fnmatch(str(p.relative_to(PACKAGE)), pattern) for pattern in patterns)
+                           for p in shipped)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("RATIO_WHEEL_TEST") != "1",
                     reason="builds a wheel and a fresh venv with torch (4 to 6 minutes on 2 cores): set RATIO_WHEEL_TEST=1")
