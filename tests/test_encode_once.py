@@ -283,7 +283,8 @@ def test_the_evaluate_command_prints_and_saves_n_intervals_and_ndcg(tiny_benchma
         low, high = result["intervals"][move.value]["MRR@10"]
         assert low <= result["scores"][move.value]["MRR@10"] <= high
         assert "nDCG@10" in result["scores"][move.value] and "nDCG@10" in result["intervals"][move.value]
-    lines = printed.splitlines()
+    heading, *lines = printed.splitlines()  # the heading names model, benchmark and split (issue 46)
+    assert heading.startswith("bm25-unigram on ") and heading.endswith(", split test")
     assert lines[0].split() == [f"{m.value}/test†" for m in MOVES]  # every tiny move has fewer than 30 queries
     assert lines[1].split()[0] == "n" and [int(x) for x in lines[1].split()[1:]] == [result["queries"][m.value] for m in MOVES]
     assert any(line.startswith("nDCG@10") for line in lines) and "95% bootstrap interval" in printed
