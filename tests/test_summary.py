@@ -21,7 +21,7 @@ from ratio_utils.reporting import summary, summary_figure, summary_headline, sum
 from ratio_utils.stages.summary import SummaryStage
 from ratio_utils.retrieval import read_run
 from ratio_utils.retrieval.runs import RunInfo, run_path, system_name, write_system_run
-from ratio_utils.schema import MOVES, Split
+from ratio_utils.schema import MOVES, Move, Split
 from ratio_utils.stages.retrieval_baselines import run_baselines
 
 TABLE1 = "table1_silver_main"
@@ -415,3 +415,36 @@ def test_a_reranked_row_is_read_as_a_paired_gain_on_its_sample(cfg, tiny_benchma
     assert line.startswith("all-MiniLM-L6-v2 (tuned) + rerank, Specify (test): paired gain over all-MiniLM-L6-v2 (tuned)")
     assert f"+ rerank, n {len(sample)}; a seeded sample of {len(sample)} of the {n_queries}" in line
     assert "queries +0.0 [0.0, 0.0]† (" in line
+
+
+def test_a_silver_set_of_two_judge_waves_shows_acceptance_and_scores_per_wave(cfg, tiny_benchmark):
+    """Issue 45, 7a: the ML Specify silver set pools two waves with different acceptance; the summary gives each
+    wave's acceptance (exact interval) and each silver run's MRR@10 per wave beside the pooled score."""
+    from ratio_utils.dataset.benchmark import write_pairs
+    from ratio_utils.evaluation.metrics import per_query_metrics
+    from ratio_utils.judge.sampling import pair_ids, sample_for_judging
+    from ratio_utils.retrieval.runs import run_path
+
+    shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
+    bench = load_benchmark(cfg.paths.benchmark)
+    cfg.sections.setdefault("judge", {})["sample_sizes"] = {"specify": [1, 2], "address": None, "broaden": None}
+    test = bench.queries("specify", "test")
+    sample = sample_for_judging({Move.SPECIFY: test}, cfg.sections["judge"]["sample_sizes"], cfg.seed)[Move.SPECIFY]
+    assert sample["wave"].tolist() == [1, 2, 2]
+    accepted = [sample.iloc[0]["pair_id"], sample.iloc[2]["pair_id"]]  # wave 1: 1 of 1; wave 2: 1 of 2
+    write_pairs(test[pair_ids(test).isin(accepted)], bench.root, "specify", "silver")
+    bench = load_benchmark(cfg.paths.benchmark)
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1], k=10, splits=["silver"]))
+    acceptance, scores, reading = summary_setting.silver_waves(cfg, bench, n_resamples=200)
+    assert acceptance[["wave", "sampled", "silver"]].values.tolist() == [[1, 1, 1], [2, 2, 1]]
+    assert acceptance["accepted % [95% CI]"].tolist()[1].startswith("50.0 [1.3, 98.7]")  # Clopper–Pearson 1 of 2
+    row = scores.set_index(["system", "move"]).loc[("BM25-unigram", "specify")]
+    per_query = per_query_metrics(pd.read_parquet(run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify", "silver")),
+                                  bench.eval_set("specify", "silver").qrels, ["MRR@10"])["MRR@10"]
+    wave_one = test.loc[pair_ids(test) == accepted[0], "query_id"].item()
+    assert row["wave 1"].startswith(f"{100 * per_query[wave_one]:.1f}") and row["wave 1"].endswith("(n 1)")
+    assert row["pooled"].startswith(f"{100 * per_query.mean():.1f}") and row["pooled"].endswith("(n 2)")
+    assert "[1, 2]" in reading and "holds for both waves only where the per-wave scores agree" in reading
+    # one wave (a plain number): nothing pooled, nothing said
+    cfg.sections["judge"]["sample_sizes"] = {"specify": 3, "address": None, "broaden": None}
+    assert summary_setting.silver_waves(cfg, bench)[2] == ""

@@ -38,7 +38,8 @@ from .summary_figure import mrr_figure, pool_size_rows
 from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, reranked_rows,
                                results_long, silver_gains, tuned_vs_baseline)
 from .summary_provenance import input_checksums, notebook_times, reductions, run_provenance, shorten_paths, wall_times
-from .summary_setting import benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources
+from .summary_setting import (benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources,
+                              silver_waves)
 
 
 @dataclass
@@ -67,6 +68,9 @@ class Summary:
     pool_size_reading: str = ""  # the module's reading sentence, or why it is not shown
     claims_family: str = ""  # the families Holm's adjustment runs over and their sizes (`claims.family_statement`)
     reranked: list[str] = field(default_factory=list)  # each reranked row's paired gain on its sample, its note
+    wave_acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)  # the judge's acceptance per silver wave
+    wave_scores: pd.DataFrame = field(default_factory=pd.DataFrame)  # silver MRR@10 per wave beside the pooled one
+    wave_reading: str = ""  # how to read them ('' where no silver set pools waves)
 
 
 def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> Summary:
@@ -80,6 +84,7 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
     sources = run_label_sources(cfg, bench)
     claim_rows = claims.claims_table(records)
     executed = notebook_times(cfg.paths.executed_notebooks, timings)
+    wave_acceptance, wave_scores, wave_reading = silver_waves(cfg, bench)
     promotion, promotion_reading = rerank_promotion(cfg.paths.tables)
     pool, pool_reading = pool_size_rows(cfg.paths.tables)
     return Summary(
@@ -107,6 +112,9 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
         pool_size_reading=pool_reading,
         claims_family=claims.family_statement(claims.comparison_family(records)),
         reranked=reranked_rows(records),
+        wave_acceptance=wave_acceptance,
+        wave_scores=wave_scores,
+        wave_reading=wave_reading,
     )
 
 
@@ -197,6 +205,10 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
         lines += ["Gains the paper states on the silver set beside this run's paired differences (points, 95% paired "
                   "bootstrap interval; each over the queries both systems scored, a reranked run's on its sample; "
                   "† on the effective n, the queries that can differ):", "", _markdown(summary.gains), ""]
+    if summary.wave_reading:
+        lines += ["### The silver set's judge waves", "", summary.wave_reading, "",
+                  _markdown(summary.wave_acceptance, disable_numparse=True), "",
+                  _markdown(summary.wave_scores, disable_numparse=True), ""]
     if "mrr" in figure_files:
         lines += [f"![MRR@10 per move and system]({figure_files['mrr']})", ""]
         if summary.reranked:

@@ -1,9 +1,9 @@
 """What this run is, beside the paper's setting (notebook 14, `ratio_utils.stages.summary`): queries and pairs per
-move and split, who produced the labels, the contamination caveat, papers per year with the split windows, and what
-differs from the paper at a glance.
+move and split, who produced the labels, the contamination caveat, papers per year with the split windows, what
+differs from the paper at a glance, and the judge waves a silver set pools (acceptance and scores per wave).
 
-Reads:  the benchmark (cfg.paths.benchmark), cfg.paths.papers, cfg.paths.mining_report (stage 05), the reranked
-        run files' sidecars (cfg.paths.retrieval_runs), the retrieval and train params.
+Reads:  the benchmark (cfg.paths.benchmark), cfg.paths.papers, cfg.paths.mining_report (stage 05), the run files of
+        the silver set and their sidecars (cfg.paths.retrieval_runs), the retrieval, train and judge params.
 Writes: nothing (the stage saves the papers-per-year figure).
 """
 
@@ -15,13 +15,17 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import Config
+from ..evaluation import stats
+from ..evaluation.intervals import IntervalCache, cell
+from ..evaluation.metrics import per_query_metrics
+from ..judge.sampling import pair_ids, sample_for_judging
 from ..dataset import papers_per_year_figure
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import contamination_note, encoders_used
-from ..param_sections import DatasetParams
+from ..param_sections import DatasetParams, JudgeParams
 from ..publish.label_sources import rerank_source, silver_sources
-from ..retrieval.runs import read_run_info, run_files
-from ..schema import MOVES, Split
+from ..retrieval.runs import info_path, read_run, read_run_info, run_files
+from ..schema import MOVES, Move, Split
 
 # The paper's setting, as its text states it (§4, §5.1, Appendix C).
 PAPER_SETTING = {
@@ -157,3 +161,75 @@ def differences(cfg: Config, bench: Benchmark | None, label_sources: list, queri
     keys = list(dict.fromkeys([*PAPER_SETTING, *ours]))
     return pd.DataFrame([{"what": key, "paper": PAPER_SETTING.get(key, ""), "this run": ours.get(key, "not recorded")}
                          for key in keys])
+
+
+WAVE_COLUMNS = ["move", "wave", "sampled", "silver", "accepted % [95% CI]"]
+
+
+def _wave_of_queries(cfg: Config, bench: Benchmark, move: str, sizes: dict) -> tuple[pd.DataFrame, pd.Series, int]:
+    """(the judge's sample of `move` with its waves, drawn again by the stage's own rule from the same test pairs,
+    params and seed; wave per silver query id; silver pairs the redrawn sample does not hold, counted)."""
+    sample = sample_for_judging({Move(move): bench.queries(move, Split.TEST)}, sizes, cfg.seed)[Move(move)]
+    wave_of_pair = dict(zip(sample["pair_id"], sample["wave"]))
+    silver = bench.queries(move, Split.SILVER)
+    waves = pd.Series([wave_of_pair.get(pid) for pid in pair_ids(silver)], index=silver["query_id"].astype(str))
+    unknown = int(waves.isna().sum())
+    return sample, waves.dropna().astype(int).groupby(level=0).first(), unknown
+
+
+def silver_waves(cfg: Config, bench: Benchmark | None, n_resamples: int = 2_000) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """For each move whose silver set pools several judge waves (judge.sample_sizes a list: a nested sample), the
+    judge's acceptance per wave (silver pairs of the wave's sampled pairs, exact 95% interval) and each silver run's
+    MRR@10 per wave beside its pooled score (reranked runs left out: they cover a sample); with one sentence on how to
+    read them, or '' where no silver set pools waves. A silver pair the redrawn sample does not hold is counted in the
+    sentence, never dropped silently."""
+    empty = pd.DataFrame(columns=WAVE_COLUMNS), pd.DataFrame(), ""
+    if bench is None:
+        return empty
+    judge = cfg.section("judge", JudgeParams)
+    moves = [m.value for m in MOVES if len(judge.waves(m.value) or []) > 1 and bench.has(m.value, Split.SILVER)]
+    if not moves:
+        return empty
+    acceptance, scores, unknown_total = [], [], 0
+    cache = IntervalCache(None, cfg.seed, n_resamples)
+    for move in moves:
+        sample, waves, unknown = _wave_of_queries(cfg, bench, move, judge.sample_sizes)
+        unknown_total += unknown
+        silver_pairs = set(pair_ids(bench.queries(move, Split.SILVER)))
+        for wave, part in sample.groupby("wave"):
+            accepted = int(part["pair_id"].isin(silver_pairs).sum())
+            low, high = stats.proportion_ci(accepted, len(part))
+            acceptance.append({"move": move, "wave": int(wave), "sampled": len(part), "silver": accepted,
+                               "accepted % [95% CI]": stats.format_ci(accepted / len(part), low, high)})
+        for path in run_files(cfg.paths.retrieval_runs):
+            if path.parent.name != move or path.stem != Split.SILVER.value or not info_path(path).exists():
+                continue
+            info = read_run_info(path)
+            if info.setup.endswith("rerank"):
+                continue
+            evalset = bench.eval_set(move, Split.SILVER, max_queries=info.max_queries, qids=info.qids)
+            per_query = per_query_metrics(read_run(path), evalset.qrels, ["MRR@10"])["MRR@10"]
+            row = {"system": info.system, "move": move}
+            for wave in sorted(set(waves)):
+                values = per_query[per_query.index.isin(waves.index[waves == wave])]
+                row[f"wave {wave}"] = _score_text(values, cache)
+            row["pooled"] = _score_text(per_query, cache)
+            scores.append(row)
+    sizes = "; ".join(f"{move.capitalize()} {judge.waves(move)}" for move in moves)
+    reading = (f"The silver set pools judge waves of a nested sample (judge.sample_sizes: {sizes}; each wave a "
+               "marker-stratified equal-allocation sample of the test pairs no earlier wave drew, so the waves differ "
+               "in their marker mix as well as in who answered them). A conclusion read from the pooled silver scores "
+               "holds for both waves only where the per-wave scores agree; acceptance differs between waves, so the "
+               "pooled set over-represents the wave the judge accepted more of. MRR@10 (%) [95% bootstrap interval "
+               f"over queries], n the queries; † fewer than {stats.INDICATIVE_BELOW}.")
+    if unknown_total:
+        reading += (f" {unknown_total} silver pair(s) are not in the sample redrawn from the params: their wave is "
+                    "unknown and they count in the pooled scores only.")
+    return pd.DataFrame(acceptance, columns=WAVE_COLUMNS), pd.DataFrame(scores), reading
+
+
+def _score_text(values: pd.Series, cache: IntervalCache) -> str:
+    if values.empty:
+        return ""
+    c = cell(values.to_numpy(float), cache)
+    return f"{c.text()} (n {c.n})"
