@@ -448,3 +448,14 @@ def test_a_silver_set_of_two_judge_waves_shows_acceptance_and_scores_per_wave(cf
     # one wave (a plain number): nothing pooled, nothing said
     cfg.sections["judge"]["sample_sizes"] = {"specify": 3, "address": None, "broaden": None}
     assert summary_setting.silver_waves(cfg, bench)[2] == ""
+
+
+def test_the_promotion_rate_names_a_judge_and_reranker_answered_by_one_model():
+    from ratio_utils.publish.label_sources import LabelSource
+
+    judge = LabelSource(role="judge", configured="gpt-5.4", answered_by=("anthropic-claude-standin",))
+    reranker = LabelSource(role="reranker", configured="gpt-5-mini", answered_by=("anthropic-claude-standin",))
+    sentence = summary.shared_answerer([judge, reranker])
+    assert "same model (anthropic-claude-standin, a stand-in)" in sentence and "inflate the promotion rate" in sentence
+    own = LabelSource(role="reranker", configured="gpt-5-mini", answered_by=("gpt-5-mini",))
+    assert summary.shared_answerer([judge, own]) == "" and summary.shared_answerer([reranker]) == ""

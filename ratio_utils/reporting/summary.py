@@ -139,10 +139,26 @@ def claims_reading(summary: Summary) -> str:
                      for query_set in counts.columns)
 
 
+def shared_answerer(sources: list) -> str:
+    """A sentence when the silver judge and a reranker were answered by the same model (the `model` field of their
+    responses): promotion on silver queries is then the reranker finding what its own family accepted. '' if not."""
+    judges = {model for source in sources if source.role == "judge" for model in source.answered_by}
+    shared = sorted({model for source in sources if source.role != "judge" for model in source.answered_by} & judges)
+    if not shared:
+        return ""
+    return (f"In this run the silver judge and the reranker were answered by the same model ({', '.join(shared)}"
+            f"{', a stand-in' if any(s.stand_in for s in sources) else ''}): their agreement on silver queries can "
+            "inflate the promotion rate beside the paper's, where a different model (GPT-5.4) judged and GPT-5-mini "
+            "reranked.")
+
+
 def rerank_lines(summary: Summary) -> list[str]:
     """The reranking section: the reranker's own statistic per system and move beside the paper's, and what it
-    means (or that notebook 10's table is absent)."""
+    means (or that notebook 10's table is absent), and whether the judge and the reranker shared a model."""
     lines = ["## LLM reranking: the reranker's own statistic (gold promotion)", "", summary.promotion_reading, ""]
+    shared = shared_answerer(summary.label_sources)
+    if shared and not summary.promotion.empty:
+        lines += [f"**{shared}**", ""]
     return lines + ([_markdown(summary.promotion, disable_numparse=True), ""] if not summary.promotion.empty else [])
 
 
