@@ -544,8 +544,9 @@ def load_config(params_file: str | os.PathLike | None = None, overrides: dict | 
     """
     checkout = find_checkout(root, required=root is not None)
     base = checkout or Path.cwd().resolve()
-    if params_file and not Path(params_file).suffix and Path(params_file).name == os.fspath(params_file):
-        params_file = f"params/{params_file}.yaml"  # a shipped params file by name: `ratio-models check paper`
+    if (params_file and not Path(params_file).suffix and Path(params_file).name == os.fspath(params_file)
+            and not Path(params_file).exists()):
+        params_file = f"params/{params_file}.yaml"  # a shipped params file by name: `ratio-train --params paper`
     if params_file:
         source = locate(params_file, checkout, what="params file")
     else:

@@ -330,3 +330,25 @@ def test_search_and_explorer_import_and_run_without_ipython(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(CHECKOUT)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("imported without IPython")
+
+
+def test_find_checkout_and_locate_resolve_user_paths_by_one_rule(tmp_path, monkeypatch):
+    """--root must be a checkout; a relative path is the working directory's first, then the checkout's, then the
+    package's copy; a params file the package ships is found by its name."""
+    from ratio_utils.config import NotACheckoutError, load_config, locate, packaged
+
+    with pytest.raises(NotACheckoutError, match=r"^not a ratio checkout: .* \(it has no notebooks"):
+        find_checkout(tmp_path)
+    assert find_checkout(CHECKOUT) == CHECKOUT
+    monkeypatch.chdir(CHECKOUT / "docs")  # a folder inside the checkout: the checkout above it
+    assert find_checkout() == CHECKOUT
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "smoke.yaml").write_text("name: mine\n", encoding="utf-8")
+    assert locate("params/smoke.yaml") == tmp_path / "params" / "smoke.yaml"  # the working directory first
+    assert locate("params/paper.yaml", CHECKOUT) == CHECKOUT / "params" / "paper.yaml"
+    assert locate("params/paper.yaml", tmp_path / "nowhere") == packaged("params/paper.yaml")
+    with pytest.raises(FileNotFoundError, match=r"^params file not found: params/nope.yaml \(looked in "):
+        locate("params/nope.yaml", what="params file")
+    assert load_config("smoke").name == "mine"  # by name: params/smoke.yaml, the working directory's
+    assert load_config("paper").source.read_bytes() == (CHECKOUT / "params" / "paper.yaml").read_bytes()
