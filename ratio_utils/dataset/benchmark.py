@@ -235,7 +235,8 @@ class Benchmark:
         """`queries`, each gold checked against the split's pool: what is scored (qrels, eval_set)."""
         move, split = Move.parse(move), Split.parse(split)
         frame = self.queries(move, split)
-        missing = ~frame["gold_id"].isin(self.pool_ids(split))
+        pool = set(self.pool_ids(split).tolist())  # a set: Series.isin on arrow strings scans the pool per call
+        missing = ~frame["gold_id"].map(pool.__contains__).astype(bool)
         if missing.any():
             pool_file = candidates_path(self.root, split).relative_to(self.root)
             self._problem(pairs_path(self.root, move, split), "gold_not_in_pool", frame.loc[missing, "gold_id"].nunique(),
