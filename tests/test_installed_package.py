@@ -352,3 +352,13 @@ def test_find_checkout_and_locate_resolve_user_paths_by_one_rule(tmp_path, monke
         locate("params/nope.yaml", what="params file")
     assert load_config("smoke").name == "mine"  # by name: params/smoke.yaml, the working directory's
     assert load_config("paper").source.read_bytes() == (CHECKOUT / "params" / "paper.yaml").read_bytes()
+
+
+def test_s2orc_without_a_key_or_with_a_missing_params_file_says_so_in_one_line(installed, user_folder, monkeypatch):
+    monkeypatch.delenv("S2_API_KEY", raising=False)  # _env copies os.environ: the user has no key
+    no_key = _run(installed, user_folder, "ratio-s2orc", "--params", "smoke")
+    missing = _run(installed, user_folder, "ratio-s2orc", "--params", "nope.yaml")
+    assert no_key.returncode == 2 and no_key.stderr.strip().splitlines() == [
+        "ratio-s2orc: error: set S2_API_KEY to a Semantic Scholar API key to list S2ORC shards"], no_key.stderr
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+    assert missing.stderr.startswith("ratio-s2orc: error: params file not found: nope.yaml (looked in ")

@@ -174,11 +174,16 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example (needs S2_API_KEY):\n  ratio-s2orc --params params/paper.yaml")
     parser.add_argument("--params", default=None, help="params file with a corpus.s2orc section")
     args = parser.parse_args(argv)
-    cfg = load_config(args.params)
-    params = cfg.section("corpus", CorpusParams).s2orc_params()
-    client = S2DatasetsClient.from_env(params.api_base_url, max_retries=params.max_retries, backoff_seconds=params.backoff_seconds)
-    dest = default_download_dir(params, cfg)
-    manifest = download_release(client, params, dest)
+    try:  # a missing params file, a bad section, no API key, a failed request: one line, exit 2
+        cfg = load_config(args.params)
+        params = cfg.section("corpus", CorpusParams).s2orc_params()
+        client = S2DatasetsClient.from_env(params.api_base_url, max_retries=params.max_retries,
+                                           backoff_seconds=params.backoff_seconds)
+        dest = default_download_dir(params, cfg)
+        manifest = download_release(client, params, dest)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:  # DownloadError is a RuntimeError
+        print(f"ratio-s2orc: error: {exc}", file=sys.stderr)
+        return 2
     shards = {k: len(v) for k, v in manifest.items() if isinstance(v, dict)}
     print(f"release {params.release}: {shards} shards in {dest}")
     return 0
