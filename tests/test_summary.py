@@ -255,6 +255,14 @@ def test_each_bar_of_the_figure_carries_its_own_n(cfg, tiny_benchmark):
     assert sorted(drawn) == sorted(text for text in summary_figure.bar_labels(long)["text"] if text)
     assert f"n = {len(sample)} †" in drawn and f"n = {n_queries} †" in drawn
     assert all("N =" not in tick.get_text() for tick in ax.get_xticklabels())
+    # with the paired gains, the reranked bar reads its gain over its first stage on the sample (here 0: the rerank
+    # run is its first stage's own ranking), the other bars their n alone
+    gains = summary_figure.paired_gains(read_records(cfg))
+    assert gains == {("all-MiniLM-L6-v2 (tuned) + rerank", "specify", "test"): 0.0}
+    paired = summary_figure.bar_labels(long, gains=gains)
+    paired = paired[paired["move"] == "specify"].set_index("label")["text"]
+    assert paired["all-MiniLM-L6-v2 · Tuned + rerank"] == f"n = {len(sample)} †, paired +0.0"
+    assert paired["BM25-unigram · Baseline"] == f"n = {n_queries} †"
 
 
 def test_pairs_kept_say_they_are_counted_before_de_duplication(tmp_path, monkeypatch, tiny_benchmark):

@@ -34,7 +34,7 @@ from ..publish.label_sources import notes as label_notes
 from ..publish.published import read_records
 from ..schema import MOVES
 from . import claims
-from .summary_figure import mrr_figure, pool_size_rows
+from .summary_figure import mrr_figure, paired_gains, pool_size_rows
 from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, reranked_rows,
                                results_long, silver_gains, tuned_vs_baseline)
 from .summary_provenance import input_checksums, notebook_times, reductions, run_provenance, shorten_paths, wall_times
@@ -103,7 +103,8 @@ def collect(cfg: Config, params: SummaryParams, timings: Path | None = None) -> 
         provenance=run_provenance(cfg),
         inputs=input_checksums(cfg),
         timings=executed if not executed.empty else wall_times(timings),
-        figure=mrr_figure(long, queries_label=record.get("caption", "")) if not long.empty else None,
+        figure=(mrr_figure(long, queries_label=record.get("caption", ""), gains=paired_gains(records))
+                if not long.empty else None),
         table1_caption=record.get("caption", f"{params.table1} (not written yet: run notebooks 08-09)"),
         table1_notes=[shorten_paths(cfg, n) for n in record.get("notes", [])],
         promotion=promotion,

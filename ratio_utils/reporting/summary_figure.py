@@ -16,16 +16,27 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import stats
+from ..retrieval.runs import system_name
 from ..retrieval_analysis import pool_size
 from ..schema import MOVES
 
 BAR_COLUMNS = ["label", "move", "value", "low", "high", "queries", "text"]
 
 
-def bar_labels(long: pd.DataFrame, metric: str = "M@10") -> pd.DataFrame:
+def paired_gains(records: pd.DataFrame, metric: str = "M@10") -> dict[tuple[str, str, str], float]:
+    """(reranked system, move, query set) -> its paired gain over its first stage on the same sampled queries, in
+    points (the rerank_vs_first_stage records)."""
+    found = records[(records["table"] == "rerank_vs_first_stage") & (records["metric"] == metric)
+                    & records["reference"].notna()]
+    return {(r.subject, r.move, r.query_set): float(r.value) for r in found.itertuples()}
+
+
+def bar_labels(long: pd.DataFrame, metric: str = "M@10", gains: dict | None = None) -> pd.DataFrame:
     """One row per bar of the figure (legend label `system · setup`, move), in drawing order: its value and
     interval, the queries its cell is scored on (the table's own n: a reranked cell's seeded sample) and the text
-    drawn above it, `n = <queries>` with † where the cell is indicative only."""
+    drawn above it, `n = <queries>` with † where the cell is indicative only; a reranked bar also reads its paired
+    gain over its first stage on the same sample (`gains`, `paired_gains`, on the cell's query set), since its first
+    stage's bar covers every query."""
     part = long[long["metric"] == metric].copy()
     if part.empty:
         return pd.DataFrame(columns=BAR_COLUMNS)
@@ -37,19 +48,24 @@ def bar_labels(long: pd.DataFrame, metric: str = "M@10") -> pd.DataFrame:
         for move in moves:
             cell = cells.loc[move] if move in cells.index else None
             n = None if cell is None or "queries" not in cells or pd.isna(cell["queries"]) else int(cell["queries"])
+            text = "" if n is None else f"n = {n} {stats.dagger(n)}".rstrip()
+            if cell is not None and str(cell["setup"]).endswith("rerank") and gains:
+                name = system_name(str(cell["system"]), str(cell["prefix"]), str(cell["setup"]))
+                gain = gains.get((name, move, cell.get("query_set")))
+                text += "" if gain is None else f", paired {gain:+.1f}"
             rows.append({"label": label, "move": move,
                          **{key: np.nan if cell is None else float(cell[key]) for key in ("value", "low", "high")},
-                         "queries": n, "text": "" if n is None else f"n = {n} {stats.dagger(n)}".rstrip()})
+                         "queries": n, "text": text})
     return pd.DataFrame(rows, columns=BAR_COLUMNS)
 
 
-def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""):
+def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = "", gains: dict | None = None):
     """Grouped bars: MRR@10 (%) per move (groups) and system (bars), with the 95% interval as error bars; above
-    each bar the queries it is scored on (`bar_labels`), hatched bars and † where fewer than
-    stats.INDICATIVE_BELOW."""
+    each bar the queries it is scored on and, for a reranked bar, its paired gain on its sample (`bar_labels`),
+    hatched bars and † where fewer than stats.INDICATIVE_BELOW."""
     import matplotlib.pyplot as plt
 
-    bars = bar_labels(long, metric)
+    bars = bar_labels(long, metric, gains)
     labels = list(dict.fromkeys(bars["label"]))
     moves = list(dict.fromkeys(bars["move"]))
     fig, ax = plt.subplots(figsize=(9.0, 4.2))
@@ -80,7 +96,8 @@ def mrr_figure(long: pd.DataFrame, metric: str = "M@10", queries_label: str = ""
     ax.set_ylabel(f"{metric.replace('M@', 'MRR@')} (%)")
     query_set = queries_label.split(" on the ", 1)[-1].split(",")[0] if queries_label else "the headline query set"
     ax.set_title(f"MRR@10 per move and system on the {query_set.removeprefix('the ')} (error bars: 95% bootstrap "
-                 "interval over queries; n: the queries a bar is scored on, a reranked bar's seeded sample; hatched, "
+                 "interval over queries; n: the queries a bar is scored on, a reranked bar's seeded sample, with its "
+                 "paired gain over its first stage on that sample; hatched, "
                  f"†: fewer than {stats.INDICATIVE_BELOW} queries, indicative only)", fontsize=8, wrap=True)
     ax.legend(fontsize=7, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.08))  # below the tick labels
     fig.tight_layout()

@@ -48,13 +48,13 @@ PAPER_SILVER_GAINS = [
         ("reranked - its first stage", "rerank_vs_first_stage", "", "rerank"))]
 
 TEST_TABLE = "table7_test_full"  # the unfiltered test set's table (paper_tables.TABLE_SPECS)
-RESULT_COLUMNS = ["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries"]
+RESULT_COLUMNS = ["system", "prefix", "setup", "move", "metric", "value", "low", "high", "queries", "query_set"]
 
 
 def results_long(records: pd.DataFrame, table: str) -> pd.DataFrame:
     """The cells of one of Tables 1/7/8, read from its numeric records, as long rows: system (the row's model),
     prefix, setup, move, metric, value, low, high (%), queries (the cell's own count: a reranked cell's seeded
-    sample); in the table's row order."""
+    sample), query_set; in the table's row order."""
     cells = records[(records["table"] == table) & records["reference"].isna() & records["model"].notna()]
     return cells.rename(columns={"model": "system", "n": "queries"})[RESULT_COLUMNS].reset_index(drop=True)
 
