@@ -293,3 +293,41 @@ def test_one_command_builds_what_is_missing_and_loads_a_real_model_for_every_mov
     assert hits == {move.value: ["P2", "P2"] for move in MOVES}
     assert explorer.main(args) == 0 and "building" not in capsys.readouterr().err  # built once, then reused
     assert explorer.main(["--host", "0.0.0.0"]) == 2
+
+
+def test_the_rerank_switch_reranks_each_column_through_the_stub_and_says_unavailable_without_a_key(
+        cfg, the_explorer, monkeypatch):
+    from openai_stub_server import StubOpenAI
+
+    from ratio_utils.apps.search_rerank import SearchReranker
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    plain = the_explorer.ask(STATEMENT, "per-move")
+    assert all(c["rerank"] is None for c in plain["columns"])
+    with pytest.raises(RequestError, match="rerank is true or false"):
+        the_explorer.ask(STATEMENT, "per-move", rerank="yes")
+    unset = explorer.Explorer(the_explorer.columns, top=3, reranker=lambda: SearchReranker(cfg))
+    without_key = unset.ask(STATEMENT, "per-move", rerank=True)
+    for column, before in zip(without_key["columns"], plain["columns"]):
+        assert column["rerank"]["status"] == "unavailable" and "no API key" in column["rerank"]["message"]
+        assert [h["docid"] for h in column["hits"]] == [h["docid"] for h in before["hits"]]
+    moves_asked = []
+
+    def answer(body):
+        moves_asked.append(body["messages"][0]["content"].split("The move is ")[1].split(":")[0])
+        return json.dumps({"ranking": [2, 1]})
+
+    with StubOpenAI("sk-explorer", responder=answer) as stub:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-explorer")
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        switched = explorer.Explorer(the_explorer.columns, top=3, reranker=lambda: SearchReranker(cfg, max_retries=0))
+        with _serving(switched, cfg.paths.explorer_judgments) as running:
+            status, reranked = _post(running, "api/ask", {"statement": STATEMENT, "retrievers": "per-move",
+                                                            "rerank": True})
+    assert status == 200, reranked
+    assert sorted(moves_asked) == ["Address", "Broaden", "Specify"]  # one request per move: its own prompt
+    for column, before in zip(reranked["columns"], plain["columns"]):
+        assert column["rerank"]["status"] == "reranked"
+        first = [h["docid"] for h in before["hits"]]
+        assert [h["docid"] for h in column["hits"]] == [first[1], first[0], first[2]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
@@ -226,7 +227,7 @@ def test_a_mixed_index_new_vectors_beside_old_sentences_is_refused(fixture_index
     import shutil
 
     folder, meta = fixture_index
-    assert set(meta["checksums"]) == {search.INDEX_FILE, search.ROWS_FILE}
+    assert set(meta["checksums"]) == {search.INDEX_FILE, search.ROWS_FILE, search.PAPERS_FILE}
     newer = tmp_path / "newer"
     search.build_index(_other_rows(corpus_tables), FakeEncoder(doc_prefix="document: "), newer, model=None)
     shutil.copyfile(newer / search.INDEX_FILE, folder / search.INDEX_FILE)
@@ -235,14 +236,18 @@ def test_a_mixed_index_new_vectors_beside_old_sentences_is_refused(fixture_index
     shutil.copyfile(newer / search.ROWS_FILE, folder / search.ROWS_FILE)  # new sentences too, but old index.json
     with pytest.raises(search.SearchError, match="mixed or damaged index"):
         search.SearchIndex.open(folder, "fake-model-1")
-    shutil.copyfile(newer / search.META_FILE, folder / search.META_FILE)  # now all three are the newer build's
+    shutil.copyfile(newer / search.META_FILE, folder / search.META_FILE)  # new index.json, old papers.parquet
+    with pytest.raises(search.SearchError, match="papers.parquet is not the file"):
+        search.SearchIndex.open(folder, "fake-model-1")
+    shutil.copyfile(newer / search.PAPERS_FILE, folder / search.PAPERS_FILE)  # now every file is the newer build's
     assert len(search.SearchIndex.open(folder, "fake-model-1").rows) == 3
 
 
 def test_a_rebuild_that_fails_leaves_the_old_index_whole_and_no_temporary_folder(fixture_index, corpus_tables,
                                                                                  monkeypatch):
     folder, _ = fixture_index
-    before = {name: (folder / name).read_bytes() for name in (search.INDEX_FILE, search.ROWS_FILE, search.META_FILE)}
+    before = {name: (folder / name).read_bytes() for name in (search.INDEX_FILE, search.ROWS_FILE, search.PAPERS_FILE,
+                                                             search.META_FILE)}
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # the moment the old code would have left new vectors beside old sentences
@@ -304,3 +309,157 @@ def test_bad_params_a_non_utf8_table_or_statement_are_one_line_exit_2(cfg, tmp_p
     assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert "sentences.parquet: is not a readable parquet table" in err and err.count("\n") == 1
+
+
+# --- LLM rerank where people search (issue 47, 2), against the local OpenAI-compatible stub -------------------------
+
+
+STUB_KEY = "sk-search-test"
+
+
+def _ranking_answer(numbers):
+    return lambda body: json.dumps({"ranking": numbers})
+
+
+@pytest.fixture
+def llm_env(monkeypatch):
+    """Point the run's LLM client at a stub (its URL set by the test) and say nothing about other keys."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return monkeypatch
+
+
+def _first_stage(fixture_index, statement="How can parsers avoid overfitting?"):
+    folder, _ = fixture_index
+    index = search.SearchIndex.open(folder, "fake-model-1")
+    return search.search_index(statement, "address", FakeEncoder(), index, "query: ", top=5), index
+
+
+def test_rerank_sends_notebook_10s_request_and_applies_its_order(cfg, fixture_index, llm_env):
+    from openai_stub_server import StubOpenAI
+
+    from ratio_utils.apps.search_rerank import SearchReranker
+    from ratio_utils.param_sections import RerankParams
+    from ratio_utils.retrieval.rerank import load_rerank_prompt, rerank_request
+
+    statement = "How can parsers avoid overfitting?"
+    first, index = _first_stage(fixture_index, statement)
+    bodies = []
+
+    def answer(body):
+        bodies.append(body)
+        return json.dumps({"ranking": [3, "1", 3, 9]})  # a numeric string, a duplicate, one out of range, too few
+
+    with StubOpenAI(STUB_KEY, responder=answer) as stub:
+        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+        reranker = SearchReranker(cfg, max_retries=0)
+        hits, outcome = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
+        assert stub.counts["POST /v1/chat/completions"] == 1
+        again, cached = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
+        assert stub.counts["POST /v1/chat/completions"] == 1 and cached.cached  # the on-disk answer cache
+    params = cfg.section("rerank", RerankParams)
+    expected = rerank_request("x", load_rerank_prompt(cfg.paths.from_params(params.prompts_dir), Move.ADDRESS,
+                                                      params.prompt, params.k),
+                              statement, list(first["sentence"]), params.model, params)
+    assert bodies[0]["messages"] == expected.messages  # byte for byte notebook 10's request
+    assert outcome.status == "reranked" and set(outcome.repairs) == {"duplicate", "out_of_range", "too_few"}
+    order = list(first["docid"])
+    assert list(hits["docid"]) == [order[2], order[0], order[1], order[3], order[4]]
+    assert list(hits["rank"]) == [1, 2, 3, 4, 5] and list(hits["first_stage_rank"]) == [3, 1, 2, 4, 5]
+    assert list(again["docid"]) == list(hits["docid"])
+
+
+def test_rerank_says_unavailable_without_a_key_and_failed_on_a_bad_answer_or_timeout(cfg, fixture_index, llm_env):
+    import time
+
+    from openai_stub_server import StubOpenAI
+
+    from ratio_utils.apps.search_rerank import SearchReranker
+
+    first, _ = _first_stage(fixture_index)
+    outcome_hits, outcome = SearchReranker(cfg).rerank("How can parsers avoid overfitting?", "address", first)
+    assert outcome.status == "unavailable" and "no API key in $OPENAI_API_KEY" in outcome.message
+    assert list(outcome_hits["docid"]) == list(first["docid"])  # the first-stage order, said so
+    with StubOpenAI(STUB_KEY, responder=lambda body: "this is not json") as stub:
+        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+        hits, outcome = SearchReranker(cfg, max_retries=0).rerank("Parsers overfit.", "address", first)
+    assert outcome.status == "unusable_answer" and "not valid JSON" in outcome.message
+    assert list(hits["docid"]) == list(first["docid"])
+    with StubOpenAI(STUB_KEY, responder=lambda body: time.sleep(2) or json.dumps({"ranking": [2]})) as stub:
+        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+        started = time.perf_counter()
+        hits, outcome = SearchReranker(cfg, timeout_s=0.3, max_retries=0).rerank("Slow parsers.", "address", first)
+        assert time.perf_counter() - started < 1.9
+    assert outcome.status == "failed" and "Timeout" in outcome.message and "first-stage order" in outcome.message
+    assert list(hits["docid"]) == list(first["docid"])
+
+
+@pytest.mark.models
+def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tmp_path, corpus_tables, capsys, llm_env):
+    from openai_stub_server import StubOpenAI
+
+    sentences, papers = corpus_tables
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    sentences.to_parquet(corpus / "sentences.parquet")
+    papers.to_parquet(corpus / "papers.parquet")
+    index = tmp_path / "idx"
+    assert search.main(["index", "--model", "all-MiniLM-L6-v2", "--corpus", str(corpus), "--out", str(index)]) == 0
+    capsys.readouterr()
+    args = ["query", "Annotating entities by hand is expensive.", "--move", "address", "--model", "all-MiniLM-L6-v2",
+            "--index", str(index), "--top", "3"]
+    assert search.main(args + ["--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert "rerank" not in first
+    assert search.main(args + ["--rerank"]) == 0
+    out = capsys.readouterr().out
+    assert "rerank: reranking is unavailable (no API key in $OPENAI_API_KEY" in out
+    with StubOpenAI(STUB_KEY, responder=_ranking_answer([3, 1, 2])) as stub:
+        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+        assert search.main(args + ["--rerank", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["rerank"]["status"] == "reranked" and payload["rerank"]["reranker"] == "gpt-5-mini"
+    order = [r["docid"] for r in first["results"]]
+    assert [r["docid"] for r in payload["results"]] == [order[2], order[0], order[1]]
+
+
+# --- index types (issue 47, 3) -----------------------------------------------------------------------------------------
+
+
+def test_index_types_build_record_their_parameters_load_and_answer(tmp_path, corpus_tables):
+    import faiss
+
+    rows, _ = search.sentence_rows(*corpus_tables)
+    with pytest.raises(search.SearchError, match="ivfpq index needs at least 10,000 sentences"):
+        search.build_index(rows, FakeEncoder(doc_prefix="document: "), tmp_path / "small", model=None,
+                           index_type="ivfpq")
+    with pytest.raises(search.SearchError, match="unknown index type 'annoy'"):
+        search.index_spec("annoy", 10, 64)
+    assert search.index_spec(None, search.FLAT_MAX_VECTORS, 384).type == "flat"
+    assert search.index_spec(None, search.FLAT_MAX_VECTORS + 1, 384).factory.startswith("IVF")
+    words = ["parser", "treebank", "entity", "label", "gazetteer", "dropout", "noise", "domain", "metric", "summary",
+             "translation", "attention", "corpus", "annotator", "lexicon", "marker", "query", "retrieval"]
+    rng = np.random.default_rng(3)
+    texts = sorted({" ".join(rng.choice(words, size=6)) + f" {i % 97}" for i in range(12_000)})
+    many = pd.DataFrame({"paper_id": [f"P{i // 50}" for i in range(len(texts))], "para": 0,
+                         "sent": [i % 50 for i in range(len(texts))], "text": texts})
+    big, _ = search.sentence_rows(many, None)
+    answers = {}
+    for kind in ("flat", "hnsw", "ivfpq"):
+        folder = tmp_path / kind
+        meta = search.build_index(big, FakeEncoder(doc_prefix="document: "), folder, model=None, index_type=kind)
+        recorded = json.loads((folder / search.META_FILE).read_text())["index_type"]
+        assert recorded == meta["index_type"] and recorded["type"] == kind
+        index = search.SearchIndex.open(folder, "fake-model-1")
+        if kind == "hnsw":
+            assert isinstance(index.index, faiss.IndexHNSWSQ) and index.index.hnsw.efSearch == recorded["search"]["efSearch"]
+        if kind == "ivfpq":
+            assert faiss.extract_index_ivf(index.index).nprobe == recorded["search"]["nprobe"] == 32
+        answers[kind] = [set(search.search_index(q, "address", FakeEncoder(), index, "query: ", top=10)["docid"])
+                         for q in ("entity label gazetteer", "parser dropout noise", "metric summary corpus")]
+    for kind in ("hnsw", "ivfpq"):
+        recall = np.mean([len(a & b) / 10 for a, b in zip(answers[kind], answers["flat"])])
+        assert recall >= 0.8, (kind, recall)

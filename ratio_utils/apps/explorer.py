@@ -46,7 +46,7 @@ from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
 from .search import (
     MAX_STATEMENT, META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, checked_statement,
-    default_index_dir, load_search_config, query_encoder, resolve_query_model, search_index,
+    default_index_dir, load_search_config, query_encoder, resolve_query_model, search_and_rerank,
 )
 
 PROG = "ratio-explorer"
@@ -113,8 +113,21 @@ def open_column(move: Move, retrievers: str, model: QueryModel, folder: Path, en
 class Explorer:
     """Every column the page can show, loaded once at start-up, and the answer to one statement."""
 
-    def __init__(self, columns: dict[str, dict[Move, Column]], top: int = 10):
+    def __init__(self, columns: dict[str, dict[Move, Column]], top: int = 10, reranker: Callable[[], object] | None = None):
+        """columns: {retrievers: {move: Column}}. top: hits per column by default. reranker: builds the
+        `search_rerank.SearchReranker` of the "rerank with LLM" switch, on its first use (None: the switch answers
+        that reranking is not set up)."""
         self.columns, self.top = columns, top
+        self._make_reranker, self._reranker = reranker, None
+        self._rerank_lock = threading.Lock()
+
+    def reranker(self):
+        with self._rerank_lock:
+            if self._reranker is None:
+                if self._make_reranker is None:
+                    raise RequestError("reranking is not set up in this explorer")
+                self._reranker = self._make_reranker()
+            return self._reranker
 
     @classmethod
     def load(cls, cfg, *, model: str | None = None, indexes: Path | None = None, top: int = 10,
@@ -162,10 +175,16 @@ class Explorer:
         for name, encoder in ready.values():
             progress(f"loading the model {name} ...")
             encoder.encode(["warm-up"], "")
-        return cls(columns, top)
+        def reranker():
+            from .search_rerank import SearchReranker
+
+            return SearchReranker(cfg)
+
+        return cls(columns, top, reranker)
 
     def info(self) -> dict:
-        return {"top": self.top, "max_top": MAX_TOP, "max_statement": MAX_STATEMENT,
+        endpoint = "your LLM endpoint (llm.base_url, else $OPENAI_BASE_URL, else the OpenAI API)"
+        return {"top": self.top, "max_top": MAX_TOP, "max_statement": MAX_STATEMENT, "rerank_endpoint": endpoint,
                 "retrievers": {name: [c.describe() for c in cols.values()] for name, cols in self.columns.items()}}
 
     def column(self, retrievers: object, move: object) -> Column:
@@ -176,25 +195,32 @@ class Explorer:
         except ValueError as exc:
             raise RequestError(str(exc)) from None
 
-    def ask(self, statement: object, retrievers: object, top: object = None) -> dict:
-        """The top hits of each move's column for `statement`, with the seconds each column took."""
+    def ask(self, statement: object, retrievers: object, top: object = None, rerank: object = False) -> dict:
+        """The top hits of each move's column for `statement`, with the seconds each column took; `rerank`: each
+        column's top 100 reranked by the LLM (`search.search_and_rerank`), with what the reranker did."""
         statement = page_statement(statement)
+        if not isinstance(rerank, bool):
+            raise RequestError(f"rerank is true or false, got {rerank!r}")
+        reranker = self.reranker() if rerank else None
         top = self.top if top is None else top
         if not isinstance(top, int) or isinstance(top, bool) or not 1 <= top <= MAX_TOP:
             raise RequestError(f"top is a whole number from 1 to {MAX_TOP}, got {top!r}")
         answers = []
-        searched: dict[tuple[int, int, str], list] = {}  # columns with one model, index and prefix: one search
+        # columns with one model, index and prefix: one search (a reranked column is the move's own: its prompt)
+        searched: dict[tuple, tuple[list, dict | None]] = {}
         for move in MOVES:
             column = self.column(retrievers, move.value)
-            answer = column.describe() | {"hits": [], "seconds": 0.0}
+            answer = column.describe() | {"hits": [], "seconds": 0.0, "rerank": None}
             if column.problem is None:
-                key = (id(column.encoder), id(column.search), column.query_prefix)
+                key = (id(column.encoder), id(column.search), column.query_prefix, move if rerank else None)
                 started = time.perf_counter()
                 if key not in searched:
-                    hits = search_index(statement, move, column.encoder, column.search, column.query_prefix, top)
-                    searched[key] = json.loads(hits.to_json(orient="records", force_ascii=False))
+                    hits, outcome = search_and_rerank(statement, move, column.encoder, column.search,
+                                                      column.query_prefix, top, reranker)
+                    searched[key] = (json.loads(hits.to_json(orient="records", force_ascii=False)),
+                                     outcome.to_dict() if outcome is not None else None)
                 answer["seconds"] = round(time.perf_counter() - started, 4)
-                answer["hits"] = searched[key]
+                answer["hits"], answer["rerank"] = searched[key]
             answers.append(answer)
         return {"statement": statement, "retrievers": retrievers, "columns": answers}
 
@@ -288,7 +314,8 @@ class ExplorerServer(LocalServer):
         if not isinstance(body, dict):
             raise RequestError("a request is a JSON object")
         if path == "/api/ask":
-            answer = self.explorer.ask(body.get("statement"), body.get("retrievers"), body.get("top"))
+            answer = self.explorer.ask(body.get("statement"), body.get("retrievers"), body.get("top"),
+                                       body.get("rerank", False))
             return answer | {"marks": self.judgments.marks(answer["statement"])}
         if path == "/api/mark":
             statement = page_statement(body.get("statement"))

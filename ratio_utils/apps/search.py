@@ -1,7 +1,8 @@
 """Inspiration search: sentences that address, broaden or specify a researcher's own statement.
 
-    ratio-search query "your statement" --move broaden --top 10 [--model PATH|NAME|HUB_ID|unified] [--index DIR] [--json]
+    ratio-search query "your statement" --move broaden --top 10 [--model PATH|NAME|HUB_ID|unified] [--index DIR] [--json] [--rerank]
     ratio-search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|NAME|HUB_ID|unified] [--out DIR] [--papers ID,...]
+                       [--index-type flat|hnsw|ivfpq]
     ratio-search "your statement" ...     # short for `ratio-search query "your statement" ...`
 
 (`python -m ratio_utils.apps.search` is the same command.) The same indexes in the browser, three moves side by side:
@@ -14,9 +15,10 @@ with any model folder, and searched in an exhaustive faiss inner-product index o
 hit is printed as the paper wrote it (original case) with its paper id, title, year and the sentence
 before it.
 
-An index folder holds index.faiss, sentences.parquet (what is shown per hit) and index.json (the
-model's fingerprint, the candidate prefix, the source tables' checksums, and the sha256 of index.faiss and
-sentences.parquet). It is built in a temporary folder beside its target and swapped in whole (`io.replace_folder`), so
+An index folder holds index.faiss, sentences.parquet (what is shown per hit), papers.parquet (each indexed paper's
+title, year, venue, source and number of indexed sentences) and index.json (the
+model's fingerprint, the candidate prefix, the source tables' checksums, when it was built, and the sha256 of the other
+three files). It is built in a temporary folder beside its target and swapped in whole (`io.replace_folder`), so
 an interrupted rebuild leaves the old index or the new one; opening it checks both files against index.json, so a
 folder whose vectors and sentences come from two builds is refused instead of printing one's scores beside the other's
 sentences. Candidates are embedded the
@@ -54,12 +56,97 @@ PROG = "ratio-search"
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 ROWS_FILE = "sentences.parquet"
+PAPERS_FILE = "papers.parquet"  # one row per indexed paper: title, year, venue, source, corpus, sentences indexed
 # 2: rows hold the next sentence too (the explorer shows both neighbours); 3: index.json records the sha256 of the
 # vectors (index.faiss) and the rows (sentences.parquet), checked on opening
 INDEX_FORMAT = 3
-CHECKED_FILES = (INDEX_FILE, ROWS_FILE)
+CHECKED_FILES = (INDEX_FILE, ROWS_FILE)  # and PAPERS_FILE, checked where index.json lists it
 MAX_STATEMENT = 1000  # characters; a statement is one or two sentences
 HIT_COLUMNS = ("rank", "score", "docid", "paper_id", "title", "year", "previous", "sentence", "next")
+
+
+INDEX_TYPES = ("flat", "hnsw", "ivfpq")
+# Under this many sentences `flat` (exact) is the default: at 404K sentences an exact search takes 62 ms per query on
+# 2 cores (docs/search.md) and the vectors fit in memory; above it, `ivfpq` (a fraction of flat's memory).
+FLAT_MAX_VECTORS = 2_000_000
+IVFPQ_MIN_VECTORS = 10_000  # k-means of the coarse quantiser and of the 256 PQ centroids needs this many to train
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """How an index stores and searches its vectors; recorded in index.json under "index_type".
+
+    type: flat (exhaustive inner product), hnsw (graph, float16 vectors) or ivfpq (inverted lists of PQ codes, the
+        candidates re-scored on float16 vectors).
+    factory: the faiss `index_factory` string.
+    build: parameters set before adding (hnsw: efConstruction).
+    search: parameters set after loading (hnsw: efSearch; ivfpq: nprobe, k_factor), the tuning of
+        benchmarks/index_types.py that keeps recall@10 >= 0.95 against flat (docs/search.md).
+    """
+
+    type: str
+    factory: str
+    build: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "factory": self.factory, "build": dict(self.build), "search": dict(self.search)}
+
+
+def index_spec(index_type: str | None, size: int, dim: int, **overrides: int) -> IndexSpec:
+    """The index of `size` vectors of `dim` dimensions for `index_type` (None: flat up to FLAT_MAX_VECTORS, else
+    ivfpq); `overrides` replace build or search parameters (the benchmark's tuning grid)."""
+    kind = index_type or ("flat" if size <= FLAT_MAX_VECTORS else "ivfpq")
+    if kind not in INDEX_TYPES:
+        raise SearchError(f"unknown index type {kind!r}; expected one of {list(INDEX_TYPES)}")
+    if kind == "flat":
+        spec = IndexSpec("flat", "Flat")
+    elif kind == "hnsw":
+        spec = IndexSpec("hnsw", "HNSW32,SQfp16", {"efConstruction": 40}, {"efSearch": 128})
+    else:
+        if size < IVFPQ_MIN_VECTORS:
+            raise SearchError(f"an ivfpq index needs at least {IVFPQ_MIN_VECTORS:,} sentences to train its codebooks, "
+                              f"this corpus has {size:,}: use --index-type flat (exact, and fast at this size)")
+        nlist = 1 << max(4, min(16, round(np.log2(4 * np.sqrt(size)))))  # ~4 sqrt(n) lists, a power of two
+        nlist = min(nlist, size // 39)  # faiss's minimum of 39 training points per list
+        subquantizers = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)  # ~8 dimensions per code byte
+        spec = IndexSpec("ivfpq", f"IVF{nlist},PQ{subquantizers}x8,Refine(SQfp16)", {},
+                         {"nprobe": 32, "k_factor": 4})
+    build = {k: v for k, v in overrides.items() if k in spec.build}
+    search = {k: v for k, v in overrides.items() if k in spec.search}
+    unknown = sorted(set(overrides) - set(build) - set(search))
+    if unknown:
+        raise SearchError(f"{kind} takes no parameter {unknown} (it has {sorted(spec.build) + sorted(spec.search)})")
+    return IndexSpec(spec.type, spec.factory, spec.build | build, spec.search | search)
+
+
+def make_index(vectors: np.ndarray, spec: IndexSpec, chunk: int = 65536, train_sample: int = 200_000, seed: int = 0):
+    """A faiss index of `spec` over L2-normalised `vectors` (inner product), trained on a seeded sample of at most
+    `train_sample` vectors and filled chunk by chunk (a memory-mapped or float16 array stays small in float32)."""
+    import faiss
+
+    if spec.type == "flat":
+        return build_inner_product_index(vectors, use_gpu=False)
+    index = faiss.index_factory(int(vectors.shape[1]), spec.factory, faiss.METRIC_INNER_PRODUCT)
+    if spec.type == "hnsw":
+        index.hnsw.efConstruction = int(spec.build["efConstruction"])
+    rows = np.random.default_rng(seed).choice(len(vectors), size=min(len(vectors), train_sample), replace=False)
+    index.train(np.ascontiguousarray(vectors[np.sort(rows)], dtype=np.float32))
+    for start in range(0, vectors.shape[0], chunk):
+        index.add(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
+    tune_index(index, spec)
+    return index
+
+
+def tune_index(index: Any, spec: IndexSpec) -> None:
+    """Set `spec`'s search parameters on a built or loaded index (faiss does not store them all in the file)."""
+    import faiss
+
+    if spec.type == "hnsw":
+        index.hnsw.efSearch = int(spec.search["efSearch"])
+    elif spec.type == "ivfpq":
+        faiss.extract_index_ivf(index).nprobe = int(spec.search["nprobe"])
+        faiss.downcast_index(index).k_factor = float(spec.search["k_factor"])
 
 
 class SearchError(RuntimeError):
@@ -258,14 +345,30 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
     return out[["docid", "paper_id", "title", "year", "previous", "sentence", "next", "text"]].reset_index(drop=True), counts
 
 
+def paper_table(rows: pd.DataFrame, papers: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per paper of the index's `rows`: paper_id, title, year, venue, source, corpus (from `papers` where it
+    has them) and `sentences`, the number of its sentences indexed."""
+    table = rows.groupby("paper_id", sort=True).agg(title=("title", "first"), year=("year", "first"),
+                                                     sentences=("docid", "size")).reset_index()
+    info = papers.drop_duplicates("paper_id").set_index("paper_id") if papers is not None and "paper_id" in papers else None
+    for column in ("venue", "source", "corpus"):
+        values = table["paper_id"].map(info[column]) if info is not None and column in info.columns else None
+        table[column] = values.astype("string") if values is not None else pd.Series(pd.NA, index=table.index, dtype="string")
+    return table[["paper_id", "title", "year", "venue", "source", "corpus", "sentences"]]
+
+
 def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, model: QueryModel | None,
-                sources: dict[str, str] | None = None, counts: dict[str, int] | None = None) -> dict[str, Any]:
+                sources: dict[str, str] | None = None, counts: dict[str, int] | None = None,
+                papers: pd.DataFrame | None = None, index_type: str | None = None) -> dict[str, Any]:
     """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder: built in a
-    temporary folder beside `out_dir` and swapped in whole, so that `out_dir` always holds one complete index."""
+    temporary folder beside `out_dir` and swapped in whole, so that `out_dir` always holds one complete index.
+    `papers`: the corpus's paper table (venue, source), for the index's own papers.parquet. `index_type`: flat, hnsw
+    or ivfpq (`index_spec`; None: flat up to FLAT_MAX_VECTORS sentences)."""
     if rows.empty:
         raise SearchError("no sentence to index")
+    spec = index_spec(index_type, len(rows), encoder.embedding_dimension())
     vectors, cache_key = encoder.embeddings(list(rows["docid"]), list(rows["text"]), encoder.doc_prefix, "encoding corpus")
-    index = build_inner_product_index(vectors, use_gpu=False)
+    index = make_index(vectors, spec)
     meta = {
         "format": INDEX_FORMAT,
         "model": model.name if model else encoder.model_label,
@@ -278,13 +381,20 @@ def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, m
         "sources_sha256": sources or {},
         "counts": counts or {},
         "embedding_cache": Path(cache_key).name if cache_key else None,
+        "built_at": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
+        "index_type": spec.to_dict(),
     }
-    return write_index_folder(index, rows.drop(columns=["text"]), meta, Path(out_dir))
+    table = paper_table(rows, papers)
+    years = table["year"].dropna()
+    meta |= {"papers": int(len(table)), "years": [int(years.min()), int(years.max())] if len(years) else None}
+    return write_index_folder(index, rows.drop(columns=["text"]), meta, Path(out_dir), table)
 
 
-def write_index_folder(index: Any, rows: pd.DataFrame, meta: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Write the faiss `index`, its `rows` and `meta` (plus the files' sha256 under "checksums") into a temporary folder
-    beside `out_dir`, then swap it in (`io.replace_folder`): a kill at any point leaves the old index or the new one."""
+def write_index_folder(index: Any, rows: pd.DataFrame, meta: dict[str, Any], out_dir: Path,
+                       papers: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Write the faiss `index`, its `rows`, its `papers` table and `meta` (plus the files' sha256 under "checksums")
+    into a temporary folder beside `out_dir`, then swap it in (`io.replace_folder`): a kill at any point leaves the
+    old index or the new one."""
     import faiss
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -295,7 +405,11 @@ def write_index_folder(index: Any, rows: pd.DataFrame, meta: dict[str, Any], out
         os.chmod(building, 0o777 & ~umask)  # mkdtemp's folder is the owner's only; an index is as readable as any output
         faiss.write_index(index, str(building / INDEX_FILE))
         rows.to_parquet(building / ROWS_FILE, index=False)
-        meta = {**meta, "checksums": {name: sha256_file(building / name) for name in CHECKED_FILES}}
+        written = CHECKED_FILES
+        if papers is not None:
+            papers.to_parquet(building / PAPERS_FILE, index=False)
+            written += (PAPERS_FILE,)
+        meta = {**meta, "checksums": {name: sha256_file(building / name) for name in written}}
         write_json_atomic(building / META_FILE, meta)
         replace_folder(building, out_dir)
     finally:
@@ -333,7 +447,8 @@ def read_text_table(path: Path, text_columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir: Path | None = None,
-                            batch_size: int = 64, paper_ids: list[str] | None = None) -> tuple[Path, dict[str, Any]]:
+                            batch_size: int = 64, paper_ids: list[str] | None = None,
+                            index_type: str | None = None) -> tuple[Path, dict[str, Any]]:
     """The CLI's `index` command: a sentence table (folder or file) -> an index folder for `model`
     (only the papers `paper_ids` when given)."""
     corpus = Path(corpus) if corpus is not None else cfg.paths.interim
@@ -354,7 +469,8 @@ def build_index_from_corpus(cfg, corpus: Path | None, model: QueryModel, out_dir
         sources[papers_path.name] = sha256_file(papers_path)
     encoder = query_encoder(model, batch_size=batch_size, cache_dir=index_embedding_cache(cfg) or False)
     out_dir = Path(out_dir) if out_dir is not None else default_index_dir(cfg, model)
-    return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts)
+    return out_dir, build_index(rows, encoder, out_dir, model=model, sources=sources, counts=counts, papers=papers,
+                                index_type=index_type)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,6 +486,7 @@ class SearchIndex:
     meta: dict[str, Any]
     index: Any
     rows: pd.DataFrame
+    papers: pd.DataFrame | None = None  # papers.parquet: one row per paper (None in an index built without it)
 
     @classmethod
     def open(cls, folder: Path, fingerprint: str, build_hint: str = "ratio-search index") -> "SearchIndex":
@@ -389,16 +506,20 @@ class SearchIndex:
                 f"scores across two models mean nothing. Rebuild it: {build_hint}"
             )
         recorded = meta.get("checksums") or {}
-        for name in CHECKED_FILES:
+        for name in CHECKED_FILES + tuple(n for n in recorded if n not in CHECKED_FILES):
             if not (folder / name).exists() or sha256_file(folder / name) != recorded.get(name):
                 raise SearchError(
                     f"mixed or damaged index {folder}: {name} is not the file index.json was written with (an "
                     f"interrupted rebuild, or a file copied from another index); rebuild it: {build_hint}")
-        index = faiss.read_index(str(folder / INDEX_FILE))
+        # memory-mapped: the vectors (or codes) are paged in from the file as searches touch them, not all read
+        index = faiss.read_index(str(folder / INDEX_FILE), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        spec = meta.get("index_type") or {"type": "flat", "factory": "Flat"}
+        tune_index(index, IndexSpec(spec["type"], spec["factory"], spec.get("build", {}), spec.get("search", {})))
         rows = pd.read_parquet(folder / ROWS_FILE)
         if index.ntotal != len(rows):
             raise SearchError(f"broken index {folder}: {index.ntotal} vectors but {len(rows)} sentences; rebuild it")
-        return cls(folder, meta, index, rows)
+        papers = pd.read_parquet(folder / PAPERS_FILE) if PAPERS_FILE in recorded else None
+        return cls(folder, meta, index, rows, papers)
 
 
 def statement_text(statement: str, index: SearchIndex) -> str:
@@ -426,11 +547,23 @@ def search_index(statement: str, move: Move | str, encoder: DenseRetriever, inde
     return frame[list(HIT_COLUMNS)].reset_index(drop=True)
 
 
+def search_and_rerank(statement: str, move: Move | str, encoder: DenseRetriever, index: SearchIndex, query_prefix: str,
+                      top: int, reranker=None) -> tuple[pd.DataFrame, Any]:
+    """`search_index`, then (with a `search_rerank.SearchReranker`) the first stage's top `reranker.top_n` reranked by
+    the LLM and the first `top` kept: (hits, the reranker's outcome, None without a reranker)."""
+    if reranker is None:
+        return search_index(statement, move, encoder, index, query_prefix, top), None
+    first_stage = search_index(statement, move, encoder, index, query_prefix, max(top, reranker.top_n))
+    hits, outcome = reranker.rerank(checked_statement(statement), move, first_stage)
+    return hits.head(top).reset_index(drop=True), outcome
+
+
 def inspire(statement: str, move: str = "specify", *, cfg=None, model: Any = None, index_dir: Path | None = None,
-            top: int = 10) -> pd.DataFrame:
+            top: int = 10, rerank: bool = False) -> pd.DataFrame:
     """Notebook form of the command: ranked sentences (original case) with paper id, title, year, previous sentence.
     `model`: a folder, a packaged or registry name, a hub id, 'unified', a ModelRef or a live SentenceTransformer
-    (default: the move's fine-tuned retriever)."""
+    (default: the move's fine-tuned retriever). `rerank`: the top 100 reranked by the LLM of the run's `rerank` params
+    (`apps.search_rerank`); what the reranker did is in the frame's `attrs["rerank"]`."""
     from ..config import load_config
 
     cfg = cfg or load_config()
@@ -441,12 +574,22 @@ def inspire(statement: str, move: str = "specify", *, cfg=None, model: Any = Non
     encoder = query_encoder(qmodel, cache_dir=False)  # a statement is one sentence: kept in the memo, not on disk
     hint = f"{PROG} index " + (f"--model {model}" if isinstance(model, str) else f"--move {move.value}")
     index = SearchIndex.open(folder, encoder.fingerprint(), hint + (f" --out {folder}" if index_dir else ""))
-    return search_index(statement, move, encoder, index, qmodel.query_prefix(move), top)
+    reranker = None
+    if rerank:
+        from .search_rerank import SearchReranker
+
+        reranker = SearchReranker(cfg)
+    hits, outcome = search_and_rerank(statement, move, encoder, index, qmodel.query_prefix(move), top, reranker)
+    if outcome is not None:
+        hits.attrs["rerank"] = outcome.to_dict()
+    return hits
 
 
 def format_results(statement: str, move: Move | str, results: pd.DataFrame) -> str:
     """Plain-text listing for the terminal."""
     lines = [f"{Move.parse(move).value.capitalize()} — {statement.strip()}", ""]
+    if "rerank" in results.attrs:
+        lines[1:1] = [f"rerank: {results.attrs['rerank']['message']}"]
     for row in results.itertuples(index=False):
         year = "" if pd.isna(row.year) else f", {row.year}"
         title = row.title if isinstance(row.title, str) and row.title else "(no title)"
@@ -459,7 +602,10 @@ def format_results(statement: str, move: Move | str, results: pd.DataFrame) -> s
 
 def results_json(statement: str, move: Move | str, results: pd.DataFrame) -> str:
     records = json.loads(results.to_json(orient="records", force_ascii=False))
-    return json.dumps({"statement": statement, "move": Move.parse(move).value, "results": records}, ensure_ascii=False, indent=2)
+    payload = {"statement": statement, "move": Move.parse(move).value, "results": records}
+    if "rerank" in results.attrs:
+        payload["rerank"] = results.attrs["rerank"]
+    return json.dumps(payload, ensure_ascii=False, indent=2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,6 +643,10 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--index", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
     query.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
     query.add_argument("--json", action="store_true", help="print JSON instead of text")
+    query.add_argument("--rerank", action="store_true",
+                       help="rerank the top 100 with notebook 10's listwise LLM prompt through your OpenAI-compatible "
+                            "endpoint ($OPENAI_API_KEY, $OPENAI_BASE_URL; answers cached on disk); without a key the "
+                            "first-stage order, saying so")
     index = verbs.add_parser("index", help="build a search index over a sentence table for one retriever",
                              description="Build a search index over a sentence table for one retriever.",
                              epilog=f"example:\n  {PROG} index --model all-MiniLM-L6-v2 --papers P1,P2",
@@ -510,6 +660,9 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
     index.add_argument("--papers", default=None, help="comma-separated paper ids: index only these papers")
     index.add_argument("--batch-size", type=int, default=64)
+    index.add_argument("--index-type", choices=INDEX_TYPES, default=None,
+                       help=f"flat (exact), hnsw (graph, float16) or ivfpq (PQ codes re-scored on float16); default: "
+                            f"flat up to {FLAT_MAX_VECTORS:,} sentences, else ivfpq (docs/search.md, index types)")
     return parser
 
 
@@ -530,12 +683,14 @@ def main(argv: list[str] | None = None) -> int:
             move = parse_move(args.move) if args.move else None
             qmodel = resolve_query_model(cfg, move, args.model)
             paper_ids = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
-            folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size, paper_ids)
-            print(f"indexed {meta['size']} sentences with {meta['model']} -> {folder}")
+            folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size, paper_ids,
+                                                   args.index_type)
+            print(f"indexed {meta['size']} sentences with {meta['model']} ({meta['index_type']['factory']}) -> {folder}")
             for reason, count in meta["counts"].items():
                 print(f"  {reason}: {count}")
             return 0
-        results = inspire(args.statement, args.move, cfg=cfg, model=args.model, index_dir=args.index, top=args.top)
+        results = inspire(args.statement, args.move, cfg=cfg, model=args.model, index_dir=args.index, top=args.top,
+                          rerank=args.rerank)
     except (SearchError, InputError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

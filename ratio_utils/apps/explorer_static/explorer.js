@@ -91,6 +91,7 @@ function renderColumns() {
     } else if (state.answer) {
       const list = el("ol", { class: "hits" }, ...column.hits.map((hit) => hitItem(column.move, hit)));
       list.querySelectorAll("li").forEach((li) => { if (openContexts.has(li.dataset.docid)) li.querySelector("details").open = true; });
+      if (column.rerank) section.append(el("p", { class: `rerank rerank-${column.rerank.status}`, text: `LLM rerank: ${column.rerank.message}` }));
       section.append(list, el("p", { class: "timing", text: `${column.hits.length} hits in ${(column.seconds * 1000).toFixed(0)} ms` }));
     }
   }
@@ -102,7 +103,8 @@ async function ask(statement, retrievers, top) {
   $("go").disabled = true;
   try {
     const started = performance.now();
-    const answer = await call("POST", "api/ask", { statement, retrievers, top });
+    const rerank = $("rerank").checked;
+    const answer = await call("POST", "api/ask", { statement, retrievers, top, rerank });
     state.answer = answer;
     state.marks = answer.marks;
     history.replaceState(null, "", "#" + new URLSearchParams({ q: statement, r: retrievers, k: String(top) }));
@@ -153,7 +155,13 @@ async function start() {
   $("top").max = String(state.info.max_top);
   $("top").value = String(state.info.top);
   $("statement").maxLength = state.info.max_statement;
-  $("footer").textContent = `Marks go to ${state.info.judgments} on this machine; nothing is sent anywhere else.`;
+  const footer = () => {
+    $("footer").textContent = `Marks go to ${state.info.judgments} on this machine; ` + ($("rerank").checked
+      ? `with "Rerank with LLM" the statement and each move's top 100 are sent to ${state.info.rerank_endpoint}.`
+      : "nothing is sent anywhere else.");
+  };
+  footer();
+  $("rerank").addEventListener("change", footer);
   $("statement").addEventListener("input", updateCount);
   select.addEventListener("change", () => { state.answer = null; renderColumns(); });
   $("ask").addEventListener("submit", (event) => {
