@@ -254,7 +254,7 @@ def unavailable_models(cfg: Config, notebooks: Iterable[str] | None = None) -> l
     give (HF_HUB_OFFLINE unset, the hub reachable) passes: the run downloads it. Nothing is downloaded here.
     `notebooks` (numbers): only the models those notebooks load, so `--only 00` needs none."""
     from .models import ModelNotAvailableError, models_in_params, resolve_model
-    from .reporting.systems import model_availability
+    from .models.availability import model_availability
 
     lines = []
     for spec in models_in_params(cfg, notebooks):

@@ -201,7 +201,7 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
         (folder / "weights.txt").write_text(folder.name, encoding="utf-8")
     (address / "results.json").write_text(json.dumps({}))
     tuned_on = {str(untuned): None, str(address): "address", str(mine): "specify"}
-    monkeypatch.setattr(analysed_runs, "DenseRetriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
+    monkeypatch.setattr(analysed_runs, "dense_retriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
     params = analyses.AnalysisParams(base_model=str(untuned), tuned_models={"specify": str(mine)}, k=10, n_resamples=200)
     retrievers = analyses.find_retrievers(cfg, params)
     assert retrievers.tuned == {"address": address, "specify": mine} and set(retrievers.missing) == {"broaden"}

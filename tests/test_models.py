@@ -123,7 +123,7 @@ def test_live_model_fingerprint_changes_with_weights():
 
 def test_fingerprint_ignores_notebook_09_scores_and_card(tmp_path):
     # notebook 09 scores a model, then writes results.json and README.md beside its weights: the embeddings
-    # cached under the first fingerprint must still be found afterwards (reporting.systems.record_tuned_runs)
+    # cached under the first fingerprint must still be found afterwards (train.tuned_runs.record_tuned_runs)
     from ratio_utils.models import model_fingerprint
 
     folder = tmp_path / "model"
@@ -461,7 +461,7 @@ PAPER_BASELINE_ROWS = {  # (model, prefix) of every untuned paper row that param
 
 def test_a_params_file_names_dense_models_with_their_prefix_styles():
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.reporting.systems import plan_systems, system_prefixes
+    from ratio_utils.systems.families import plan_systems, system_prefixes
     from ratio_utils.schema import Move
 
     plain = RetrievalParams(dense_models=["all-MiniLM-L6-v2"])  # a bare name: the section's flags, as before
@@ -490,7 +490,7 @@ def test_a_params_file_names_dense_models_with_their_prefix_styles():
 
 def test_paper_params_name_every_retriever_and_fine_tuning_setup_of_the_paper():
     from ratio_utils.config import load_config
-    from ratio_utils.reporting.systems import load_retrieval_params, plan_systems
+    from ratio_utils.systems.families import load_retrieval_params, plan_systems
     from ratio_utils.train import load_train_params
     from ratio_utils.train.selection import training_setups
 
@@ -527,7 +527,7 @@ def test_the_ml_instance_runs_embeddinggemma_with_the_generic_prefix_and_install
 
     from ratio_utils import pipeline
     from ratio_utils.config import load_config
-    from ratio_utils.reporting.systems import load_retrieval_params, plan_systems
+    from ratio_utils.systems.families import load_retrieval_params, plan_systems
 
     cfg = load_config("params/ml.yaml")
     rows = [(s.model, s.prefix) for s in plan_systems(load_retrieval_params(cfg)) if s.family == "dense"]
@@ -570,7 +570,7 @@ def _counting(monkeypatch, module, name="resolve_model"):
 def test_stage_08_resolves_each_model_once_and_keys_its_runs_as_before(cfg, tiny_benchmark, monkeypatch):
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.reporting import systems
+    from ratio_utils.systems import families as systems
     from ratio_utils.retrieval import dense
     from ratio_utils.retrieval.runs import read_run_info
     from ratio_utils.stages.retrieval_baselines import run_baselines

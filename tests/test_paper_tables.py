@@ -24,8 +24,10 @@ from ratio_utils.reporting.paper_tables import Expected, ForeignRunError, assemb
 from ratio_utils.retrieval import BM25Retriever, read_run
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
 from ratio_utils.stages.retrieval_baselines import run_baselines
+from ratio_utils.systems.spec import SystemSpec
 
-EXPECTED = Expected(bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("all-MiniLM-L6-v2",),
+EXPECTED = Expected(rows=(SystemSpec("BM25-unigram", "-", "bm25", "1"), SystemSpec("BM25-bigram", "-", "bm25", "2"),
+                          SystemSpec("all-MiniLM-L6-v2", "generic", "dense", "all-MiniLM-L6-v2", "Tuned")),
                     tuned_moves=("address",), reranked=("all-MiniLM-L6-v2 (tuned)",))
 
 
@@ -206,8 +208,9 @@ def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
     absent, not that request files were written; its Baseline + rerank row, whose first stage ran, has no answers."""
     _baselines(cfg, bench)
     _fake_baseline(cfg, bench, paper_tables.MPNET)
-    expected = dataclasses.replace(EXPECTED, dense_rows=tuple((model, prefix) for model in ("all-MiniLM-L6-v2", paper_tables.MPNET)
-                                                             for prefix in ("generic", "per-move")),
+    dense = tuple(SystemSpec(model, prefix, "dense", model) for model in ("all-MiniLM-L6-v2", paper_tables.MPNET)
+                  for prefix in ("generic", "per-move"))
+    expected = dataclasses.replace(EXPECTED, rows=(*EXPECTED.baseline("bm25"), *dense, *EXPECTED.rows[2:]),
                                    reranked=("all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)", paper_tables.MPNET))
     result = assemble_tables(cfg, bench, expected=expected, n_resamples=200)
     for name in paper_tables.TABLE_SPECS:
@@ -252,7 +255,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     from types import SimpleNamespace
 
     from ratio_utils.models import ModelNotAvailableError
-    from ratio_utils.reporting import systems
+    from ratio_utils.models import availability
 
     def not_here(spec, *args, **kwargs):
         raise ModelNotAvailableError(f"model {spec!r} is not available", model=str(spec), reason="not cached")
@@ -260,8 +263,8 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     _baselines(cfg, bench)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(systems, "resolve_model", not_here)
-    monkeypatch.setattr(systems, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(availability, "resolve_model", not_here)
+    monkeypatch.setattr(availability, "hub_reachable", lambda timeout=3.0: False)
     key = ("Qwen3-Embedding-0.6B", "generic", "Baseline")
     absent = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     assert _row_notes(absent)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: not in the local Hugging Face cache, "
@@ -274,7 +277,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     assert _row_notes(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200))[key].endswith(
         "and HF_HUB_OFFLINE is set")
     # now the model is in the local Hugging Face cache: the row says what would run it
-    monkeypatch.setattr(systems, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
+    monkeypatch.setattr(availability, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
     here = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     assert _row_notes(here)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: it is in the local Hugging Face cache, but "
                                      "retrieval.dense_models does not name it (add it there to run this row)")
@@ -291,7 +294,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
 @pytest.mark.models
 def test_tuned_run_files_score_their_own_move(cfg, bench):
     from ratio_utils.models import resolve_model_path
-    from ratio_utils.reporting.systems import record_tuned_runs
+    from ratio_utils.train.tuned_runs import record_tuned_runs
 
     tuned = cfg.paths.models / "all-MiniLM-L6-v2__address"
     shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tuned)  # stands in for notebook 09's output
@@ -316,7 +319,7 @@ def test_primary_metric_summary_keeps_the_rows_with_scores(cfg, bench):
 
 
 def test_tuned_runs_of_a_move_left_out_say_so(cfg, bench):
-    from ratio_utils.reporting.systems import record_tuned_runs
+    from ratio_utils.train.tuned_runs import record_tuned_runs
 
     cfg.sections["train"] = {"moves": ["address"]}
     assert "train.moves leaves it out" in record_tuned_runs(cfg, "specify", bench).iloc[0]["status"]
@@ -342,19 +345,19 @@ def test_notebook_08_sets_aside_runs_of_an_earlier_benchmark(cfg, bench):
 def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
     """A Tuned row whose configurations all lost to the untuned model on validation carries a note instead
     of passing for an improvement; the tuned ColBERT of notebook 09 writes no run file, so no row."""
-    from ratio_utils.reporting.systems import _tuned_notes
+    from ratio_utils.train.tuned_runs import tuned_notes
 
     _baselines(cfg, bench)
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "broaden", "test"))
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned", "dense", "broaden", "test", bench.checksum(), "09_finetune",
-                   k=10, notes=_tuned_notes({"beats_baseline_on_validation": False}))
+                   k=10, notes=tuned_notes({"beats_baseline_on_validation": False}))
     write_system_run(run, cfg.paths.retrieval_runs, info)
     tables = assemble_tables(cfg)
     assert any(n.startswith("all-MiniLM-L6-v2 (generic, Tuned, broaden): no fine-tuning configuration beat the untuned")
                for n in tables.notes["table7_test_full"])
     assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
                    zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
-    assert _tuned_notes({"beats_baseline_on_validation": True}) == []
+    assert tuned_notes({"beats_baseline_on_validation": True}) == []
 
 
 def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
@@ -456,7 +459,8 @@ def test_only_the_expected_systems_are_read_and_a_missing_one_says_so(cfg, bench
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
     write_system_run(run, cfg.paths.retrieval_runs, RunInfo("my-retriever", "generic", "Baseline", "dense", "address", "test",
                                                             bench.checksum(), "by hand", k=10))
-    expected = dataclasses.replace(EXPECTED, bm25_models=("BM25-unigram", "BM25-bigram", "BM25-trigram"))
+    expected = dataclasses.replace(EXPECTED, rows=(*EXPECTED.rows[:2], SystemSpec("BM25-trigram", "-", "bm25", "3"),
+                                                   *EXPECTED.rows[2:]))
     result = assemble_tables(cfg, bench, expected=expected, n_resamples=200, write=False)
     assert not any(system == "my-retriever" for system, *_ in _rows(result))
     assert "my-retriever" not in set(result.runs["system"])
@@ -503,7 +507,7 @@ def test_expected_rows_follow_the_params_and_the_calling_notebook(cfg):
 def _not_here(name):
     """model_availability without resolving anything: every model is absent, for a fixed reason."""
     from ratio_utils.models import registry_entry
-    from ratio_utils.reporting.systems import ModelAvailability
+    from ratio_utils.models.availability import ModelAvailability
 
     entry = registry_entry(name)
     return ModelAvailability(name, None, None, "absent in this test", entry.kind if entry is not None else "dense")
@@ -573,7 +577,7 @@ def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
 def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypatch):
     """Run files of a retrieval.colbert_models row and of a recommended-prefix fine-tuning setup fill their rows; a
     dense entry's styles decide its rows, and a row it leaves out says which rows it asks for."""
-    from ratio_utils.reporting import systems
+    from ratio_utils.models import availability
     from types import SimpleNamespace
 
     _baselines(cfg, bench)
@@ -581,7 +585,7 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
                                  "bm25_ngrams": [1, 2], "colbert_models": ["GTE-ModernColBERT-v1"]}
     cfg.sections["train"] = {"base_model": "ModernBERT-embed-large", "prefixes": "recommended"}
     cfg.sections["rerank"] = {"systems": []}
-    monkeypatch.setattr(systems, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
+    monkeypatch.setattr(availability, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
     for info in (RunInfo("GTE-ModernColBERT-v1", "-", "Baseline", "colbert", "address", "test", bench.checksum(),
                          "08_retrieval_baselines", k=10),

@@ -224,7 +224,7 @@ def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_process
 def _unavailable_except_minilm(monkeypatch, tmp_path):
     """Resolution as on a machine with MiniLM only and no hub: every other model raises what resolve_model raises."""
     from ratio_utils import models
-    from ratio_utils.reporting import systems
+    from ratio_utils.models import availability
 
     real = models.resolve_model
 
@@ -238,7 +238,7 @@ def _unavailable_except_minilm(monkeypatch, tmp_path):
             f"(1) `hf download {hub_id}`; (2) pass a local folder holding the model", model=str(spec), reason="not cached")
 
     monkeypatch.setattr(models, "resolve_model", resolve)
-    monkeypatch.setattr(systems, "resolve_model", resolve)
+    monkeypatch.setattr(availability, "resolve_model", resolve)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
 
@@ -278,11 +278,11 @@ def test_a_params_file_naming_models_this_machine_cannot_get_stops_before_the_fi
 
 def test_a_model_the_hub_can_give_passes_the_preflight(monkeypatch, tmp_path):
     from ratio_utils.config import load_config
-    from ratio_utils.reporting import systems
+    from ratio_utils.models import availability
 
     _unavailable_except_minilm(monkeypatch, tmp_path)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(systems, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr(availability, "hub_reachable", lambda timeout=3.0: True)
     assert pipeline.unavailable_models(load_config("params/paper.yaml")) == []  # the run downloads them
     assert pipeline.unavailable_models(load_config()) == []  # the default run needs MiniLM only

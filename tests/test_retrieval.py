@@ -272,7 +272,7 @@ def test_baselines_build_each_retriever_once_and_hold_one_at_a_time(cfg, tiny_be
     from ratio_utils.stages.retrieval_baselines import run_baselines
 
     made, alive_at_search = [], []
-    real_make, real_record = retrieval_baselines.system_retriever, retrieval_baselines.record_run
+    real_make, real_record = retrieval_baselines.build_retriever, retrieval_baselines.record_run
 
     def make(*args, **kwargs):
         retriever = real_make(*args, **kwargs)
@@ -284,7 +284,7 @@ def test_baselines_build_each_retriever_once_and_hold_one_at_a_time(cfg, tiny_be
         alive_at_search.append(sum(ref() is not None for ref in made))
         return real_record(retriever, *args, **kwargs)
 
-    monkeypatch.setattr(retrieval_baselines, "system_retriever", make)
+    monkeypatch.setattr(retrieval_baselines, "build_retriever", make)
     monkeypatch.setattr(retrieval_baselines, "record_run", record)
     params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"], tuned_models=False)
     done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)

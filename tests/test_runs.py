@@ -1,4 +1,4 @@
-"""The one reuse rule for run files (ratio_utils.retrieval.runs.get_or_compute): a run is ranked once and read back
+"""The one reuse rule for run files (ratio_utils.systems.runs.get_or_compute): a run is ranked once and read back
 while its key holds (retriever, benchmark, move, split, queries, k), ranked again when any part of the key changes,
 and read from another stage's run file of the same ranking without writing into that stage's folder."""
 
@@ -9,7 +9,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from ratio_utils.retrieval.runs import RunInfo, get_or_compute, read_run, read_run_info, run_path, write_system_run
+from ratio_utils.retrieval.runs import RunInfo, read_run, read_run_info, run_path, write_system_run
+from ratio_utils.systems.runs import get_or_compute
 
 PREFIXES = ("query: ", "document: ")
 WANTED = RunInfo("all-MiniLM-L6-v2", "generic", "Baseline", "dense", "address", "test", "c" * 64, "11_analyses", k=10,

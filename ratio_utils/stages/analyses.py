@@ -28,7 +28,6 @@ from ..dataset.benchmark import load_benchmark
 from ..param_sections import AnalysisParams, TrainParams
 from ..publish.display import Stage
 from ..reporting.paper_tables import FULL_COLUMNS, metric_key
-from ..reporting.systems import bm25_model_name, load_retrieval_params, plan_systems
 from ..retrieval.runs import system_name
 from ..retrieval_analysis.analysed_runs import Retrievers, retrievers_frame
 from ..retrieval_analysis.lexical_overlap import OverlapResult, overlap_analysis
@@ -36,6 +35,8 @@ from ..retrieval_analysis.oracle_pools import oracle_filtering
 from ..retrieval_analysis.pool_size import PoolSizeResult, pool_size_analysis
 from ..retrieval_analysis.transfer import TransferResult, cross_move_transfer
 from ..schema import MOVES, NOTEBOOKS
+from ..systems.families import load_retrieval_params, plan_systems
+from ..systems.spec import bm25_model_name
 from ..train import FINAL_RESULTS_FILE, move_model_dir
 
 
@@ -121,7 +122,7 @@ def find_retrievers(cfg: Config, params: AnalysisParams) -> Retrievers:
 
 def pool_size_systems(cfg: Config) -> list[str]:
     """BM25-unigram and every dense row of notebook 08's params, and each dense model's tuned row (notebook 09)."""
-    planned = plan_systems(load_retrieval_params(cfg))
+    planned = plan_systems(load_retrieval_params(cfg), cfg)
     names = [system_name(s.model, s.prefix, s.setup) for s in planned if s.model == bm25_model_name(1)]
     for s in planned:
         if s.family == "dense":

@@ -4,7 +4,7 @@ tuned-vs-baseline table with paired intervals and permutation p-values.
 Reads what `ratio_utils.train` writes: models/_runs/<base>__<move>/<config>-<key>/result.json (every
 configuration tried) and models/<base>__<move>/results.json (the selected model, its per-query scores);
 writes tables/table6_finetune_configs and tables/finetune_tuned_vs_baseline (`ratio_utils.train.tables`),
-then this move's tuned run files (`ratio_utils.reporting.systems.record_tuned_runs`).
+then this move's tuned run files (`ratio_utils.train.tuned_runs.record_tuned_runs`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from .. import train
 from ..config import Config
 from ..publish.display import Stage
 from ..publish.run_records import record_reused
-from ..reporting.systems import record_tuned_runs
 from ..train import colbert as train_colbert
 from ..train.tables import write_table6, write_tuned_vs_baseline
+from ..train.tuned_runs import record_tuned_runs
 
 
 class FinetuneStage(Stage):

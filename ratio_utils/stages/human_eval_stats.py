@@ -30,10 +30,12 @@ from ..models import model_name
 from ..param_sections import HumanEvalParams, TrainParams
 from ..publish.display import Stage
 from ..publish.published import write_table
-from ..reporting import systems
-from ..retrieval.ranking import get_or_record_run
 from ..retrieval.runs import system_name
 from ..schema import GENERIC_PREFIXES, NOTEBOOKS, Move
+from ..systems.families import RetrieverSettings, build_retriever, load_retrieval_params
+from ..systems.runs import get_or_record_run
+from ..systems.spec import SystemSpec
+from ..train.tuned_runs import tuned_model
 
 
 
@@ -88,7 +90,7 @@ def ensure_runs(cfg: Config, params: HumanEvalParams,
     (cfg.paths.human_eval_runs), from the embedding cache where it can. Any other system's run file is
     read from data/retrieval_runs/ as named; a missing one is an error of `build_packets`.
     """
-    retrieval = systems.load_retrieval_params(cfg)
+    retrieval = load_retrieval_params(cfg)
     bases = dict.fromkeys([*retrieval.dense_models, cfg.section("train", TrainParams).base_model])
     checksum = bench.checksum()
     files = study_packets.run_files_in(cfg.paths.retrieval_runs, params, bench)
@@ -101,12 +103,13 @@ def ensure_runs(cfg: Config, params: HumanEvalParams,
         if base is None:
             continue  # another system: its run file as named
         if setup == "baseline":
-            system = systems.System(model_name(base), "generic", "dense", base)
+            system = SystemSpec(model_name(base), "generic", "dense", base)
             info = system.info(move, split, checksum, retrieval, stage=NOTEBOOKS["12"])
-            make_retriever = functools.partial(systems.system_retriever, system, move, retrieval, cfg)
+            settings = RetrieverSettings.from_params(retrieval, cfg, name=system.model)
+            make_retriever = functools.partial(build_retriever, system, move, settings)
             prefixes = GENERIC_PREFIXES
         else:
-            tuned = systems.tuned_model(cfg, base, move)
+            tuned = tuned_model(cfg, base, move)
             if tuned.results is None:
                 continue  # not fine-tuned: build_packets names the missing run file
             info = tuned.info(move, split, checksum, retrieval, stage=NOTEBOOKS["12"])

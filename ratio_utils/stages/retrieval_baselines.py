@@ -1,8 +1,9 @@
 """Stage 08 (notebook 08_retrieval_baselines): every offline system on every move and split, as run files.
 
-The rows and their retrievers are `ratio_utils.reporting.systems` (which also writes the run files of notebook
-09's fine-tuned retrievers, `record_tuned_runs`), so that every system reaches Tables 1, 7 and 8 the same way:
-through a run file with its sidecar, assembled by `ratio_utils.reporting.paper_tables.assemble_tables`.
+The rows and their retrievers come from the family registry (`ratio_utils.systems.families`: each family plans its
+rows and builds its retriever) and the runs are recorded by `ratio_utils.systems.runs` (as notebook 09's tuned runs
+are, `ratio_utils.train.tuned_runs`), so that every system reaches Tables 1, 7 and 8 the same way: through a run
+file with its sidecar, assembled by `ratio_utils.reporting.paper_tables.assemble_tables`.
 
 Reads:  the benchmark (cfg.paths.benchmark).
 Writes: data/retrieval_runs/<system>/<move>/<split>.{parquet,trec,run.json}   (run files + sidecars)
@@ -19,10 +20,13 @@ from ..dataset.benchmark import Benchmark, load_benchmark
 from ..param_sections import RetrievalParams
 from ..publish.display import Stage
 from ..reporting import paper_tables
-from ..reporting.systems import STAGE, load_retrieval_params, plan_systems, resolve_systems, runnable, system_retriever
-from ..retrieval.ranking import record_run
-from ..retrieval.runs import retire_foreign_runs, system_name
+from ..retrieval.runs import retire_foreign_runs
 from ..schema import Split
+from ..systems.families import (
+    RetrieverSettings, build_retriever, get_family, load_retrieval_params, plan_systems, resolve_systems,
+)
+from ..systems.runs import record_run, runnable
+from ..systems.spec import BASELINE_STAGE
 
 
 class RetrievalBaselinesStage(Stage):
@@ -44,7 +48,7 @@ class RetrievalBaselinesStage(Stage):
     def tables(self) -> paper_tables.PaperTables:
         """Tables 1, 7, 8 assembled (and written) from the run files of this notebook's systems."""
         if self._tables is None:
-            self._tables = paper_tables.assemble_tables(self.cfg, self.bench, through=STAGE)
+            self._tables = paper_tables.assemble_tables(self.cfg, self.bench, through=BASELINE_STAGE)
         return self._tables
 
     def primary_metric_summary(self) -> pd.DataFrame:
@@ -60,11 +64,11 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
     Run files of another benchmark (any stage's) are set aside first (retrieval.runs.retire_foreign_runs):
     this notebook starts the retrieval stages, so a new benchmark makes them stale.
 
-    Each model is resolved once (reporting.systems.resolve_systems) and its reference handed to the retrievers of
+    Each model is resolved once (systems.families.resolve_systems) and its reference handed to the retrievers of
     all its rows; a model that cannot be had here leaves its rows out, with one line saying why."""
     params = params or load_retrieval_params(cfg)
     splits = [Split.parse(s) for s in params.splits]
-    systems, refs, skipped = resolve_systems(plan_systems(params))
+    systems, refs, skipped = resolve_systems(plan_systems(params, cfg))
     checksum = bench.checksum()
     retired = [{"system": path, "status": "set aside under _stale/: computed on another benchmark"}
                for path in retire_foreign_runs(cfg.paths.retrieval_runs, checksum)]
@@ -78,10 +82,11 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
         # One retriever per system (per move only when the query prefix depends on it), so that BM25 indexes
         # and dense pool indexes are built once for the three moves that share a pool. A key's jobs are
         # consecutive, so only the current retriever is kept: memory is one pool index, not one per system.
-        wanted = (system, move if system.prefix == "per-move" else None)
+        wanted = (system, move if get_family(system.family).per_move(system) else None)
         if wanted != key:
             retriever = None  # the previous index is freed before the next is built
-            key, retriever = wanted, system_retriever(system, move, params, cfg, ref=refs.get(system.source))
+            settings = RetrieverSettings.from_params(params, cfg, name=system.model)
+            key, retriever = wanted, build_retriever(system, move, settings, ref=refs.get(system.source))
             retriever.show_progress = False  # this loop's bar is the only one (no nested bars)
         run = record_run(retriever, bench, info, cfg.paths.retrieval_runs)
         done.append({"system": info.system, "move": move.value, "split": split.value, "status": "written",
@@ -91,5 +96,5 @@ def run_baselines(cfg: Config, bench: Benchmark, params: RetrievalParams | None 
 
 def systems_frame(params: RetrievalParams) -> pd.DataFrame:
     """The systems notebook 08 will run, as a table."""
-    return pd.DataFrame([{"system": system_name(s.model, s.prefix, s.setup),
-                          "family": s.family, "prefix": s.prefix, "source": s.source} for s in plan_systems(params)])
+    return pd.DataFrame([{"system": s.name, "family": s.family, "prefix": s.prefix, "source": s.source}
+                         for s in plan_systems(params)])

@@ -211,10 +211,10 @@ def _evaluate_saved(model_path: Path, bench: Benchmark, move: Move, splits, para
     `per_query`, when given, receives each split's per-query values (per_query_values); `ref`, the model at
     `model_path` resolved once by the caller (with its registry settings: dtype, remote code)."""
     from ..evaluation.run_scoring import rank_and_score
-    from ..retrieval import DenseRetriever
+    from ..systems.families import RetrieverSettings, dense_retriever
 
-    retriever = DenseRetriever(ref if ref is not None else str(model_path), query_prefix=params.query_prefix, doc_prefix=params.doc_prefix,
-                               batch_size=params.eval_batch_size, cache_dir=cache_dir)
+    retriever = dense_retriever(ref if ref is not None else str(model_path), params.query_prefix, params.doc_prefix,
+                                RetrieverSettings(batch_size=params.eval_batch_size, cache_dir=cache_dir))
     scores = {}
     for split in splits:
         if bench.has(move, split):

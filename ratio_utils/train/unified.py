@@ -47,14 +47,14 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark, EvalSet, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import IntervalCache, cell, paired_cell
-from ..evaluation.metrics import per_query_metrics
+from ..evaluation.run_scoring import score_run
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_p
 from ..io import read_json_if_exists, replace_folder, write_json_atomic, write_parquet_atomic, write_text_atomic
 from ..param_sections import TrainParams, UnifiedParams
 from ..publish.label_sources import silver_sources
 from ..publish.published import write_table
 from ..retrieval_analysis.move_sensitivity import sensitivity_ranks, sensitivity_reading
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MOVES, Move, Split, instructed_query_prefix
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, MOVES, Move, Split, instructed_query_prefix
 from . import (
     EVAL_KS,
     FINAL_RESULTS_FILE,
@@ -244,10 +244,10 @@ def score_moves(model: Any, evalsets: dict[Move, EvalSet], template: str, doc_pr
 def move_retriever(model: Any, move: Move, template: str, doc_prefix: str, *, batch_size: int = 64,
                    cache_dir: Path | None = None):
     """The model as a retriever of one move: the move's instruction on every query."""
-    from ..retrieval import DenseRetriever
+    from ..systems.families import RetrieverSettings, dense_retriever
 
-    return DenseRetriever(model, query_prefix=query_prefix(move, template), doc_prefix=doc_prefix,
-                          batch_size=batch_size, cache_dir=cache_dir)
+    return dense_retriever(model, query_prefix(move, template), doc_prefix,
+                           RetrieverSettings(batch_size=batch_size, cache_dir=cache_dir))
 
 
 def move_run(model: Any, move: Move, evalset: EvalSet, template: str, doc_prefix: str, *, batch_size: int = 64,
@@ -435,10 +435,11 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
                                          for m in evalsets}
     # Every test query under every move, while the staged folder's fingerprint still keys the cached
     # test-pool vectors (files written below change it).
-    from ..retrieval import DenseRetriever
+    from ..systems.families import RetrieverSettings, dense_retriever
 
     sens_moves = [m for m in params.selected_moves() if bench.has(m, params.sensitivity_split)]
-    ranks = sensitivity_ranks(DenseRetriever(str(staging), batch_size=params.eval_batch_size, cache_dir=cache), bench,
+    retriever = dense_retriever(str(staging), "", "", RetrieverSettings(batch_size=params.eval_batch_size, cache_dir=cache))
+    ranks = sensitivity_ranks(retriever, bench,
                               params.sensitivity_split, sens_moves, params.instruction_template, params.doc_prefix)
     write_parquet_atomic(ranks, sensitivity_path(cfg, params, selected.run_key))
     results = {
@@ -509,19 +510,24 @@ def _per_move_results(cfg: Config, params: UnifiedParams, move: Move) -> tuple[d
 
 
 def _baseline(cfg: Config, params: UnifiedParams, evalset: EvalSet) -> pd.DataFrame:
-    # The base model as notebooks 08/09 score it (generic prefixes, shared embedding cache), per query.
-    from ..retrieval import DenseRetriever
+    # The base model as notebook 08's generic row (generic prefixes, shared embedding cache), per query; built through
+    # the family registry and scored by the one scorer of a run.
+    from ..models import model_name
+    from ..systems.families import RetrieverSettings, build_retriever
+    from ..systems.spec import SystemSpec
 
-    retriever = DenseRetriever(params.base_model, GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX,
-                               batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
-    return per_query_metrics(retriever.search(evalset.queries, evalset.pool, max(EVAL_KS)), evalset.qrels, COMPARED)
+    spec = SystemSpec(model_name(params.base_model), "generic", "dense", params.base_model)
+    retriever = build_retriever(spec, None, RetrieverSettings(batch_size=params.eval_batch_size,
+                                                              cache_dir=cfg.paths.embedding_cache))
+    run = retriever.search(evalset.queries, evalset.pool, max(EVAL_KS))
+    return score_run(run, evalset.qrels, metrics=COMPARED, per_query=True)
 
 
 def _unified_per_query(cfg: Config, params: UnifiedParams, result: UnifiedResult, move: Move,
                        evalset: EvalSet) -> pd.DataFrame:
     run = move_run(str(result.model_dir), move, evalset, params.instruction_template, params.doc_prefix,
                    batch_size=params.eval_batch_size, cache_dir=cfg.paths.embedding_cache)
-    return per_query_metrics(run, evalset.qrels, COMPARED)
+    return score_run(run, evalset.qrels, metrics=COMPARED, per_query=True)
 
 
 def _per_move_per_query(per_move: dict | None, split: Split) -> pd.DataFrame | None:
