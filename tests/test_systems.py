@@ -18,7 +18,7 @@ from ratio_utils.evaluation.run_scoring import score_run, score_run_file
 from ratio_utils.param_sections import RetrievalParams
 from ratio_utils.retrieval.base import Retriever, run_from_hits
 from ratio_utils.retrieval.runs import RunInfo, read_run, read_run_info, run_path, write_system_run
-from ratio_utils.schema import Move, Split
+from ratio_utils.schema import NOTEBOOKS, Move, Split
 from ratio_utils.systems import families
 from ratio_utils.systems.families import (
     FAMILIES, Family, RetrieverSettings, build_retriever, parse_system, plan_systems, register, unregister,
@@ -114,7 +114,7 @@ def test_a_family_plans_builds_records_and_scores(family, cfg, tiny_benchmark, e
         base = record_run(build_retriever(first, move, RetrieverSettings.from_params(params, cfg)), bench, info,
                           cfg.paths.retrieval_runs)
         reranked = RunInfo("BM25-unigram", "-", "Baseline + rerank", "llm-rerank", move.value, split.value,
-                           bench.checksum(), families.RERANK_STAGE, k=10, first_stage="BM25-unigram")
+                           bench.checksum(), NOTEBOOKS["10"], k=10, first_stage="BM25-unigram")
         paths = write_system_run(_rerank_by_hand(base), cfg.paths.retrieval_runs, reranked)
         systems = [(reranked, Path(paths["parquet"]))]
     else:
@@ -172,7 +172,7 @@ def toy_family():
     """A family registered from here only: its rows are planned whatever the params, its retriever is a class above."""
     family = register(Family(
         "toy", lambda params, cfg: [SystemSpec("Toy-overlap", "-", "toy", "overlap")],
-        lambda spec, move, settings, ref: WordOverlapRetriever(), section="a test's fixture"))
+        lambda spec, move, settings, ref: WordOverlapRetriever()))
     yield family
     unregister("toy")
 

@@ -22,10 +22,7 @@ from ..models import ModelNotAvailableError, ModelRef, RegistryEntry, model_name
 from ..param_sections import RetrievalParams
 from ..retrieval.base import Retriever
 from ..schema import GENERIC_PREFIXES, Move, instructed_query_prefix
-from .spec import BASELINE_STAGE, SystemSpec, bm25_model_name
-
-RERANK_STAGE = "10_llm_rerank"
-
+from .spec import SystemSpec, bm25_model_name
 
 @dataclass(frozen=True)
 class RetrieverSettings:
@@ -69,8 +66,6 @@ class Family:
     build: Builder | None  # the retriever of a row for a move; None: the family does not search a pool itself
     per_move: Callable[[SystemSpec], bool] = field(default=_never_per_move)  # whether build depends on the move
     resolves_model: bool = False  # its rows name a model that notebook 08 resolves once (resolve_systems)
-    stage: str = BASELINE_STAGE  # the notebook that writes its rows' run files
-    section: str = ""  # the params that plan its rows, as notes name them (e.g. "retrieval.bm25_ngrams")
 
 
 FAMILIES: dict[str, Family] = {}
@@ -242,9 +237,9 @@ def _plan_nothing(params: RetrievalParams, cfg: Config | None) -> list[SystemSpe
     return []
 
 
-BM25 = register(Family("bm25", _plan_bm25, _build_bm25, section="retrieval.bm25_ngrams"))
+BM25 = register(Family("bm25", _plan_bm25, _build_bm25))  # retrieval.bm25_ngrams
 DENSE = register(Family("dense", _plan_dense, _build_dense, per_move=lambda spec: spec.prefix == "per-move",
-                        resolves_model=True, section="retrieval.dense_models"))
-COLBERT = register(Family("colbert", _plan_colbert, _build_colbert, resolves_model=True,
-                          section="retrieval.colbert_models"))
-LLM_RERANK = register(Family("llm-rerank", _plan_nothing, None, stage=RERANK_STAGE, section="rerank.systems"))
+                        resolves_model=True))  # retrieval.dense_models
+COLBERT = register(Family("colbert", _plan_colbert, _build_colbert,
+                          resolves_model=True))  # retrieval.colbert_models, retrieval.colbert_checkpoints
+LLM_RERANK = register(Family("llm-rerank", _plan_nothing, None))  # rows: rerank.systems, run files: notebook 10

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from ..param_sections import RetrievalParams
 from ..retrieval.runs import RunInfo, system_name
-from ..schema import Move, Split
+from ..schema import NOTEBOOKS, Move, Split
 
-BASELINE_STAGE, TUNED_STAGE = "08_retrieval_baselines", "09_finetune"  # the notebooks that write baseline and tuned runs
+BASELINE_STAGE, TUNED_STAGE = NOTEBOOKS["08"], NOTEBOOKS["09"]  # the notebooks that write baseline and tuned runs
 BM25_ORDERS = {1: "unigram", 2: "bigram", 3: "trigram"}  # the n-gram orders the tables name in words
 
 
