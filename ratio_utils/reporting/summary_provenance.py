@@ -109,7 +109,7 @@ def notebook_times(executed: Path, timings: Path | None = None) -> pd.DataFrame:
             raise ValueError(f"{path}: not a readable notebook ({error})") from error
         seconds = record.get("duration")
         rows.append({"notebook": path.stem, "finished": str(record.get("end_time") or "")[:19].replace("T", " "),
-                     "seconds": float(seconds) if seconds is not None else float("nan"),
+                     "seconds": round(float(seconds), 1) if seconds is not None else float("nan"),
                      "reused": reused.get(path.stem, reused.get(path.name, ""))})
     return pd.DataFrame(rows, columns=NOTEBOOK_TIME_COLUMNS)
 

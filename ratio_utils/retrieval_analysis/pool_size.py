@@ -333,14 +333,14 @@ def reading(numeric: pd.DataFrame, whole_pool: int) -> str:
         if f"{metric} seed max" in numeric:
             width = (numeric[f"{metric} seed max"] - numeric[f"{metric} seed min"]).dropna()
             if len(width):
-                spreads.append(f"over the {int(numeric['Seeds'].max())} draws of each subsampled pool a point's "
+                spreads.append(f"Over the {int(numeric['Seeds'].max())} draws of each subsampled pool a point's "
                                f"{metric} varies by at most {width.max():.1f} points (the draws' range is in the table "
                                "beside each interval)")
     ratio = PAPER_TEST_POOL / whole_pool
     tail = (f"the paper's pool is {ratio:.0f}× our whole pool (about {np.log2(ratio):.0f} more doublings), so its absolute "
             "MRR@10 and R@10 are not comparable with ours, and since every gold is kept a smaller pool is also "
             "gold-heavier (size and composition move together): no value at the paper's pool size is estimated here.")
-    return " ".join([*lines, ("; ".join(spreads) + "; " if spreads else "") + tail])
+    return " ".join([*lines, ("; ".join(spreads) + "; " if spreads else "") + (tail if spreads else tail[0].upper() + tail[1:])])
 
 
 @dataclass
