@@ -375,6 +375,30 @@ def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
     assert shown == stats.format_p(p, 200) and shown != ""
 
 
+def test_reranked_queries_that_kept_their_first_stage_order_are_not_in_the_effective_n(cfg, bench):
+    """Issue 45, 2: a reranked query whose top 10 is its first stage's (never sent, or unanswered), or that neither
+    run retrieved anything for, cannot differ: the rerank table's paired difference counts it in n, not in
+    n_effective."""
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    qrels = bench.eval_set("specify", "test").qrels
+    counts = first_stage["qid"].value_counts()
+    moved = counts.index[counts >= 2][0]  # the one query the reranker changed: its first-stage order reversed
+    reranked = first_stage.copy()
+    mine = reranked["qid"] == moved
+    reranked.loc[mine, "rank"] = reranked.loc[mine, "rank"].max() + 1 - reranked.loc[mine, "rank"]
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(reranked, cfg.paths.retrieval_runs, info)
+    result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
+    from ratio_utils.publish.published import read_records
+
+    records = read_records(cfg)
+    record = records[(records["table"] == paper_tables.RERANK_TABLE) & (records["metric"] == "M@10")].iloc[0]
+    assert result.tables[paper_tables.RERANK_TABLE].shape[0] > 0
+    assert record["n"] == qrels["qid"].nunique() > 1 and record["n_effective"] == 1
+
+
 def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     """Notebook 10 with rerank.max_queries reranks a listed sample (RunInfo.qids): its rows, its comparison
     with the first stage and the claim it decides name the sample and its size; full runs say nothing."""

@@ -41,12 +41,14 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import CONFIDENCE, IntervalCache, cell, cell_record, paired_cell
+from ..evaluation.rerank_promotion import kept_first_stage_order
 from ..evaluation.run_scoring import ScoredRun, score_run_file
 from ..io import InputError
 from ..models.availability import ModelAvailability
 from ..retrieval.runs import (
     RERANK_SUFFIX,
     RunInfo,
+    read_run,
     read_run_info,
     reranked_system_name,
     run_files,
@@ -474,6 +476,15 @@ def _paper_table(
     return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes, records_frame(records)
 
 
+def _unchanged_queries(reranked: ScoredRun, first: ScoredRun) -> set[str]:
+    """The queries whose reranked top 10 is the first stage's (never sent, or unanswered; `kept_first_stage_order`)
+    or that neither run retrieved anything for: they cannot differ, so they are not in a difference's n_effective."""
+    reranked_run, first_run = read_run(reranked.path), read_run(first.path)
+    retrieved = set(reranked_run["qid"].astype(str)) | set(first_run["qid"].astype(str))
+    empty_in_both = set(reranked.per_query.index.astype(str)) - retrieved
+    return kept_first_stage_order(reranked_run, first_run) | empty_in_both
+
+
 def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each reranked run against its first stage on the same queries: paired interval and p-value."""
     by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
@@ -485,6 +496,7 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
             continue
         first_name = run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX)
         first = by_system.get((first_name, run.info.move, run.info.split))
+        fixed = _unchanged_queries(run, first) if first is not None else set()
         for column in RERANK_METRICS:
             metric = metric_key(column)
             row = {"Reranked system": run.info.system, "First stage": first_name, "Move": run.info.move.capitalize(),
@@ -494,7 +506,7 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
                                    "Difference": "", "p (permutation)": "", "Note": "no first-stage run file"})
                 numeric_rows.append({**row, "Queries": len(run.per_query)})
                 continue
-            diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric])
+            diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric], fixed=fixed)
             common = run.per_query.index.intersection(first.per_query.index)
             reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
