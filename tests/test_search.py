@@ -457,7 +457,7 @@ def test_index_types_build_record_their_parameters_load_and_answer(tmp_path, cor
         if kind == "hnsw":
             assert isinstance(index.index, faiss.IndexHNSWSQ) and index.index.hnsw.efSearch == recorded["search"]["efSearch"]
         if kind == "ivfpq":
-            assert faiss.extract_index_ivf(index.index).nprobe == recorded["search"]["nprobe"] == 32
+            assert faiss.extract_index_ivf(index.index).nprobe == recorded["search"]["nprobe"] == 128
         answers[kind] = [set(search.search_index(q, "address", FakeEncoder(), index, "query: ", top=10)["docid"])
                          for q in ("entity label gazetteer", "parser dropout noise", "metric summary corpus")]
     for kind in ("hnsw", "ivfpq"):

@@ -10,8 +10,9 @@
 
 The statement is embedded with the move's fine-tuned retriever (notebook 09: models/<base>__<move>/),
 or with the unified retriever (notebook 13: `--model unified`, the move given as an instruction), or
-with any model folder, and searched in an exhaustive faiss inner-product index over a sentence table
-(data/interim/sentences.parquet of notebook 00 with papers.parquet, or any table of that shape). Each
+with any model folder, and searched in a faiss inner-product index over a sentence table
+(data/interim/sentences.parquet of notebook 00 with papers.parquet, or any table of that shape): exhaustive by
+default, or approximate (`--index-type hnsw|ivfpq`, `IndexSpec`; opened memory-mapped where faiss allows). Each
 hit is printed as the paper wrote it (original case) with its paper id, title, year and the sentence
 before it.
 
@@ -19,7 +20,7 @@ An index folder holds index.faiss, sentences.parquet (what is shown per hit), pa
 title, year, venue, source and number of indexed sentences) and index.json (the
 model's fingerprint, the candidate prefix, the source tables' checksums, when it was built, and the sha256 of the other
 three files). It is built in a temporary folder beside its target and swapped in whole (`io.replace_folder`), so
-an interrupted rebuild leaves the old index or the new one; opening it checks both files against index.json, so a
+an interrupted rebuild leaves the old index or the new one; opening it checks those files against index.json, so a
 folder whose vectors and sentences come from two builds is refused instead of printing one's scores beside the other's
 sentences. Candidates are embedded the
 way the benchmark's pool is (`text_clean`, lower-cased like mining's sentences) through the
@@ -81,7 +82,8 @@ class IndexSpec:
     factory: the faiss `index_factory` string.
     build: parameters set before adding (hnsw: efConstruction).
     search: parameters set after loading (hnsw: efSearch; ivfpq: nprobe, k_factor), the tuning of
-        benchmarks/index_types.py that keeps recall@10 >= 0.95 against flat (docs/search.md).
+        benchmarks/index_types.py that kept recall@10 >= 0.95 against flat on 1M near-duplicate sentence vectors, a
+        hard case (docs/search.md): a corpus of distinct sentences may do with less (`index_spec`'s overrides).
     """
 
     type: str
@@ -102,16 +104,20 @@ def index_spec(index_type: str | None, size: int, dim: int, **overrides: int) ->
     if kind == "flat":
         spec = IndexSpec("flat", "Flat")
     elif kind == "hnsw":
-        spec = IndexSpec("hnsw", "HNSW32,SQfp16", {"efConstruction": 40}, {"efSearch": 128})
+        spec = IndexSpec("hnsw", "HNSW32,SQfp16", {"efConstruction": 40}, {"efSearch": 2048})
     else:
         if size < IVFPQ_MIN_VECTORS:
             raise SearchError(f"an ivfpq index needs at least {IVFPQ_MIN_VECTORS:,} sentences to train its codebooks, "
                               f"this corpus has {size:,}: use --index-type flat (exact, and fast at this size)")
-        nlist = 1 << max(4, min(16, round(np.log2(4 * np.sqrt(size)))))  # ~4 sqrt(n) lists, a power of two
+        # ~sqrt(n) lists, a power of two: faiss suggests 4-16 sqrt(n), but the k-means of 4096 lists at 1M vectors
+        # takes 90 s on 2 cores against 23 s for 1024, and nprobe buys the recall back (benchmarks/index_types.py)
+        nlist = 1 << max(4, min(16, round(np.log2(np.sqrt(size)))))
         nlist = min(nlist, size // 39)  # faiss's minimum of 39 training points per list
         subquantizers = max(d for d in range(1, max(1, dim // 8) + 1) if dim % d == 0)  # ~8 dimensions per code byte
-        spec = IndexSpec("ivfpq", f"IVF{nlist},PQ{subquantizers}x8,Refine(SQfp16)", {},
-                         {"nprobe": 32, "k_factor": 4})
+        # np: no polysemous training (codes ordered for Hamming filtering, which this search never uses; it took
+        # 90 s of the 93 s of training at 60K vectors)
+        spec = IndexSpec("ivfpq", f"IVF{nlist},PQ{subquantizers}x8np,Refine(SQfp16)", {},
+                         {"nprobe": 128, "k_factor": 64})
     build = {k: v for k, v in overrides.items() if k in spec.build}
     search = {k: v for k, v in overrides.items() if k in spec.search}
     unknown = sorted(set(overrides) - set(build) - set(search))
@@ -120,9 +126,14 @@ def index_spec(index_type: str | None, size: int, dim: int, **overrides: int) ->
     return IndexSpec(spec.type, spec.factory, spec.build | build, spec.search | search)
 
 
-def make_index(vectors: np.ndarray, spec: IndexSpec, chunk: int = 65536, train_sample: int = 200_000, seed: int = 0):
-    """A faiss index of `spec` over L2-normalised `vectors` (inner product), trained on a seeded sample of at most
-    `train_sample` vectors and filled chunk by chunk (a memory-mapped or float16 array stays small in float32)."""
+TRAIN_PER_LIST = 64  # k-means training points per inverted list (faiss needs 39, and caps its own sample at 256)
+PQ_MIN_TRAIN = 10_000  # 256 centroids per PQ sub-quantiser need 39 points each
+
+
+def make_index(vectors: np.ndarray, spec: IndexSpec, chunk: int = 65536, seed: int = 0):
+    """A faiss index of `spec` over L2-normalised `vectors` (inner product), trained on a seeded sample
+    (ivfpq: TRAIN_PER_LIST vectors per list, at least PQ_MIN_TRAIN; hnsw's float16 storage needs only a few) and filled
+    chunk by chunk (a memory-mapped or float16 array stays small in float32)."""
     import faiss
 
     if spec.type == "flat":
@@ -130,6 +141,10 @@ def make_index(vectors: np.ndarray, spec: IndexSpec, chunk: int = 65536, train_s
     index = faiss.index_factory(int(vectors.shape[1]), spec.factory, faiss.METRIC_INNER_PRODUCT)
     if spec.type == "hnsw":
         index.hnsw.efConstruction = int(spec.build["efConstruction"])
+    if spec.type == "ivfpq":
+        train_sample = max(PQ_MIN_TRAIN, TRAIN_PER_LIST * faiss.extract_index_ivf(index).nlist)
+    else:
+        train_sample = 1000
     rows = np.random.default_rng(seed).choice(len(vectors), size=min(len(vectors), train_sample), replace=False)
     index.train(np.ascontiguousarray(vectors[np.sort(rows)], dtype=np.float32))
     for start in range(0, vectors.shape[0], chunk):
