@@ -17,10 +17,14 @@ from ratio_utils.publish import label_sources
 from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.publish.published import read_records, records_frame, write_table
 from ratio_utils.stages.retrieval_baselines import run_baselines
+from ratio_utils.systems.spec import SystemSpec
 
 STAND_IN = label_sources.LabelSource(role="judge", configured="gpt-5.4", answered_by=("anthropic-claude-standin",),
                                      replayed_from=label_sources.REPLAYED_FROM,
                                      detail={"pairs without a verdict": {"address": 0}})
+
+# notebook 08's rows with bm25_ngrams [1, 2]
+BM25_ROWS = (SystemSpec("BM25-unigram", "-", "bm25", "1"), SystemSpec("BM25-bigram", "-", "bm25", "2"))
 
 
 @pytest.fixture
@@ -62,7 +66,7 @@ def test_a_table_built_on_silver_carries_the_silver_provenance(cfg, bench):
     write_pairs(bench.queries("specify", "test").head(2), bench.root, "specify", "silver")
     label_sources.write_silver_source(bench.root, STAND_IN)
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test", "silver"]))
-    result = assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    result = assemble_tables(cfg, bench, expected=Expected(rows=BM25_ROWS), n_resamples=200)
     for name in ("table1_silver_main", "table8_silver_full", BASELINE_TABLE):
         record = json.loads((cfg.paths.tables / f"{name}.provenance.json").read_text())
         assert record["label_sources"] == [STAND_IN.to_json()], name
@@ -101,7 +105,7 @@ def test_records_round_trip_and_refuse_unknown_columns(cfg):
 
 def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, bench):
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
-    result = assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    result = assemble_tables(cfg, bench, expected=Expected(rows=BM25_ROWS), n_resamples=200)
     records = read_records(cfg)
     diff = records[(records["table"] == BASELINE_TABLE) & (records["move"] == "specify")].iloc[0]
     cells = result.numeric["table7_test_full"].set_index("System")
@@ -123,8 +127,8 @@ def test_best_tuned_is_compared_with_the_best_bm25_on_the_same_queries(cfg, benc
     ranking["score"] = -ranking["rank"].astype(float)
     tuned = replace(read_run_info(source), model="mini", prefix="generic", setup="Tuned", family="dense", stage="09_finetune")
     write_system_run(ranking, cfg.paths.retrieval_runs, tuned)
-    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected.from_names(
-        bm25_models=("BM25-unigram", "BM25-bigram"), tuned_models=("mini",), tuned_moves=("specify",)))
+    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(
+        rows=(*BM25_ROWS, SystemSpec("mini", "generic", "dense", "mini", "Tuned")), tuned_moves=("specify",)))
     records = read_records(cfg)
     row = records[(records["table"] == BASELINE_TABLE) & (records["scope"] == "best tuned vs best BM25")]
     assert list(row["move"]) == ["specify"]  # only the move with a tuned run

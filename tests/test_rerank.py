@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.dataset.benchmark import load_benchmark
@@ -193,7 +194,8 @@ def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup
     names = promotion_columns(TOP_N, K)
     assert summary[names["n_first"]].to_dict() == {"address": 3, "broaden": 2, "specify": 3}
     assert summary.loc["address", names["recall"]].startswith("66.7 [")
-    assert summary.loc["broaden", names["recall"]] == "100.0 [100.0, 100.0]†"
+    low, high = proportion_confint(2, 2, alpha=0.05, method="beta")  # Clopper-Pearson: 2 of 2 in the top n
+    assert summary.loc["broaden", names["recall"]] == f"100.0 [{100 * low:.1f}, {100 * high:.1f}]†"
     assert summary[names["n_promoted"]].to_dict() == summary["answered"].to_dict()
     assert summary[names["paper"]].to_dict() == {"address": "85.1", "broaden": "71.6", "specify": "86.6"}
     assert "Gold promotion" in (cfg.paths.tables / "rerank_summary.md").read_text()

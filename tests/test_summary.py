@@ -23,8 +23,12 @@ from ratio_utils.retrieval import read_run
 from ratio_utils.retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ratio_utils.schema import MOVES, Move, Split
 from ratio_utils.stages.retrieval_baselines import run_baselines
+from ratio_utils.systems.spec import SystemSpec
 
 TABLE1 = "table1_silver_main"
+
+# notebook 08's rows with bm25_ngrams [1, 2]
+BM25_ROWS = (SystemSpec("BM25-unigram", "-", "bm25", "1"), SystemSpec("BM25-bigram", "-", "bm25", "2"))
 
 
 def _cell(move: str, metric: str, value: float, low: float | None, high: float | None, n: int, *, model: str = "BM25-unigram",
@@ -128,7 +132,7 @@ def test_headline_cells_are_the_cells_of_the_written_table(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     bench = load_benchmark(cfg.paths.benchmark)
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
-    assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram")), n_resamples=200)
+    assemble_tables(cfg, bench, expected=Expected(rows=BM25_ROWS), n_resamples=200)
     long = summary_headline.results_long(read_records(cfg), "table7_test_full")
     csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv").set_index("System")
     assert set(long["system"]) == {"BM25-unigram", "BM25-bigram"} and set(long["prefix"]) == {"-"}
@@ -231,9 +235,9 @@ def _reranked_sample(cfg, bench) -> tuple[list[str], int]:
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
                    "10_llm_rerank", k=10, qids=sample, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
     write_system_run(first_stage[first_stage["qid"].isin(sample)], cfg.paths.retrieval_runs, info)
-    assemble_tables(cfg, bench, expected=Expected.from_names(bm25_models=("BM25-unigram", "BM25-bigram"),
-                                                  tuned_models=("all-MiniLM-L6-v2",), tuned_moves=("specify",),
-                                                  reranked=("all-MiniLM-L6-v2 (tuned)",)), n_resamples=200)
+    assemble_tables(cfg, bench, expected=Expected(
+        rows=(*BM25_ROWS, SystemSpec("all-MiniLM-L6-v2", "generic", "dense", "all-MiniLM-L6-v2", "Tuned")),
+        tuned_moves=("specify",), reranked=("all-MiniLM-L6-v2 (tuned)",)), n_resamples=200)
     return sample, len(queries)
 
 
@@ -421,7 +425,8 @@ def test_a_reranked_row_is_read_as_a_paired_gain_on_its_sample(cfg, tiny_benchma
     assert len(lines) == 1
     line = lines[0]
     assert line.startswith("all-MiniLM-L6-v2 (tuned) + rerank, Specify (test): paired gain over all-MiniLM-L6-v2 (tuned)")
-    assert f"+ rerank, n {len(sample)}; a seeded sample of {len(sample)} of the {n_queries}" in line
+    # the reranked run keeps its first stage's ranking: every query of the sample is a tie, none is effective
+    assert f"+ rerank, n {len(sample)}, effective n 0; a seeded sample of {len(sample)} of the {n_queries}" in line
     assert "queries +0.0 [0.0, 0.0]† (" in line
 
 
