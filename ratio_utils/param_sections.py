@@ -489,8 +489,17 @@ class RetrievalParams:
     max_pool_bytes: int = DEFAULT_MAX_POOL_BYTES
     max_queries: int | None = None  # per (move, split); smoke runs only
     tuned_models: bool = True  # notebook 09 writes run files of its models/<base>__<move>/
+    # The "best" system of each role the claims compare (best untuned dense, best BM25, best tuned), fixed a priori by
+    # its system name (the tables' row name, e.g. "BM25-unigram", "all-MiniLM-L6-v2 (tuned)"), as the paper fixes its
+    # systems; a role left out is chosen on the validation split's run files, never on the queries it is tested on
+    # (reporting.claims.choose_best).
+    best_systems: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        unknown_roles = sorted(set(self.best_systems) - set(BEST_SYSTEM_ROLES))
+        if unknown_roles:
+            raise ValueError(f"retrieval.best_systems: unknown role(s) {unknown_roles}; "
+                             f"the roles are {list(BEST_SYSTEM_ROLES)}")
         names: list[str] = []
         styles = dict(self.prefix_styles or {})
         for entry in self.dense_models:
@@ -527,6 +536,9 @@ class RetrievalParams:
 # The setups of a dense baseline (Tables 1, 7, 8): the generic prefixes, its developers' recommended ones, a move
 # instruction in front of the query.
 DENSE_PREFIX_STYLES = ("generic", "recommended", "per-move")
+
+# The roles of retrieval.best_systems: the untuned dense runs, the BM25 n-gram runs, the fine-tuned runs (notebook 09)
+BEST_SYSTEM_ROLES = ("dense", "bm25", "tuned")
 
 
 # -- train: notebook 09 ----------------------------------------------------------------------------------------

@@ -114,30 +114,69 @@ def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, be
     assert diff["low"] <= diff["value"] <= diff["high"]
 
 
-def test_best_tuned_is_compared_with_the_best_bm25_on_the_same_queries(cfg, bench):
+def _reversed(ranking: pd.DataFrame) -> pd.DataFrame:
+    """A run file's ranking turned upside down: a run that really differs from it."""
+    ranking = ranking.sort_values(["qid", "rank"], ascending=[True, False])
+    ranking["rank"] = ranking.groupby("qid").cumcount() + 1
+    ranking["score"] = -ranking["rank"].astype(float)
+    return ranking
+
+
+def _write_tuned(cfg, model, split, ranking_of):
+    """A "tuned" run file of `model` on Specify `split` (as notebook 09 writes it) from BM25-unigram's run."""
     from dataclasses import replace
 
     from ratio_utils.retrieval.runs import read_run, read_run_info, run_path, write_system_run
 
+    source = run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify", split)
+    tuned = replace(read_run_info(source), model=model, prefix="generic", setup="Tuned", family="dense",
+                    stage="09_finetune")
+    write_system_run(ranking_of(read_run(source)), cfg.paths.retrieval_runs, tuned)
+    return tuned
+
+
+def test_best_tuned_is_compared_with_the_best_bm25_fixed_in_params_on_the_same_queries(cfg, bench):
     run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]))
-    # a "tuned" run that is the reversed BM25-unigram ranking: it really differs from every BM25 run
-    source = run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify", "test")
-    ranking = read_run(source).sort_values(["qid", "rank"], ascending=[True, False])
-    ranking["rank"] = ranking.groupby("qid").cumcount() + 1
-    ranking["score"] = -ranking["rank"].astype(float)
-    tuned = replace(read_run_info(source), model="mini", prefix="generic", setup="Tuned", family="dense", stage="09_finetune")
-    write_system_run(ranking, cfg.paths.retrieval_runs, tuned)
-    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(
-        rows=(*BM25_ROWS, SystemSpec("mini", "generic", "dense", "mini", "Tuned")), tuned_moves=("specify",)))
+    tuned = _write_tuned(cfg, "mini", "test", _reversed)
+    rows = (*BM25_ROWS, SystemSpec("mini", "generic", "dense", "mini", "Tuned"))
+    # nothing fixed and no validation run: no "best" system can be chosen without the test queries, so no comparison
+    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(rows=rows, tuned_moves=("specify",)))
+    records = read_records(cfg)
+    assert not (records["scope"] == "best tuned vs best BM25").any()
+    assert any("Specify, test: best BM25: no validation run of the candidates" in n for n in result.notes[BASELINE_TABLE])
+
+    fixed = (("bm25", "BM25-bigram"), ("tuned", "mini (tuned)"))
+    result = assemble_tables(cfg, bench, n_resamples=200,
+                             expected=Expected(rows=rows, tuned_moves=("specify",), best_systems=fixed))
     records = read_records(cfg)
     row = records[(records["table"] == BASELINE_TABLE) & (records["scope"] == "best tuned vs best BM25")]
     assert list(row["move"]) == ["specify"]  # only the move with a tuned run
     row = row.iloc[0]
     cells = result.numeric["table7_test_full"].set_index(["System", "Setup"])["Specify M@10"]
-    best_bm25 = max(("BM25-unigram", "BM25-bigram"), key=lambda name: (cells[name, "Baseline"], name))
-    assert row["subject"] == tuned.system and row["reference"] == best_bm25
-    assert row["value"] == pytest.approx(cells["mini", "Tuned"] - cells[best_bm25, "Baseline"])
+    assert row["subject"] == tuned.system and row["reference"] == "BM25-bigram"
+    assert row["value"] == pytest.approx(cells["mini", "Tuned"] - cells["BM25-bigram", "Baseline"])
     assert row["value"] != 0 and row["low"] <= row["value"] <= row["high"]
+    assert ("Specify, test: best BM25: fixed a priori in params; best tuned: fixed a priori in params."
+            in result.notes[BASELINE_TABLE])
+
+
+def test_a_best_system_is_chosen_on_validation_although_another_wins_on_the_tested_queries(cfg, bench):
+    """Issue 45, 5: "best tuned" is the tuned run that leads on the validation split (a), although b leads on test."""
+    run_baselines(cfg, bench, RetrievalParams(dense_models=[], bm25_ngrams=[1], k=10, splits=["validation", "test"]))
+    for split, good in (("validation", "a"), ("test", "b")):
+        for model in ("a", "b"):
+            _write_tuned(cfg, model, split, (lambda ranking: ranking) if model == good else _reversed)
+    rows = (BM25_ROWS[0], *(SystemSpec(m, "generic", "dense", m, "Tuned") for m in ("a", "b")))
+    result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(
+        rows=rows, tuned_moves=("specify",), best_systems=(("bm25", "BM25-unigram"),)))
+    cells = result.numeric["table7_test_full"].set_index(["System", "Setup"])["Specify M@10"]
+    assert cells["b", "Tuned"] > cells["a", "Tuned"]  # chosen on the tested queries, b would be "best"
+    records = read_records(cfg)
+    row = records[(records["scope"] == "best tuned vs best BM25") & (records["query_set"] == "test")]
+    assert list(row["subject"]) == ["a (tuned)"] and list(row["reference"]) == ["BM25-unigram"]
+    assert not (records["query_set"] == "validation").any()  # validation chooses; it is never tested on
+    rule = next(n for n in result.notes[BASELINE_TABLE] if n.startswith("Specify, test:"))
+    assert "best tuned: chosen on the validation split (MRR@10" in rule
 
 
 # -- the claims table's rule ----------------------------------------------------------------------------------

@@ -559,15 +559,19 @@ def test_the_default_params_plan_the_rows_they_always_did():
     assert len(rows) == 5 + 1 + 2 + len(paper_tables.PAPER_ROWS) + 2 * (2 + len(paper_tables.PAPER_RERANKED))
 
 
-def test_the_ml_params_plan_embeddinggemma_with_the_generic_prefix_only():
-    """params/ml.yaml names `{model: EmbeddingGemma-300m, prefixes: generic}`: no per-move row is read or listed."""
+def test_the_ml_params_plan_embeddinggemma_with_its_generic_and_own_prompts_only():
+    """params/ml.yaml names `{model: EmbeddingGemma-300m, prefixes: [generic, recommended]}` (issue 45, 10): its two
+    rows are read and listed, no per-move row, and no tuned or reranked row the paper never planned."""
     expected, rows = _planned_rows("params/ml.yaml")
     assert expected.dense_rows == (("all-MiniLM-L6-v2", "generic"), ("all-MiniLM-L6-v2", "per-move"),
                                    ("all-mpnet-base-v2", "generic"), ("all-mpnet-base-v2", "per-move"),
-                                   ("EmbeddingGemma-300m", "generic"))
-    assert "EmbeddingGemma-300m" in expected.systems() and "EmbeddingGemma-300m (per-move)" not in expected.systems()
+                                   ("EmbeddingGemma-300m", "generic"), ("EmbeddingGemma-300m", "recommended"))
+    assert {"EmbeddingGemma-300m", "EmbeddingGemma-300m (recommended)"} <= expected.systems()
+    assert "EmbeddingGemma-300m (per-move)" not in expected.systems()
     assert ("EmbeddingGemma-300m", "per-move", "Baseline") not in rows
-    assert rows[("EmbeddingGemma-300m", "generic", "Baseline")] == "no run file yet (notebook 08 writes it)"
+    for prefix in ("generic", "recommended"):
+        assert rows[("EmbeddingGemma-300m", prefix, "Baseline")] == "no run file yet (notebook 08 writes it)"
+    assert not {name for name in expected.systems() if name.startswith("EmbeddingGemma") and name.endswith(("tuned)", "rerank"))}
     assert rows[("EmbeddingGemma-300m", "generic", "Tuned")] == (
         "not run: notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only")
     assert rows[(paper_tables.MPNET, "generic", "Baseline + rerank")].startswith("not run: no first stage: all-mpnet-base-v2")

@@ -60,6 +60,7 @@ from ..schema import MOVES, NOTEBOOKS, Move, Split
 from ..publish.label_sources import notes as label_notes
 from ..publish.label_sources import LabelSource, rerank_source, silver_sources
 from ..publish.published import records_frame
+from . import claims
 
 
 _NO_FIRST_STAGE = "not run: no first stage: {first} has no run file ({why})"
@@ -154,6 +155,7 @@ class Expected:
     reranked: tuple[str, ...] = ()  # first-stage systems notebook 10 reranks (rerank.systems)
     tuned_run_files: bool = True  # retrieval.tuned_models: notebook 09 writes its models' run files
     stages: tuple[str, ...] = ROW_STAGES  # the notebooks whose rows are read (up to the one assembling)
+    best_systems: tuple[tuple[str, str], ...] = ()  # (role, system) fixed a priori: retrieval.best_systems
 
     def baseline(self, family: str | None = None) -> tuple[SystemSpec, ...]:
         """Notebook 08's rows (of one family, or all)."""
@@ -233,6 +235,7 @@ def expected_rows(cfg: Config, through: str = ROW_STAGES[-1]) -> Expected:
         reranked=tuple(cfg.section("rerank", RerankParams).systems),
         tuned_run_files=retrieval.tuned_models,
         stages=ROW_STAGES[:ROW_STAGES.index(through) + 1],
+        best_systems=tuple(retrieval.best_systems.items()),
     )
 
 
@@ -523,33 +526,62 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
     return pd.DataFrame(shown_rows, columns=columns), numeric, records_frame(records)
 
 
-def _best(runs: list[ScoredRun]) -> ScoredRun | None:
-    """The run with the highest MRR@10 (ties: the first system name), or None."""
-    return max(runs, key=lambda run: (run.per_query["MRR@10"].mean(), run.info.system), default=None)
+# (role of retrieval.best_systems, the comparison's scope, which runs of a move are its candidates)
+BEST_ROLES = (
+    ("dense", "best untuned dense", lambda run: run.info.setup == "Baseline" and run.info.family == "dense"),
+    ("bm25", "best BM25", lambda run: run.info.setup == "Baseline" and run.info.family == "bm25"),
+    ("tuned", "best tuned", lambda run: run.info.setup == "Tuned"),
+)
 
 
-def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _best_runs(scored: dict[tuple, ScoredRun], move: str, split: str, fixed: dict[str, str]
+               ) -> tuple[dict[str, ScoredRun], dict[str, str]]:
+    """(role -> the run of the move and split called best, role -> the rule that chose it or why none is): the
+    system retrieval.best_systems fixes, else the best on the validation split (claims.choose_best), never on the
+    queries it is then tested on. A role with no candidate run on `split` is absent from both."""
+    runs, rules = {}, {}
+    for role, scope, is_candidate in BEST_ROLES:
+        candidates = [run for run in scored.values() if run.info.move == move and is_candidate(run)]
+        tested = {run.info.system: run for run in candidates if run.info.split == split}
+        if not tested:
+            continue
+        if role in fixed and fixed[role] not in tested:
+            rules[role] = (f"{scope}: retrieval.best_systems fixes {fixed[role]!r}, which has no {split} run of "
+                           f"{move} (runs: {', '.join(sorted(tested))})")
+            continue
+        scores = pd.DataFrame([{"system": run.info.system, "move": move, "split": run.info.split,
+                                "value": 100 * run.per_query["MRR@10"].mean()} for run in candidates])
+        choice = claims.choose_best(scores, move, split, fixed=fixed.get(role))
+        rules[role] = f"{scope}: {choice.rule}"
+        if choice.system is not None:
+            runs[role] = tested[choice.system]
+    return runs, rules
+
+
+def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache, fixed: dict[str, str]
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Paired MRR@10 differences: best untuned dense - BM25-unigram, BM25 bi/trigram - unigram, and (once
-    notebook 09 has run) best fine-tuned - best BM25."""
-    shown_rows, records = [], []
+    notebook 09 has run) best fine-tuned - best BM25, on the test and silver queries; with the rule that chose each
+    "best" system (`_best_runs`), one line per move and query set."""
+    shown_rows, records, rules = [], [], []
     for move in MOVES:
-        splits = {run.info.split for run in scored.values() if run.info.move == move.value and run.info.setup == "Baseline"}
+        splits = {run.info.split for run in scored.values() if run.info.move == move.value
+                  and run.info.setup == "Baseline" and run.info.split != claims.SELECTION_SPLIT}
         for split in sorted(splits, reverse=True):
-            runs = [run for run in scored.values() if run.info.move == move.value and run.info.split == split]
-            here = {run.info.system: run for run in runs if run.info.setup == "Baseline"}
+            here = {run.info.system: run for run in scored.values()
+                    if run.info.move == move.value and run.info.split == split and run.info.setup == "Baseline"}
             unigram = here.get(BM25_UNIGRAM)
             if unigram is None:
                 continue
+            best, chosen_by = _best_runs(scored, move.value, split, fixed)
+            rules.append(f"{move.value.capitalize()}, {split}: {'; '.join(chosen_by.values())}.")
             # (scope, label, subject, reference)
             pairs = [("bm25 n-gram", name, here[name], unigram)
                      for name in (f"BM25-{order}" for order in ("bigram", "trigram")) if name in here]
-            best_dense = _best([run for run in here.values() if run.info.family == "dense"])
-            if best_dense is not None:
-                pairs.insert(0, ("best untuned dense", f"best untuned dense ({best_dense.info.system})", best_dense, unigram))
-            best_tuned = _best([run for run in runs if run.info.setup == "Tuned"])
-            best_bm25 = _best([run for run in here.values() if run.info.family == "bm25"])
-            if best_tuned is not None:
-                pairs.append(("best tuned vs best BM25", f"best tuned ({best_tuned.info.system})", best_tuned, best_bm25))
+            if "dense" in best:
+                pairs.insert(0, ("best untuned dense", f"best untuned dense ({best['dense'].info.system})", best["dense"], unigram))
+            if "tuned" in best and "bm25" in best:
+                pairs.append(("best tuned vs best BM25", f"best tuned ({best['tuned'].info.system})", best["tuned"], best["bm25"]))
             for scope, label, run, reference in pairs:
                 diff, p = paired_cell(cache, run.per_query["MRR@10"], reference.per_query["MRR@10"])
                 name = reference.info.system if scope != "best tuned vs best BM25" else f"best BM25 ({reference.info.system})"
@@ -558,7 +590,7 @@ def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache) 
                 records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
                                        subject=run.info.system, reference=reference.info.system, scope=scope))
     columns = ["Move", "Query set", "Comparison", "Queries", "Difference M@10", "p (permutation)"]
-    return pd.DataFrame(shown_rows, columns=columns), records_frame(records)
+    return pd.DataFrame(shown_rows, columns=columns), records_frame(records), rules
 
 
 def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
@@ -628,7 +660,7 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     # the cache hands out intervals in the order they are asked for: paper tables, rerank, baselines
     _add_paper_tables(out, expected, _notes_of_every_table(infos, silver_moves, foreign))
     _add_rerank_table(out)
-    _add_baseline_table(out)
+    _add_baseline_table(out, expected)
     _name_label_sources(out)
     cache.save()
     runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
@@ -701,8 +733,8 @@ def _add_rerank_table(out: _Assembly) -> None:
     ]
 
 
-def _add_baseline_table(out: _Assembly) -> None:
-    shown, out.records[BASELINE_TABLE] = _baseline_comparisons(out.scored, out.cache)
+def _add_baseline_table(out: _Assembly, expected: Expected) -> None:
+    shown, out.records[BASELINE_TABLE], rules = _baseline_comparisons(out.scored, out.cache, dict(expected.best_systems))
     out.tables[BASELINE_TABLE], out.numeric[BASELINE_TABLE] = shown, out.records[BASELINE_TABLE]
     out.captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
                                     "BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned retriever vs the best "
@@ -710,9 +742,10 @@ def _add_baseline_table(out: _Assembly) -> None:
     out.notes[BASELINE_TABLE] = [
         "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
         f"sign-flip permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
-        "Best untuned dense retriever: the untuned dense run with the highest MRR@10 on that move and query set (chosen on "
-        "the same queries, as the paper's 'best retriever for each move'); best tuned and best BM25 likewise, among the "
-        "fine-tuned runs (notebook 09, first stage only) and the BM25 n-gram variants.",
+        "Best untuned dense, best BM25 and best tuned (notebook 09's first stages): the system retrieval.best_systems "
+        "fixes a priori, as the paper fixes its systems, else the highest MRR@10 on the validation split; never chosen "
+        "on the queries it is tested on (reporting.claims.choose_best). How each was chosen, per move and query set:",
+        *rules,
     ]
 
 
