@@ -521,7 +521,7 @@ def test_models_in_params_reads_every_form_a_params_file_can_name_a_model_in():
         "ModernBERT-embed-large"]
 
 
-def test_the_ml_instance_runs_embeddinggemma_with_the_generic_prefix_and_installs_it(monkeypatch, capsys):
+def test_the_ml_instance_runs_embeddinggemma_with_both_prefixes_and_installs_it(monkeypatch, capsys):
     import subprocess
     import sys
 
@@ -531,7 +531,9 @@ def test_the_ml_instance_runs_embeddinggemma_with_the_generic_prefix_and_install
 
     cfg = load_config("params/ml.yaml")
     rows = [(s.model, s.prefix) for s in plan_systems(load_retrieval_params(cfg)) if s.family == "dense"]
-    assert ("EmbeddingGemma-300m", "generic") in rows and ("EmbeddingGemma-300m", "recommended") not in rows
+    # its own prompts too (issue 45, 10): Table 1 shows the recommended row, Table 8 both
+    assert ("EmbeddingGemma-300m", "generic") in rows and ("EmbeddingGemma-300m", "recommended") in rows
+    assert ("EmbeddingGemma-300m", "per-move") not in rows
     assert ("all-mpnet-base-v2", "per-move") in rows  # the rows of the earlier models are unchanged
     gemma = models.PACKAGED_MODELS["embeddinggemma-300m"]
     monkeypatch.setattr(pipeline, "_resolves_here", lambda spec: False)

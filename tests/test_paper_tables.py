@@ -22,6 +22,7 @@ from ratio_utils.reporting import paper_tables
 from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.reporting.paper_tables import Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, read_run
+from ratio_utils.schema import Move
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
 from ratio_utils.stages.retrieval_baselines import run_baselines
 from ratio_utils.systems.spec import SystemSpec
@@ -428,6 +429,40 @@ def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     # the claim says its comparison covers a sample and that some of its queries were never reranked
     assert evidence.startswith(said) and unanswered in evidence and f"n {len(sample)}" in evidence
     assert not any("seeded sample" in n for n in result.notes["table7_test_full"] if "(generic, Tuned, " in n)
+
+
+def test_table1_holds_the_main_setups_and_a_reranked_row_its_first_stage_on_the_same_queries(cfg, bench):
+    """Issue 45, 10 and 3: Table 1 has the paper's rows (BM25-unigram, no reranked Baselines), Table 8 every row; a
+    reranked row on a sample sits beside its first stage's M@10 on those very queries (reciprocal ranks by hand)."""
+    _baselines(cfg, bench)
+    first_stage = _fake_tuned(cfg, bench, move="specify")
+    _fake_baseline(cfg, bench, "all-MiniLM-L6-v2")
+    sample = sorted(bench.eval_set("specify", "test").queries["qid"])[::2]
+    info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+                   "10_llm_rerank", k=10, qids=sample, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
+    write_system_run(first_stage[first_stage["qid"].isin(sample)], cfg.paths.retrieval_runs, info)
+    expected = dataclasses.replace(EXPECTED, reranked=("all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)"))
+    result = assemble_tables(cfg, bench, expected=expected, n_resamples=200)
+    rows = {name: set(result.tables[name][["System", "Setup"]].itertuples(index=False, name=None))
+            for name in ("table1_silver_main", "table8_silver_full")}
+    assert ("BM25-unigram", "Baseline") in rows["table1_silver_main"] and ("BM25-bigram", "Baseline") in rows["table8_silver_full"]
+    assert ("BM25-bigram", "Baseline") not in rows["table1_silver_main"]
+    assert ("all-MiniLM-L6-v2", "Baseline + rerank") in rows["table8_silver_full"]
+    assert ("all-MiniLM-L6-v2", "Baseline + rerank") not in rows["table1_silver_main"]
+    gold = bench.eval_set("specify", "test").qrels.groupby("qid")["docid"].apply(set)
+    reciprocal = []
+    for qid in sample:
+        ranked = first_stage[first_stage["qid"] == qid].sort_values("rank")["docid"].tolist()[:10]
+        reciprocal.append(next((1 / (i + 1) for i, doc in enumerate(ranked) if doc in gold.get(qid, set())), 0.0))
+    column = paper_tables.first_stage_column(Move.SPECIFY)
+    full = evaluate_run(first_stage, bench.eval_set("specify", "test").qrels, ks=(10,))["MRR@10"]
+    assert full != pytest.approx(np.mean(reciprocal))  # the sample's value is not the first stage's own row
+    for name in ("table1_silver_main", "table8_silver_full"):
+        table = result.numeric[name].set_index(["System", "Setup"])
+        assert table.loc[("all-MiniLM-L6-v2", "Tuned + rerank"), column] == pytest.approx(100 * np.mean(reciprocal))
+        assert pd.isna(table.loc[("all-MiniLM-L6-v2", "Tuned"), column])  # only reranked rows have one
+        assert any(note.startswith("M@10 (first stage, same queries)") for note in result.notes[name])
+    assert column not in result.numeric["table7_test_full"]
 
 
 def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables():

@@ -108,6 +108,7 @@ class TableSpec:
     per_move_rows: bool  # rows with the move instruction in front of the query
     rerank_rows: bool
     caption: str  # "{query_set}" is replaced by the query set actually used
+    main_setups_only: bool = False  # the paper's Table 1 layout (`_main_setups`); Tables 7 and 8 hold every row
 
 
 TABLE1_COLUMNS = ("R@10", "R@100", "M@10")
@@ -115,7 +116,10 @@ FULL_COLUMNS = ("R@1", "R@3", "R@5", "R@10", "R@100", "M@10", "M@100")
 TABLE_SPECS: dict[str, TableSpec] = {
     "table1_silver_main": TableSpec(
         "silver", TABLE1_COLUMNS, False, True,
-        "Table 1: results (%) on the {query_set}, every query ranked against the full test pool."),
+        "Table 1: results (%) on the {query_set}, every query ranked against the full test pool. As in the paper, "
+        "each model appears with the prefix it is fine-tuned with (its developers' where a setup fine-tunes it with "
+        "them, else the generic one), BM25 as its unigram variant and reranking after fine-tuning only; Table 8 adds "
+        "the generic-prefix setups, BM25 n-grams, reranked Baselines and move instructions.", main_setups_only=True),
     "table7_test_full": TableSpec(
         "test", FULL_COLUMNS, False, False, "Table 7: results (%) on the {query_set}, per move."),
     "table8_silver_full": TableSpec(
@@ -433,16 +437,47 @@ def _split_used(move: str, split: str, silver_moves: list[str]) -> str:
     return "silver" if split == "silver" and move in silver_moves else "test"
 
 
+def _main_setups(keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """The rows of the paper's Table 1 (its caption): a model fine-tuned with its developers' prefixes (a
+    recommended-prefix Tuned row, planned or of the paper) in that setup only, every other model with the generic
+    prefix; BM25-unigram of the n-gram variants; of the reranked rows, Tuned + rerank."""
+    recommended = {model for model, prefix, setup in keys if prefix == "recommended" and setup == "Tuned"}
+    main_prefix = {model: "recommended" if model in recommended else "generic" for model, _, _ in keys}
+    return {(model, prefix, setup) for model, prefix, setup in keys
+            if setup != "Baseline + rerank"
+            and (prefix == main_prefix[model] or (prefix == "-" and (not model.startswith("BM25") or model == BM25_UNIGRAM)))}
+
+
+def _first_stage_on_sample(run: ScoredRun, by_system: dict[tuple[str, str, str], ScoredRun],
+                           cache: IntervalCache):
+    """A reranked run's first stage's MRR@10 cell on the queries the reranked run covers (its seeded sample), so the
+    two read as a paired comparison; None where the first stage has no run file."""
+    first = by_system.get((run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX), run.info.move,
+                           run.info.split))
+    if first is None:
+        return None
+    common = run.per_query.index.intersection(first.per_query.index)
+    return cell(first.per_query.loc[common, "MRR@10"], cache)
+
+
+def first_stage_column(move: Move) -> str:
+    """The column of Tables 1 and 8 beside a reranked row: its first stage's M@10 on the same queries."""
+    return f"{move.value.capitalize()} M@10 (first stage, same queries)"
+
+
 def _paper_table(
     spec: TableSpec, scored: dict[tuple, ScoredRun], planned: list[tuple[tuple[str, str, str], str]],
     ranks: dict[str, int], silver_moves: list[str], cache: IntervalCache,
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     keys = {key for key, *_ in planned} | {(k[0], k[1], k[2]) for k in scored}
+    if spec.main_setups_only:
+        keys = _main_setups(keys)
     if not spec.per_move_rows:
         keys = {k for k in keys if k[1] != "per-move"}
     if not spec.rerank_rows:
         keys = {k for k in keys if not k[2].endswith("rerank")}
     why = dict(planned)
+    by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
     display_rows, numeric_rows, notes, records = [], [], [], []
     for key in sorted(keys, key=lambda k: row_order(k, ranks)):
         model, prefix, setup = key
@@ -465,6 +500,12 @@ def _paper_table(
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
                 records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system,
                                            model=model, prefix=prefix, setup=setup))
+            if spec.rerank_rows:
+                name = first_stage_column(move)
+                first = _first_stage_on_sample(run, by_system, cache) if run and setup.endswith("rerank") else None
+                shown[name] = first.text() if first is not None else ""
+                numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = (
+                    (100 * first.value, 100 * first.low, 100 * first.high) if first is not None else (None, None, None))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
             run_notes = ([run.sample_note] if run and run.sample_note else []) + (run.info.notes if run else [])
@@ -717,6 +758,14 @@ def _add_paper_tables(out: _Assembly, expected: Expected, common: list[str]) -> 
         out.captions[name] = spec.caption.format(query_set=label)
         out.notes[name] = [n for n in common if spec.split == "silver" or not n.startswith("Silver split absent")]
         out.notes[name] = out.notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
+        if spec.rerank_rows:
+            out.notes[name].append(
+                "M@10 (first stage, same queries): a reranked row's first stage on the queries the reranked run covers "
+                "(its seeded sample, rerank.max_queries), so the two cells read as a paired comparison; the first "
+                "stage's own row covers every query (rerank_vs_first_stage gives the paired difference).")
+        out.notes[name].append(
+            'Prefixes: generic = "query: " / "document: " for every dense model, also one with prompts of its own '
+            "(as the paper runs its other baselines); recommended = its developers' prompts (models/registry.toml).")
         out.labels[name] = (out.silver if spec.split == "silver" else []) + (out.rerankers if spec.rerank_rows else [])
 
 
