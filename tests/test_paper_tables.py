@@ -666,3 +666,17 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
         "asks notebook 08 for its recommended row only (its `prefixes`)")
     assert notes[("ModernBERT-embed-large", "generic", "Tuned")] == (
         "not run: notebook 09 fine-tunes train.base_model (ModernBERT-embed-large (recommended prefixes)) only")
+
+
+def test_one_rule_for_every_move_and_query_set_is_said_once(cfg, bench):
+    _baselines(cfg, bench)
+    fixed = (("bm25", "BM25-bigram"), ("tuned", "all-MiniLM-L6-v2 (tuned)"))
+    result = assemble_tables(cfg, bench, expected=dataclasses.replace(EXPECTED, best_systems=fixed[:1]), n_resamples=200)
+    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE] if n.startswith(("Every move", "Address", "Specify"))]
+    assert rules == ["Every move and query set: best BM25: fixed a priori in params."]
+    _fake_tuned(cfg, bench, move="specify")
+    # only Specify has a tuned run: its rule differs from Address's, so each is said per move and query set
+    result = assemble_tables(cfg, bench, expected=dataclasses.replace(EXPECTED, best_systems=fixed), n_resamples=200)
+    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE] if n.startswith(("Every move", "Address", "Specify"))]
+    assert "Specify, test: best BM25: fixed a priori in params; best tuned: fixed a priori in params." in rules
+    assert "Address, test: best BM25: fixed a priori in params." in rules
