@@ -442,7 +442,8 @@ def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, mo
         info = RunInfo("fake", "generic", "Baseline", "dense", move, "test", bench.checksum(), "08_retrieval_baselines",
                        k=2, source="fake", retriever=encoder.describe())
         write_system_run(encoder.search(evalset.queries, pool, k=2), cfg.paths.retrieval_runs, info)
-    monkeypatch.setattr(pool_size, "DenseRetriever", lambda model, qp, dp, **kw: FakeEncoder(query_prefix=qp, doc_prefix=dp, **kw))
+    monkeypatch.setattr(pool_size, "dense_retriever", lambda model, qp, dp, settings: FakeEncoder(
+        query_prefix=qp, doc_prefix=dp, cache_dir=settings.cache_dir, fp16_storage=settings.fp16_storage))
     runs, _, notes = pool_size.load_runs(cfg, bench, ["fake", "BM25-unigram"])
     assert set(runs) == {("fake", m) for m in ("address", "broaden", "specify")} and len(notes) == 3
     assert all(runs[key].exact is not None for key in runs)  # read from the cache the search wrote

@@ -205,17 +205,6 @@ def test_a_registered_toy_family_gets_a_table1_row_and_an_evaluate_result(toy_fa
 
 # -- retrievers are built through the registry -----------------------------------------------------------------
 
-# Direct constructions in files this change does not own (their owners move them to systems.families); the set may
-# only shrink: a new file constructing a retriever directly fails this test.
-NOT_YET_THROUGH_THE_REGISTRY = {
-    "ratio_utils/apps/search.py",  # the search index's own dense retriever
-    "ratio_utils/evaluation/mteb_tasks.py",  # MTEB's encoder wrapper
-    "ratio_utils/retrieval_analysis/pool_size.py",  # 11's subsampled pools
-    "ratio_utils/train/colbert.py",  # the tuned ColBERT's test evaluation
-    "ratio_utils/train/evaluator.py",  # validation MRR@10 during training (a live model)
-}
-
-
 def test_retrievers_are_constructed_only_in_systems_and_retrieval():
     construction = re.compile(r"\b(?:BM25Retriever|DenseRetriever|ColBERTRetriever)\(")
     found = set()
@@ -229,4 +218,4 @@ def test_retrievers_are_constructed_only_in_systems_and_retrieval():
                 and "`" not in line]
         if code:
             found.add(rel)
-    assert found <= NOT_YET_THROUGH_THE_REGISTRY, f"retrievers built outside the registry: {sorted(found - NOT_YET_THROUGH_THE_REGISTRY)}"
+    assert not found, f"retrievers built outside the registry (use systems.families): {sorted(found)}"

@@ -206,8 +206,11 @@ def query_encoder(model: QueryModel, *, batch_size: int = 64, cache_dir: "Path |
     from ..retrieval.dense import default_embedding_cache
 
     cache_dir = default_embedding_cache() if cache_dir is None else cache_dir
-    return DenseRetriever(model.model_ref(), doc_prefix=model.doc_prefix, batch_size=batch_size,
-                          cache_dir=cache_dir or None, memo=True)
+    from ..systems.families import RetrieverSettings, dense_retriever
+
+    # the query prefix is added per query (search_index), so the encoder's own is empty
+    return dense_retriever(model.model_ref(), "", model.doc_prefix,
+                           RetrieverSettings(batch_size=batch_size, cache_dir=cache_dir or None, memo=True))
 
 
 def describe_model(path: Path, name: str = "", ref: Any = None) -> QueryModel:

@@ -274,7 +274,8 @@ def mteb_model(model: Any, prompts: dict[str, str] | None = None, *, instruction
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
     from ..models import resolve_model
-    from ..retrieval.dense import DenseRetriever, default_embedding_cache
+    from ..retrieval.dense import default_embedding_cache
+    from ..systems.families import RetrieverSettings, dense_retriever
 
     ref = resolve_model(model)
     prompts = prompts if prompts is not None else ref.prompts
@@ -282,8 +283,9 @@ def mteb_model(model: Any, prompts: dict[str, str] | None = None, *, instruction
         instruction = bool(ref.entry is not None and ref.entry.takes_move_instruction)
     if cache_dir is None:
         cache_dir = default_embedding_cache()
-    retriever = DenseRetriever(ref, batch_size=batch_size, cache_dir=Path(cache_dir) if cache_dir else None,
-                               device=device, memo=True)
+    # no prefixes of its own: MTEB passes each text with its prompt (the encoder wrapper adds it)
+    retriever = dense_retriever(ref, "", "", RetrieverSettings(batch_size=batch_size, device=device, memo=True,
+                                                               cache_dir=Path(cache_dir) if cache_dir else None))
     name = ref.location if ref.source == "hub" else ref.name
     meta = ModelMeta.create_empty(overwrites=dict(
         name=name if "/" in name else f"ratio-local/{name}", revision=ref.fingerprint[:12],

@@ -42,7 +42,7 @@ from ..evaluation.metrics import per_query_metrics, relevant_ranks
 from ..evaluation.stats import DAGGER
 from ..publish.label_sources import silver_sources
 from ..publish.published import save_figure, set_figure_style, write_table
-from ..retrieval.dense import DenseRetriever
+from ..systems.families import RetrieverSettings, dense_retriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, recorded_prefixes, run_path
 from ..schema import MOVES, Split
 from .lexical_overlap import query_set_name
@@ -175,8 +175,8 @@ def cached_vectors(cache_dir: Path, info: RunInfo, queries: pd.DataFrame, pool: 
         refs.insert(1, str(Path(root) / info.source))
     for ref in dict.fromkeys(r for r in refs if r):
         try:
-            retriever = DenseRetriever(ref, *prefixes, cache_dir=cache_dir,
-                                       fp16_storage=bool(info.retriever.get("fp16_storage", False)))
+            retriever = dense_retriever(ref, *prefixes, RetrieverSettings(
+                cache_dir=cache_dir, fp16_storage=bool(info.retriever.get("fp16_storage", False))))
             retriever.fingerprint()
         except (FileNotFoundError, ValueError, TypeError):
             continue

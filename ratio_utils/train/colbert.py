@@ -192,10 +192,10 @@ def evaluate_colbert(model_dir: Path, evalset: EvalSet, params: TrainParams,
     `per_query`, when given, receives the per-query test values under "test".
     """
     from ..evaluation.run_scoring import rank_and_score
-    from ..retrieval import ColBERTRetriever
+    from ..systems.families import RetrieverSettings, colbert_retriever
 
-    retriever = ColBERTRetriever(str(model_dir), query_length=params.colbert_query_length, document_length=300,
-                                 device=params.device)
+    retriever = colbert_retriever(str(model_dir), RetrieverSettings(batch_size=32, device=params.device),
+                                  query_length=params.colbert_query_length, document_length=300)
     run, scores = rank_and_score(retriever, evalset, EVAL_KS)
     if per_query is not None:
         per_query[Split.TEST.value] = per_query_values(run, evalset.qrels)

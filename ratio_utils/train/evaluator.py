@@ -70,9 +70,9 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
 
     def score(self, model: "SentenceTransformer") -> dict[str, float]:
         from ..evaluation.run_scoring import rank_and_score
-        from ..retrieval import DenseRetriever
+        from ..systems.families import RetrieverSettings, dense_retriever
 
-        retriever = DenseRetriever(model, query_prefix=self.query_prefix, doc_prefix=self.doc_prefix, batch_size=self.batch_size)
+        retriever = dense_retriever(model, self.query_prefix, self.doc_prefix, RetrieverSettings(batch_size=self.batch_size))
         self._last_run, scores = rank_and_score(retriever, self.evalset, self.ks)
         return scores
 
