@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ratio_utils.config import load_config  # noqa: E402

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.retrieval.base import Retriever
+from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
 from ratio_utils.schema import NOTEBOOKS
 
 
@@ -176,9 +176,9 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
     from ratio_utils.dataset.benchmark import write_pool
-    from ratio_utils.schema import sentence_id
     from ratio_utils.reporting.paper_tables import FULL_COLUMNS, metric_key
     from ratio_utils.retrieval_analysis import analysed_runs
+    from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 
     pool = bench.pool("test")

@@ -18,10 +18,10 @@ import pytest
 from forwarder import prefix_proxy, tcp_forward
 from human_eval_helpers import make_packets
 
+from ratio_utils.apps import annotate as annotate_cli
 from ratio_utils.human_eval import annotation_app as annotate
 from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
-from ratio_utils.apps import annotate as annotate_cli
 from ratio_utils.local_server import TOKEN_SLOT, allowed_host
 
 

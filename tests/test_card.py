@@ -9,12 +9,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from card_checks import assert_every_config_loads_offline
+
 from ratio_utils.corpora.registry import LICENCES
 from ratio_utils.dataset.benchmark import CARD_FILE, load_benchmark, pairs_path, write_pairs
 from ratio_utils.dataset.card import (
-    PAPER_TITLE, CardSources, card_configs, hub_licence, size_category, write_dataset_card,
+    PAPER_TITLE,
+    CardSources,
+    card_configs,
+    hub_licence,
+    size_category,
+    write_dataset_card,
 )
 from ratio_utils.schema import MOVES, Move, Split
 

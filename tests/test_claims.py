@@ -12,10 +12,10 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.param_sections import RetrievalParams
-from ratio_utils.reporting import claims
 from ratio_utils.publish import label_sources
-from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.publish.published import read_records, records_frame, write_table
+from ratio_utils.reporting import claims
+from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.stages.retrieval_baselines import run_baselines
 from ratio_utils.systems.spec import SystemSpec
 

@@ -18,16 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import stage_steps
 from scipy.stats import binomtest
 
-import stage_steps
 from ratio_utils import dataset, mining
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import LeakageError, assign_split, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import SPLITS, DatasetParams
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
-
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}

@@ -143,7 +143,13 @@ def silver_benchmark(tiny_benchmark, tmp_path):
 def test_mteb_and_compare_encode_the_shared_pool_once(counting_model, silver_benchmark):
     pytest.importorskip("mteb")
     from ratio_utils.evaluation.mteb_tasks import (
-        SCORE_NAMES, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks, side_by_side,
+        SCORE_NAMES,
+        generic_prompts,
+        mteb_model,
+        mteb_scores,
+        project_scores,
+        ratio_tasks,
+        side_by_side,
     )
 
     folder, model = counting_model
@@ -209,8 +215,8 @@ def test_the_mteb_query_prompt_is_the_moves_instruction(counting_model, tiny_ben
 
 def test_two_directories_give_two_task_identities_and_each_file_is_hashed_once(tiny_benchmark, tmp_path, monkeypatch):
     pytest.importorskip("mteb")
-    from ratio_utils.evaluation import mteb_tasks
     from ratio_utils.dataset.benchmark import candidates_path, write_pool
+    from ratio_utils.evaluation import mteb_tasks
 
     other = tmp_path / "other"
     shutil.copytree(tiny_benchmark, other)

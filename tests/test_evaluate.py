@@ -10,11 +10,10 @@ import shutil
 import pandas as pd
 import pytest
 
+from ratio_utils.apps.evaluate import main
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.apps.evaluate import main
 from ratio_utils.retrieval import BM25Retriever
-
 
 pytestmark = pytest.mark.usefixtures("embedding_cache_in_tmp")
 

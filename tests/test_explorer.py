@@ -17,9 +17,9 @@ import pytest
 from fake_encoder import FakeEncoder
 from forwarder import prefix_proxy, tcp_forward
 
+from ratio_utils.apps import explorer, search
 from ratio_utils.io import InputError
 from ratio_utils.local_server import RequestError
-from ratio_utils.apps import explorer, search
 from ratio_utils.schema import MOVES, Move
 
 # (paper, para, sent, text) — invented for the test: two short papers read in order.

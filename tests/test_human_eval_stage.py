@@ -15,9 +15,8 @@ from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.stats import format_p
 from ratio_utils.human_eval import annotation_app as annotate
-from ratio_utils.human_eval import packets
+from ratio_utils.human_eval import packets, study
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
-from ratio_utils.human_eval import study
 from ratio_utils.stages import human_eval_stats
 from ratio_utils.stages.human_eval_stats import HumanEvalStatsStage
 

@@ -234,7 +234,7 @@ def test_a_value_of_the_wrong_type_names_the_file_and_key(tmp_path, text, names)
 
 def test_yaml_numbers_fit_their_fields(tmp_path):
     """What YAML writes for a value of the right type loads: an int in a float field, a list in a tuple field."""
-    from ratio_utils.param_sections import check_value_types, RetrievalParams
+    from ratio_utils.param_sections import RetrievalParams, check_value_types
 
     check_value_types({"k": 100, "bm25_ngrams": [1, 2], "dense_models": ["a", {"model": "b", "prefixes": "generic"}]},
                       RetrievalParams, "here")

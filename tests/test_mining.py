@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 import pytest
-
 import stage_steps
+
 from ratio_utils import mining
 from ratio_utils.io import InputError
 from ratio_utils.mining import (
@@ -34,7 +34,6 @@ from ratio_utils.mining import (
 )
 from ratio_utils.param_sections import MiningParams
 from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, normalize_marker, sentence_id
-
 
 HERE = Path(__file__).parent / "fixtures" / "mining"
 

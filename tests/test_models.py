@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hf_cache import MINILM_ID, REVISION, minilm_hf_cache  # noqa: F401 - a fixture
 
 from ratio_utils import models
 from ratio_utils.models import (
@@ -20,8 +21,6 @@ from ratio_utils.models import (
     model_fingerprint,
     resolve_model_path,
 )
-
-from hf_cache import MINILM_ID, REVISION, minilm_hf_cache  # noqa: F401 - a fixture
 
 
 @pytest.fixture
@@ -461,8 +460,8 @@ PAPER_BASELINE_ROWS = {  # (model, prefix) of every untuned paper row that param
 
 def test_a_params_file_names_dense_models_with_their_prefix_styles():
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.systems.families import plan_systems, system_prefixes
     from ratio_utils.schema import Move
+    from ratio_utils.systems.families import plan_systems, system_prefixes
 
     plain = RetrievalParams(dense_models=["all-MiniLM-L6-v2"])  # a bare name: the section's flags, as before
     assert [(s.model, s.prefix) for s in plan_systems(plain) if s.family == "dense"] == [
@@ -572,10 +571,10 @@ def _counting(monkeypatch, module, name="resolve_model"):
 def test_stage_08_resolves_each_model_once_and_keys_its_runs_as_before(cfg, tiny_benchmark, monkeypatch):
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.systems import families as systems
     from ratio_utils.retrieval import dense
     from ratio_utils.retrieval.runs import read_run_info
     from ratio_utils.stages.retrieval_baselines import run_baselines
+    from ratio_utils.systems import families as systems
 
     in_systems, in_dense = _counting(monkeypatch, systems), _counting(monkeypatch, dense)
     params = RetrievalParams(dense_models=["all-MiniLM-L6-v2", "no-such-model-here"], bm25_ngrams=[], splits=["test"], k=10)

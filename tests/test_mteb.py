@@ -9,10 +9,16 @@ import shutil
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from card_checks import assert_every_config_loads_offline
+
 from ratio_utils.dataset.benchmark import (
-    CARD_FILE, PROVENANCE_DIR, candidates_path, load_benchmark, pairs_path, write_pairs, write_pool,
+    CARD_FILE,
+    PROVENANCE_DIR,
+    candidates_path,
+    load_benchmark,
+    pairs_path,
+    write_pairs,
+    write_pool,
 )
 from ratio_utils.dataset.card import CardSources, card_configs, split_summary, write_dataset_card
 from ratio_utils.schema import MOVES, Move, Split
@@ -121,7 +127,13 @@ def test_mteb_scores_equal_the_projects_evaluation(bench):
     sentence (ignore_identical_ids); the project excludes it before ranking."""
     pytest.importorskip("mteb")
     from ratio_utils.evaluation.mteb_tasks import (
-        SCORE_NAMES, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks, side_by_side,
+        SCORE_NAMES,
+        generic_prompts,
+        mteb_model,
+        mteb_scores,
+        project_scores,
+        ratio_tasks,
+        side_by_side,
     )
 
     prompts = generic_prompts()

@@ -16,14 +16,13 @@ from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.intervals import IntervalCache, paired_cell
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.evaluation.stats import bootstrap_ci
+from ratio_utils.evaluation.stats import DAGGER, bootstrap_ci
 from ratio_utils.param_sections import RetrievalParams
 from ratio_utils.reporting import paper_tables
-from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.reporting.paper_tables import Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, read_run
-from ratio_utils.schema import Move
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
+from ratio_utils.schema import Move
 from ratio_utils.stages.retrieval_baselines import run_baselines
 from ratio_utils.systems.spec import SystemSpec
 
@@ -255,8 +254,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     model is downloaded), and its cells stay empty either way: a note never stands in for a number."""
     from types import SimpleNamespace
 
-    from ratio_utils.models import ModelNotAvailableError
-    from ratio_utils.models import availability
+    from ratio_utils.models import ModelNotAvailableError, availability
 
     def not_here(spec, *args, **kwargs):
         raise ModelNotAvailableError(f"model {spec!r} is not available", model=str(spec), reason="not cached")
@@ -403,8 +401,8 @@ def test_reranked_queries_that_kept_their_first_stage_order_are_not_in_the_effec
 def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     """Notebook 10 with rerank.max_queries reranks a listed sample (RunInfo.qids): its rows, its comparison
     with the first stage and the claim it decides name the sample and its size; full runs say nothing."""
-    from ratio_utils.reporting.claims import CLAIMS, claims_table
     from ratio_utils.publish.published import read_records
+    from ratio_utils.reporting.claims import CLAIMS, claims_table
 
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
@@ -640,8 +638,9 @@ def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
 def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypatch):
     """Run files of a retrieval.colbert_models row and of a recommended-prefix fine-tuning setup fill their rows; a
     dense entry's styles decide its rows, and a row it leaves out says which rows it asks for."""
-    from ratio_utils.models import availability
     from types import SimpleNamespace
+
+    from ratio_utils.models import availability
 
     _baselines(cfg, bench)
     cfg.sections["retrieval"] = {"dense_models": [{"model": "ModernBERT-embed-large", "prefixes": "recommended"}],

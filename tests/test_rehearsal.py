@@ -16,8 +16,8 @@ import pytest
 
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.corpora import IngestLog
-from ratio_utils.io import write_parquet_atomic
 from ratio_utils.corpora.s2orc import S2orcReader
+from ratio_utils.io import write_parquet_atomic
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import rehearsal  # noqa: E402

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.io import InputError
 from ratio_utils.evaluation.run_scoring import run_and_score
+from ratio_utils.io import InputError
 from ratio_utils.retrieval import BM25Retriever, DenseRetriever, read_run, run_path, write_run
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
 from ratio_utils.schema import GENERIC_PREFIXES, MOVE_INSTRUCTIONS, Move, instructed_query_prefix

@@ -4,8 +4,8 @@ chunk and searched block by block gives the exact top-k of one flat faiss index 
 from __future__ import annotations
 
 import faiss
-import pytest
 import numpy as np
+import pytest
 
 from ratio_utils.retrieval.blocks import encode_to_memmap, search_blocks
 from ratio_utils.retrieval.dense import texts_checksum

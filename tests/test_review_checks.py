@@ -13,9 +13,9 @@ import pytest
 from test_dataset import YEARS, distractor, frames, pair
 
 from ratio_utils import dataset, mining
+from ratio_utils.apps.evaluate import main as evaluate_main
 from ratio_utils.dataset import LeakageError, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.apps.evaluate import main as evaluate_main
 from ratio_utils.lexicon import markers as lexicon
 from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import Move

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
 
-from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.apps import search
+from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.schema import Move
 
 # (paper, para, sent, text, drop_reason) — invented for the test.

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 import stage_steps
+
 from ratio_utils import mining
 from ratio_utils.config import load_config
 from ratio_utils.lexicon import curation
 from ratio_utils.parts import part_path
-
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 FIXTURE_SPLITS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}

@@ -15,14 +15,14 @@ from ratio_utils.config import load_config
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import DatasetParams, RetrievalParams
 from ratio_utils.pipeline import RUN_DIR_ENV
-from ratio_utils.reporting.paper_tables import Expected, assemble_tables
 from ratio_utils.publish.published import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.reporting import summary, summary_figure, summary_headline, summary_provenance, summary_setting
-from ratio_utils.stages.summary import SummaryStage
+from ratio_utils.reporting.paper_tables import Expected, assemble_tables
 from ratio_utils.retrieval import read_run
 from ratio_utils.retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ratio_utils.schema import MOVES, Move, Split
 from ratio_utils.stages.retrieval_baselines import run_baselines
+from ratio_utils.stages.summary import SummaryStage
 from ratio_utils.systems.spec import SystemSpec
 
 TABLE1 = "table1_silver_main"

@@ -21,7 +21,14 @@ from ratio_utils.retrieval.runs import RunInfo, read_run, read_run_info, run_pat
 from ratio_utils.schema import NOTEBOOKS, Move, Split
 from ratio_utils.systems import families
 from ratio_utils.systems.families import (
-    FAMILIES, Family, RetrieverSettings, build_retriever, parse_system, plan_systems, register, unregister,
+    FAMILIES,
+    Family,
+    RetrieverSettings,
+    build_retriever,
+    parse_system,
+    plan_systems,
+    register,
+    unregister,
 )
 from ratio_utils.systems.runs import get_or_record_run, record_run
 from ratio_utils.systems.spec import SystemSpec

@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.retrieval_analysis import move_sensitivity
 from ratio_utils.param_sections import UnifiedParams
-from ratio_utils.schema import MOVE_INSTRUCTIONS
-from ratio_utils.schema import Move
+from ratio_utils.retrieval_analysis import move_sensitivity
+from ratio_utils.schema import MOVE_INSTRUCTIONS, Move
 from ratio_utils.train import unified
 
 

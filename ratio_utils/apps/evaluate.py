@@ -20,10 +20,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..io import write_json_atomic
 from ..evaluation.metrics import DEFAULT_KS, NDCG_KS
 from ..evaluation.scoring import EvaluationError, evaluate
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_ci
+from ..io import write_json_atomic
 from .cli import add_allow_invalid_flag, add_debug_flag, one_line_errors, report_problems
 
 PROG = "ratio-evaluate"

@@ -42,11 +42,21 @@ import pandas as pd
 
 from ..io import InputError, atomic_path, iter_jsonl, sha256_file
 from ..local_server import LocalServer, NotFound, RequestError, add_host_arguments
-from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
+from ..schema import MOVES, Move
 from .search import (
-    MAX_STATEMENT, META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, checked_statement,
-    default_index_dir, load_search_config, query_encoder, resolve_query_model, search_and_rerank,
+    MAX_STATEMENT,
+    META_FILE,
+    QueryModel,
+    SearchError,
+    SearchIndex,
+    build_index_from_corpus,
+    checked_statement,
+    default_index_dir,
+    load_search_config,
+    query_encoder,
+    resolve_query_model,
+    search_and_rerank,
 )
 
 PROG = "ratio-explorer"

@@ -44,8 +44,17 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from ..local_server import add_host_arguments
 from ..schema import MOVE_INSTRUCTIONS, MOVES, Move
 from .search import (
-    MAX_STATEMENT, META_FILE, INDEX_FORMAT, QueryModel, SearchError, SearchIndex, checked_statement,
-    load_search_config, query_encoder, resolve_query_model, search_index,
+    INDEX_FORMAT,
+    MAX_STATEMENT,
+    META_FILE,
+    QueryModel,
+    SearchError,
+    SearchIndex,
+    checked_statement,
+    load_search_config,
+    query_encoder,
+    resolve_query_model,
+    search_index,
 )
 
 PROG = "ratio-mcp"

@@ -22,13 +22,20 @@ from pathlib import Path
 
 from ..dataset.benchmark import benchmark_dir, load_benchmark
 from ..evaluation.metrics import PRIMARY_METRIC
-from ..evaluation.scoring import EvaluationError
-from ..io import write_json_atomic
 from ..evaluation.mteb_tasks import (
-    MAIN_SCORE, SCORE_NAMES, default_output, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks,
+    MAIN_SCORE,
+    SCORE_NAMES,
+    default_output,
+    generic_prompts,
+    mteb_model,
+    mteb_scores,
+    project_scores,
+    ratio_tasks,
     side_by_side,
 )
+from ..evaluation.scoring import EvaluationError
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_ci
+from ..io import write_json_atomic
 from .cli import add_allow_invalid_flag, add_debug_flag, one_line_errors, report_problems
 
 PROG = "ratio-mteb"

@@ -49,8 +49,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import InputError, replace_folder, require_columns, sha256_file, write_json_atomic
-from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 from ..retrieval.dense import DenseRetriever, build_inner_product_index
+from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 
 PROG = "ratio-search"
 

@@ -21,6 +21,7 @@ from ..schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import IngestLog, Paper
 
+
 @dataclass
 class CorpusBuild:
     """What a build wrote. A partitioned build leaves `papers` and `sentences` None (they stay in their

@@ -31,7 +31,15 @@ import pandas as pd
 
 from ..io import InputError, require_columns, sha256_tree, write_parquet_atomic
 from ..schema import (
-    CANDIDATE_COLUMNS, CARD_FILE, PAIR_COLUMNS, POOL_SPLITS, PROVENANCE_DIR, Move, Split, normalize_text_key, sentence_id,
+    CANDIDATE_COLUMNS,
+    CARD_FILE,
+    PAIR_COLUMNS,
+    POOL_SPLITS,
+    PROVENANCE_DIR,
+    Move,
+    Split,
+    normalize_text_key,
+    sentence_id,
 )
 
 # Candidate-column aliases seen or plausible in other exports of the same data.

@@ -27,9 +27,8 @@ import pandas as pd
 import yaml
 
 from ..io import write_text_atomic
-from ..schema import MOVES, POOL_SPLITS, Split
 from ..publish.label_sources import SILVER_RECORD
-from ..schema import CARD_FILE
+from ..schema import CARD_FILE, MOVES, POOL_SPLITS, Split
 from .benchmark import Benchmark, candidates_path, pairs_path
 
 CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)

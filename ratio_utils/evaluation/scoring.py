@@ -28,8 +28,8 @@ from typing import Any
 from ..dataset.benchmark import benchmark_dir, candidates_path, load_benchmark, pairs_path
 from ..io import sha256_file
 from ..schema import MOVES, Move, Split
-from .metrics import NDCG_KS, PRIMARY_METRIC
 from .intervals import CONFIDENCE
+from .metrics import NDCG_KS, PRIMARY_METRIC
 from .stats import is_indicative
 
 

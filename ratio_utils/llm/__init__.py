@@ -25,11 +25,11 @@ resubmission), `client` (`LLMClient`: the one entry point `run`, sync path, budg
 
 from __future__ import annotations
 
+from ..param_sections import LLM_MODES, LLMSettings
 from .batch import CHAT_ENDPOINT
 from .client import LLMClient
-from .store import ResponseStore, result_from_response
-from ..param_sections import LLM_MODES, LLMSettings
 from .prompts import PromptFile, load_prompts, prompt_table, read_prompt
+from .store import ResponseStore, result_from_response
 from .types import (
     REPLAY_MISS_ERROR,
     BatchTimeout,

@@ -17,10 +17,10 @@ from typing import Any
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
+from ..param_sections import LLM_MODES, LLMSettings
 from ..publish.run_records import first_time_this_run
 from .batch import BatchMixin
 from .store import ResponseStore, result_from_response
-from ..param_sections import LLM_MODES, LLMSettings
 from .types import (
     REPLAY_MISS_ERROR,
     BudgetExceeded,

@@ -17,6 +17,7 @@ from ..config import find_checkout, packaged
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
 
+
 @dataclass(frozen=True)
 class PromptFile:
     move: Move

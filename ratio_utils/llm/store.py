@@ -14,7 +14,6 @@ from pathlib import Path
 from ..io import iter_jsonl, write_json_atomic
 from .types import ChatRequest, ChatResult, request_hash
 
-
 # --------------------------------------------------------------------------------------------
 # responses: parsing, the on-disk store
 # --------------------------------------------------------------------------------------------

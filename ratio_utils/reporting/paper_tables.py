@@ -45,6 +45,9 @@ from ..evaluation.rerank_promotion import kept_first_stage_order
 from ..evaluation.run_scoring import ScoredRun, score_run_file
 from ..io import InputError
 from ..models.availability import ModelAvailability
+from ..publish.label_sources import LabelSource, rerank_source, silver_sources
+from ..publish.label_sources import notes as label_notes
+from ..publish.published import records_frame
 from ..retrieval.runs import (
     RERANK_SUFFIX,
     RunInfo,
@@ -55,13 +58,9 @@ from ..retrieval.runs import (
     system_name,
     system_slug,
 )
-from ..systems.spec import BASELINE_STAGE, TUNED_STAGE, SystemSpec
 from ..schema import MOVES, NOTEBOOKS, Move, Split
-from ..publish.label_sources import notes as label_notes
-from ..publish.label_sources import LabelSource, rerank_source, silver_sources
-from ..publish.published import records_frame
+from ..systems.spec import BASELINE_STAGE, TUNED_STAGE, SystemSpec
 from . import claims
-
 
 _NO_FIRST_STAGE = "not run: no first stage: {first} has no run file ({why})"
 _NOT_RERANKED = "not run: rerank.systems does not name its first stage, {first}"

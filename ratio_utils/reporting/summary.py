@@ -35,11 +35,26 @@ from ..publish.published import read_records
 from ..schema import MOVES
 from . import claims
 from .summary_figure import mrr_figure, paired_gains, pool_size_rows
-from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, reranked_rows,
-                               results_long, silver_gains, tuned_vs_baseline)
+from .summary_headline import (
+    PAPER_GIVES,
+    PAPER_SYSTEM,
+    TEST_TABLE,
+    headline_table,
+    rerank_promotion,
+    reranked_rows,
+    results_long,
+    silver_gains,
+    tuned_vs_baseline,
+)
 from .summary_provenance import input_checksums, notebook_times, reductions, run_provenance, shorten_paths, wall_times
-from .summary_setting import (benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources,
-                              silver_waves)
+from .summary_setting import (
+    benchmark_of,
+    contamination_caveat,
+    differences,
+    queries_per_split,
+    run_label_sources,
+    silver_waves,
+)
 
 
 @dataclass

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import Config
+from ..dataset import papers_per_year_figure
+from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import IntervalCache, cell
 from ..evaluation.metrics import per_query_metrics
 from ..judge.sampling import pair_ids, sample_for_judging
-from ..dataset import papers_per_year_figure
-from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import contamination_note, encoders_used
 from ..param_sections import DatasetParams, JudgeParams
 from ..publish.label_sources import rerank_source, silver_sources

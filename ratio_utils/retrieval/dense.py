@@ -32,8 +32,8 @@ import contextlib
 import json
 import logging
 import os
-from collections import OrderedDict
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 

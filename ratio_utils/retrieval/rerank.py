@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..llm.prompts import PromptFile, read_prompt
 from ..llm import ChatRequest, ChatResult
+from ..llm.prompts import PromptFile, read_prompt
 from ..param_sections import RerankParams
 from ..schema import Move
 from .runs import system_slug

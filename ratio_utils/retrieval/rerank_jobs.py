@@ -35,7 +35,6 @@ from .rerank import (
 )
 from .runs import RERANK_SUFFIX, info_path, read_run, read_run_info, reranked_system_name, run_path, write_system_run
 
-
 COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one request each); of those requests, sent: "
                "sent to the endpoint in this run; replayed: answered from recorded responses (replay or the cache); "
                "request_files: written as Batch API request files without an answer (no key, nothing recorded).")

@@ -41,8 +41,8 @@ from ..retrieval.rerank_jobs import (
     finish_jobs,
     plan_job,
     portable_notes,
-    reranker_record,
     rerank_report,
+    reranker_record,
     shown_path,
     split_for,
 )

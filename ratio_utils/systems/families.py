@@ -24,6 +24,7 @@ from ..retrieval.base import Retriever
 from ..schema import GENERIC_PREFIXES, Move, instructed_query_prefix
 from .spec import SystemSpec, bm25_model_name
 
+
 @dataclass(frozen=True)
 class RetrieverSettings:
     """How a built retriever encodes and searches; None leaves a retriever's own default (so each caller keeps the

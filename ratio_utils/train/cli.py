@@ -20,7 +20,6 @@ from ..schema import MOVES, Move
 from .configurations import load_hyperparams, load_train_params
 from .selection import finetune, move_model_dir, score_percent
 
-
 # ---------------------------------------------------------------------------------------------
 # Command line (also the torchrun entry point)
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..dataset.benchmark import Benchmark, candidates_path, pairs_path
 from ..io import sha256_file
 from ..schema import Move, Split
 
+
 def training_pairs(bench: Benchmark, move: Move, max_pairs: int | None, seed: int) -> pd.DataFrame:
     """The move's training pairs as (anchor, positive), a seeded sample when `max_pairs` caps them."""
     frame = bench.queries(move, Split.TRAIN)

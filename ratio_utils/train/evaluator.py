@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
 from ..dataset.benchmark import EvalSet
+from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
