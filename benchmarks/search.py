@@ -58,7 +58,8 @@ def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -
         "next": [f"Sentence {i + 1} of the pool." for i in range(size)],
     })
     rows.to_parquet(folder / ROWS_FILE, index=False)
-    write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2", "model_fingerprint": fingerprint,
+    write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2",
+                                           "model_fingerprint": fingerprint,
                                            "doc_prefix": "document: ", "lowercase": True, "size": size, "dim": DIM,
                                            "checksums": {name: sha256_file(folder / name) for name in CHECKED_FILES}})
     return time.perf_counter() - started

@@ -39,7 +39,8 @@ def bench(tmp_path, tiny_benchmark):
     for move in MOVES:
         for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
             frame = pd.read_parquet(pairs_path(root, move, split)).assign(corpus="fixture")
-            frame["publicationdate"] = {"train": "2010-03-01", "validation": "2011-05-02", "test": "2012-07-03"}[split.value]
+            frame["publicationdate"] = {"train": "2010-03-01", "validation": "2011-05-02",
+                                        "test": "2012-07-03"}[split.value]
             write_pairs(frame, root, move, split)
         test = pd.read_parquet(pairs_path(root, move, Split.TEST))
         write_pairs(test.head(0 if move is Move.BROADEN else 2), root, move, Split.SILVER)
@@ -50,9 +51,9 @@ def bench(tmp_path, tiny_benchmark):
     write_pool(pd.concat([pool, own], ignore_index=True), root, Split.TEST)
     (root / PROVENANCE_DIR).mkdir(exist_ok=True)
     (root / PROVENANCE_DIR / "silver.json").write_text(json.dumps(
-        {"answered_by": ["judge-x"], "configured": "judge-y", "detail": {"rule": "both prompts accept",
-                                                                        "silver pairs": {"address": 2, "specify": 2},
-                                                                        "sampled pairs": {"address": 3, "specify": 3}}}))
+        {"answered_by": ["judge-x"], "configured": "judge-y",
+         "detail": {"rule": "both prompts accept", "silver pairs": {"address": 2, "specify": 2},
+                    "sampled pairs": {"address": 3, "specify": 3}}}))
     return load_benchmark(root)
 
 

@@ -86,7 +86,8 @@ def _colbert_checkpoint(tmp_path: Path) -> str:
 # family -> the retrieval params that plan its rows (a function of tmp_path: a ColBERT checkpoint is made there)
 CASES = {
     "bm25": lambda tmp: RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]),
-    "dense": lambda tmp: RetrievalParams(dense_models=[{"model": "all-MiniLM-L6-v2", "prefixes": ["generic", "per-move"]}],
+    "dense": lambda tmp: RetrievalParams(dense_models=[{"model": "all-MiniLM-L6-v2",
+                                                        "prefixes": ["generic", "per-move"]}],
                                          bm25_ngrams=[], k=10, splits=["test"]),
     "colbert": lambda tmp: RetrievalParams(dense_models=[], bm25_ngrams=[], k=10, splits=["test"],
                                            colbert_checkpoints={"Toy-ColBERT": _colbert_checkpoint(tmp)}),
@@ -155,7 +156,8 @@ def test_get_or_record_run_searches_once_and_reuses_the_file(cfg, tiny_benchmark
     first = get_or_record_run(make, bench, info, cfg.paths.retrieval_runs)
     again = get_or_record_run(make, bench, info, cfg.paths.retrieval_runs)
     assert (first.reused, again.reused, len(built)) == (False, True, 1)
-    pd.testing.assert_frame_equal(first.run.reset_index(drop=True), again.run.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(first.run.reset_index(drop=True), again.run.reset_index(drop=True),
+                                  check_dtype=False)
 
 
 # -- a family added by registration alone ------------------------------------------------------------------------
@@ -236,4 +238,5 @@ def test_retrievers_are_constructed_only_in_systems_and_retrieval():
                 and "`" not in line]
         if code:
             found.add(rel)
-    assert found <= NOT_YET_THROUGH_THE_REGISTRY, f"retrievers built outside the registry: {sorted(found - NOT_YET_THROUGH_THE_REGISTRY)}"
+    assert found <= NOT_YET_THROUGH_THE_REGISTRY, ("retrievers built outside the registry: "
+                                                   f"{sorted(found - NOT_YET_THROUGH_THE_REGISTRY)}")

@@ -192,7 +192,8 @@ def pool_size_lines(summary: Summary, figure_files: dict[str, str]) -> list[str]
     for move in (m.value for m in MOVES):
         key = f"pool_size_{move}"
         lines += ([f"![{move.capitalize()}: scores against pool size]({figure_files[key]})", ""] if key in figure_files
-                  else [f"_{move.capitalize()}: figures/figure_pool_size_{move} absent (no point for this move)._", ""])
+                  else [f"_{move.capitalize()}: figures/figure_pool_size_{move} absent "
+                        "(no point for this move)._", ""])
     return lines
 
 
@@ -214,7 +215,8 @@ def wall_time_lines(summary: Summary) -> list[str]:
     seconds = times["seconds"].dropna()
     untimed = len(times) - len(seconds)
     return lines + [f"Total: {seconds.sum():,.0f} s ({seconds.sum() / 3600:.1f} h) over the latest executions of "
-                    f"{len(seconds)} notebooks" + (f"; {untimed} without a recorded time" if untimed else "") + ".", ""]
+                    f"{len(seconds)} notebooks" + (f"; {untimed} without a recorded time" if untimed else "")
+                    + ".", ""]
 
 
 def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
@@ -261,5 +263,6 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
               for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
     lines += ["", "## Provenance", ""]
     lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
-    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "", *wall_time_lines(summary)]
+    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
+              *wall_time_lines(summary)]
     return "\n".join(lines)
