@@ -1,6 +1,7 @@
 """One encoding per (model, prefix, pool), measured side by side in one run (issue 36, "Benchmark"): not a timed test.
 
-    .venv/bin/python benchmarks/encode_once.py [--benchmark DIR] [--model all-MiniLM-L6-v2] [--pool N] [--max-queries N]
+    .venv/bin/python benchmarks/encode_once.py [--benchmark DIR] [--model all-MiniLM-L6-v2] [--pool N]
+        [--max-queries N]
 
 Counts the sentences sent through the model (every `SentenceTransformer.encode` call, whoever makes it) and the wall
 time of four runs, each from a cold start (empty in-process memo, a fresh embedding cache folder):
@@ -110,7 +111,8 @@ def _splits(bench) -> list:
 
 
 def evaluate_before(model: str, root: Path, prefixes: tuple[str, str], splits: list | None = None) -> dict:
-    """The pre-issue-36 path: one retriever per move, no cache, no memo (`splits`: default test and silver/validation)."""
+    """The pre-issue-36 path: one retriever per move, no cache, no memo (`splits`: default test and
+    silver/validation)."""
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.evaluation.metrics import NDCG_KS
     from ratio_utils.evaluation.run_scoring import run_and_score
@@ -124,7 +126,8 @@ def evaluate_before(model: str, root: Path, prefixes: tuple[str, str], splits: l
             if not bench.has(move, split) or len(bench.queries(move, split)) == 0:
                 continue
             retriever = DenseRetriever(model, *prefixes)  # a new retriever per move, as scoring.py built them
-            scores[f"{move.value}/{split.value}"] = run_and_score(retriever, bench, move, split, k=100, ndcg_ks=NDCG_KS)
+            scores[f"{move.value}/{split.value}"] = run_and_score(retriever, bench, move, split, k=100,
+                                                                  ndcg_ks=NDCG_KS)
     return scores
 
 
@@ -151,7 +154,8 @@ def mteb_before(model: str, root: Path, prompts: dict) -> object:
     tasks = ratio_tasks(root)
     for task in tasks:
         task._top_k = 100  # the former heap (99 candidates for a query whose own sentence is in the pool)
-    frame = mteb_scores(SentenceTransformerEncoderWrapper(load_sentence_transformer(model), model_prompts=prompts), tasks)
+    frame = mteb_scores(SentenceTransformerEncoderWrapper(load_sentence_transformer(model), model_prompts=prompts),
+                        tasks)
     import pandas as pd
 
     from ratio_utils.schema import Split

@@ -5,10 +5,10 @@
 
 Builds (or reuses: the explorer's `--build-missing`) the search index of `--model` (default all-MiniLM-L6-v2, the base
 of every fine-tuned retriever here, so it costs what each of them costs) over the run's sentence table, papers from
-`--from-year` on (as the README's example; `--from-year 0` indexes every paper), starts the explorer with that model in all three columns
-(three encodes per statement, as with the three per-move retrievers), and sends statements to its HTTP endpoint as the
-page does. Prints start-up time, then the end-to-end answer time for all three moves (median, 90th percentile, max)
-against the goal of 1 s, and the share of it spent in the columns (encode + exact search + rows). With
+`--from-year` on (as the README's example; `--from-year 0` indexes every paper), starts the explorer with that model in
+all three columns (three encodes per statement, as with the three per-move retrievers), and sends statements to its
+HTTP endpoint as the page does. Prints start-up time, then the end-to-end answer time for all three moves (median, 90th
+percentile, max) against the goal of 1 s, and the share of it spent in the columns (encode + exact search + rows). With
 `--screenshot`, also draws the page after one statement, a context opened and a hit marked, in headless Chromium.
 """
 
@@ -56,9 +56,11 @@ def screenshot(server, statement: str, retrievers: str, out: Path) -> None:
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1150", "--hide-scrollbars"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1150",
+                "--hide-scrollbars"):
         options.add_argument(arg)
-    browser = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+    browser = webdriver.Chrome(options=options,
+                               service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
     try:
         browser.get(server.url + "#" + urlencode({"q": statement, "r": retrievers, "k": "4"}))
         wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
@@ -96,7 +98,8 @@ def main() -> int:
     started = time.perf_counter()
     loaded = explorer.Explorer.load(cfg, model=args.model, build_missing=True, from_year=args.from_year or None,
                                     progress=lambda line: print(line) if line.startswith("building") else None)
-    print(f"explorer start-up (models loaded once, the index built if it was missing): {time.perf_counter() - started:.1f} s")
+    print("explorer start-up (models loaded once, the index built if it was missing): "
+          f"{time.perf_counter() - started:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
         server = explorer.ExplorerServer(loaded, explorer.JudgmentLog(Path(tmp) / "judgments.jsonl"), port=0)
         threading.Thread(target=server.serve_forever, daemon=True).start()

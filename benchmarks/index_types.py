@@ -35,8 +35,8 @@ RECALL_GOAL = 0.95
 GRIDS = {
     "flat": [{}],
     "hnsw": [{"efSearch": e} for e in (16, 32, 64, 128, 256, 512, 1024, 2048)],
-    "ivfpq": [{"nprobe": p, "k_factor": f} for f, p in ((4, 8), (4, 16), (4, 32), (8, 32), (8, 64), (16, 64), (16, 128),
-                                                        (32, 64), (32, 128), (64, 64), (64, 128))],
+    "ivfpq": [{"nprobe": p, "k_factor": f} for f, p in ((4, 8), (4, 16), (4, 32), (8, 32), (8, 64), (16, 64),
+                                                        (16, 128), (32, 64), (32, 128), (64, 64), (64, 128))],
 }
 
 # A fresh process: open the index file as SearchIndex.open does, set the chosen search parameters, answer each query
@@ -74,7 +74,8 @@ def base_vectors(index_dir: Path, seed: int) -> tuple[np.ndarray, str]:
                 f"{index.ntotal:,} sentence vectors of {index_dir} ({meta.get('model')}), tiled with noise")
     rng = np.random.default_rng(seed)
     vectors = rng.standard_normal((15_000, 384), dtype=np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True), "15,000 random unit vectors (no index found), tiled with noise"
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
+            "15,000 random unit vectors (no index found), tiled with noise")
 
 
 def tiled(base: np.ndarray, size: int, noise: float, seed: int, chunk: int = 100_000) -> np.ndarray:
@@ -112,7 +113,8 @@ def main() -> int:
     queries = np.ascontiguousarray(base[held_out])
     vectors = tiled(np.delete(base, held_out, axis=0), args.size, args.noise, args.seed + 1)
     print(f"{args.size:,} x {vectors.shape[1]} vectors: {how} (noise {args.noise} per dimension); "
-          f"{args.queries} held-out sentences as queries; faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads")
+          f"{args.queries} held-out sentences as queries; faiss {faiss.__version__}, "
+          f"{faiss.omp_get_max_threads()} threads")
     truth = None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,14 +36,16 @@ STATEMENTS = [
 async def measure(args) -> None:
     from mcp import Client, StdioServerParameters
 
-    command = ["-m", "ratio_utils.apps.mcp", "--model", args.model] + (["--indexes", str(args.indexes)] if args.indexes else [])
+    command = (["-m", "ratio_utils.apps.mcp", "--model", args.model]
+               + (["--indexes", str(args.indexes)] if args.indexes else []))
     env = dict(os.environ, HF_HUB_OFFLINE=os.environ.get("HF_HUB_OFFLINE", "1"), TOKENIZERS_PARALLELISM="false")
     params = StdioServerParameters(command=sys.executable, args=command, env=env)
     started = time.perf_counter()
     async with Client(params, read_timeout_seconds=600) as client:
         connected = time.perf_counter() - started
         first = time.perf_counter()
-        result = await client.call_tool("find_inspirations", {"statement": "warm-up statement about parsing.", "k": args.k})
+        result = await client.call_tool("find_inspirations",
+                                        {"statement": "warm-up statement about parsing.", "k": args.k})
         if result.is_error:
             raise SystemExit(f"the server answered an error: {result.content[0].text}")
         cold = time.perf_counter() - first
@@ -59,15 +61,16 @@ async def measure(args) -> None:
             assert not result.is_error and len(result.structured_content["moves"]) == 3
             in_server.append(sum(m["seconds"] for m in result.structured_content["moves"]))
     q90 = statistics.quantiles(round_trips, n=10)[-1] if len(round_trips) >= 2 else round_trips[0]
-    print(f"warm find_inspirations, 3 moves x k={args.k}, {args.calls} calls: median {statistics.median(round_trips):.3f} s, "
-          f"90th percentile {q90:.3f} s, max {max(round_trips):.3f} s (in the server: median "
-          f"{statistics.median(in_server):.3f} s)")
+    print(f"warm find_inspirations, 3 moves x k={args.k}, {args.calls} calls: median "
+          f"{statistics.median(round_trips):.3f} s, 90th percentile {q90:.3f} s, max {max(round_trips):.3f} s (in the "
+          f"server: median {statistics.median(in_server):.3f} s)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--indexes", type=Path, default=None, help="folder of index folders (default: data/search_index)")
+    parser.add_argument("--indexes", type=Path, default=None,
+                        help="folder of index folders (default: data/search_index)")
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--k", type=int, default=10)
     asyncio.run(measure(parser.parse_args()))

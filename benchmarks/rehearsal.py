@@ -11,13 +11,13 @@ copy word in each sentence, so its pairs survive de-duplication), `size x --base
 selected papers (`--base` defaults to that table's row count, so 16x is about 5M sentences), plus papers of
 another field, computer-science papers without a publication date, doubled paragraph spans, two bad
 records per shard and (unless `--no-issue-17-records`) issue 17's two: a selected paper with `year: null`
-and a paragraph with an escaped lone surrogate, which notebook 00 must quarantine, not stop on. The loopback stand-in of the Datasets API and its bucket (tests/s2_stub.py) serves it,
-and `python -m ratio_utils.corpora.s2_api` downloads it (the command notebook 00 names) with a fake `S2_API_KEY`.
-Each notebook then runs on its own through the pipeline (`python -m ratio_utils.pipeline --only NN`) under
-a params file that extends params/rehearsal.yaml with the stub's address and the layout, with
-RATIO_OUTPUT_ROOT the size's work folder and no LLM key. Per notebook: wall time, peak RSS of the driver
-(the notebook's kernel) and of the largest Dask worker process (sampled every 0.2 s over the process tree),
-and its rows in and out, counted in its input and output tables.
+and a paragraph with an escaped lone surrogate, which notebook 00 must quarantine, not stop on. The loopback stand-in
+of the Datasets API and its bucket (tests/s2_stub.py) serves it, and `python -m ratio_utils.corpora.s2_api` downloads
+it (the command notebook 00 names) with a fake `S2_API_KEY`. Each notebook then runs on its own through the pipeline
+(`python -m ratio_utils.pipeline --only NN`) under a params file that extends params/rehearsal.yaml with the stub's
+address and the layout, with RATIO_OUTPUT_ROOT the size's work folder and no LLM key. Per notebook: wall time, peak RSS
+of the driver (the notebook's kernel) and of the largest Dask worker process (sampled every 0.2 s over the process
+tree), and its rows in and out, counted in its input and output tables.
 
 Resume check (smallest size, its own folder): notebook 00 and then notebook 05 are killed (the whole process
 tree, SIGKILL) once their first part is written, and run again; a finished part whose files the rerun
@@ -32,8 +32,8 @@ NOT MET: at the largest size every notebook's peak RSS <= 1.5x its peak at the s
 documented as global in docs/scale.md, `GLOBAL_STAGES`: its bytes per input row and the extrapolation to
 the paper's corpus, < 350 GB); wall time per sentence within +-25% of the second-largest size's (for the
 notebooks whose input grows with the corpus; with three sizes or more, also the seconds each added sentence
-costs between the two largest against the two below, in which a fixed cost cancels); the resume checks. Everything measured also goes to
-`<workdir>/rehearsal.json`. On a shared machine the times are noisy: say so when quoting them.
+costs between the two largest against the two below, in which a fixed cost cancels); the resume checks. Everything
+measured also goes to `<workdir>/rehearsal.json`. On a shared machine the times are noisy: say so when quoting them.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ NOTEBOOKS = ["00", "01", "02", "03", "04", "05", "06", "07", "08"]
 PARAMS = REPO_ROOT / "params" / "rehearsal.yaml"
 RELEASE = "2026-05-05"  # params/rehearsal.yaml's corpus.s2orc.release
 # Stages docs/scale.md documents as holding all their rows in one process: judged by bytes per row instead.
-GLOBAL_STAGES = {"06": "de-duplication, split and pools over all kept pairs and distractors (docs/scale.md, notebook 06)"}
+GLOBAL_STAGES = {"06": "de-duplication, split and pools over all kept pairs and distractors (docs/scale.md, "
+                       "notebook 06)"}
 # The paper's corpus: 366.6M consecutive pairs at 0.93 pairs per sentence (docs/scale.md).
 PAPER_SENTENCES = 394_000_000
 RSS_RATIO_GOAL = 1.5
@@ -154,7 +155,8 @@ COUNTERS = {
     "run rows": _run_rows,
 }
 STAGE_ROWS = {  # notebook: (what goes in, counted before it runs; what comes out, counted after)
-    "00": ("records (papers + full text)", "sentences"), "01": ("sentences", "span status"), "02": ("sentences", "extensions"),
+    "00": ("records (papers + full text)", "sentences"), "01": ("sentences", "span status"),
+    "02": ("sentences", "extensions"),
     "03": ("lexicon", "LLM labels"), "04": ("lexicon", "lexicon"), "05": ("sentences", "pairs+distractors"),
     "06": ("pairs+distractors", "benchmark"), "07": ("test pairs", "silver pairs"), "08": ("test pool", "run rows"),
 }  # fmt: skip
@@ -206,7 +208,8 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=30)
 
 
-def run_measured(command: list[str], env: dict, log: Path, label: str, kill_when=None, roles: dict = ROLES) -> Measured:
+def run_measured(command: list[str], env: dict, log: Path, label: str, kill_when=None,
+                 roles: dict = ROLES) -> Measured:
     """Run `command`, sampling its process tree (`roles`: which processes are the driver and the workers);
     with `kill_when` (a no-argument predicate, polled every 0.05 s) kill the tree as soon as it holds."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -224,12 +227,13 @@ def run_measured(command: list[str], env: dict, log: Path, label: str, kill_when
             code = proc.wait()
         wall = time.perf_counter() - started
     mb = 2**20
-    return Measured(label, wall, memory.peak_role["driver"] / mb, memory.peak_role["worker"] / mb, memory.peak_tree / mb,
-                    code, log=str(log), killed=killed)
+    return Measured(label, wall, memory.peak_role["driver"] / mb, memory.peak_role["worker"] / mb,
+                    memory.peak_tree / mb, code, log=str(log), killed=killed)
 
 
 def pipeline_command(params_file: Path, notebook: str, run_id: str) -> list[str]:
-    return [sys.executable, "-m", "ratio_utils.pipeline", "--params", str(params_file), "--only", notebook, "--run-id", run_id]
+    return [sys.executable, "-m", "ratio_utils.pipeline", "--params", str(params_file), "--only", notebook, "--run-id",
+            run_id]
 
 
 def run_notebook(params_file: Path, notebook: str, kill_when=None, run_id: str | None = None) -> Measured:
@@ -267,8 +271,8 @@ def download(params_file: Path) -> Measured:
     """Notebook 00's download path: `python -m ratio_utils.corpora.s2_api` against the stub."""
     output_root = load_config(params_file).paths.root
     command = [sys.executable, "-m", "ratio_utils.corpora.s2_api", "--params", str(params_file)]
-    measured = run_measured(command, child_env(output_root, api_key=True), output_root / "logs" / "download.log", "download",
-                            roles={"driver": lambda cmdline: True, "worker": lambda cmdline: False})
+    measured = run_measured(command, child_env(output_root, api_key=True), output_root / "logs" / "download.log",
+                            "download", roles={"driver": lambda cmdline: True, "worker": lambda cmdline: False})
     if measured.returncode != 0:
         raise RuntimeError(f"the download failed ({measured.returncode}); see {measured.log}")
     return measured
@@ -297,8 +301,10 @@ def earlier_sizes(path: Path, base: int, layout: str) -> list[SizeResult]:
     run on another base or layout measured another corpus and is refused."""
     earlier = json.loads(path.read_text(encoding="utf-8"))
     if (earlier["base"], earlier["layout"]) != (base, layout):
-        raise SystemExit(f"{path}: measured base {earlier['base']} / layout {earlier['layout']}, not {base} / {layout}")
-    return [SizeResult(**{**r, "download": Measured(**r["download"]), "notebooks": [Measured(**m) for m in r["notebooks"]]})
+        raise SystemExit(f"{path}: measured base {earlier['base']} / layout {earlier['layout']}, "
+                         f"not {base} / {layout}")
+    return [SizeResult(**{**r, "download": Measured(**r["download"]),
+                          "notebooks": [Measured(**m) for m in r["notebooks"]]})
             for r in earlier["sizes"]]
 
 
@@ -326,7 +332,7 @@ def run_size(size: int, base: int, args, pool) -> SizeResult:
     return result
 
 
-# --- resume: killed during 00 and during 05 ---------------------------------------------------------------------------
+# --- resume: killed during 00 and during 05 --------------------------------------------------------------------------
 
 
 def _stamps(paths) -> dict[str, tuple[int, int]]:
@@ -385,7 +391,8 @@ def run_resume_checks(smallest: SizeResult, args) -> list[dict]:
     folder = (args.workdir / "resume").resolve()
     if folder.exists():
         shutil.rmtree(folder)
-    params_file = write_params(folder, "http://127.0.0.1:9/unused", args.layout)  # the shards are copied, not downloaded
+    # the shards are copied, not downloaded
+    params_file = write_params(folder, "http://127.0.0.1:9/unused", args.layout)
     cfg, measured_cfg = load_config(params_file), load_config(source / "rehearsal.yaml")
     shutil.copytree(measured_cfg.paths.downloads, cfg.paths.downloads)
     checks = [resume_check("00", params_file, _corpus_finished)]
@@ -404,8 +411,10 @@ def _n(value) -> str:
 
 def size_table(result: SizeResult) -> str:
     sentences = result.sentences or 0
-    lines = [f"**{result.size}x**: {_n(result.sentences)} sentences, {result.made['shards']} shards, {result.made['papers']:,} papers",
-             "", "| notebook | wall s | s per 100K sentences | driver peak MB | largest worker MB | tree peak MB | rows in | rows out | status |",
+    lines = [f"**{result.size}x**: {_n(result.sentences)} sentences, {result.made['shards']} shards, "
+             f"{result.made['papers']:,} papers",
+             "", "| notebook | wall s | s per 100K sentences | driver peak MB | largest worker MB | tree peak MB | "
+                 "rows in | rows out | status |",
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for m in [result.download, *result.notebooks]:
         rows_in, rows_out = STAGE_ROWS.get(m.notebook, ("", ""))
@@ -445,8 +454,8 @@ def goals(results: list[SizeResult], resume: list[dict]) -> list[str]:
             lines.append(f"all notebooks: wall time per sentence {large.size}x / {small.size}x = {ratio:.2f} "
                          f"({_verdict(abs(ratio - 1) <= TIME_BAND_GOAL)}, goal within +-{TIME_BAND_GOAL:.0%})")
     for check in resume:
-        lines.append(f"resume during {check['notebook']}: {check['verdict']} (killed after {check['killed_after_s']} s with "
-                     f"{check['finished_files_at_kill']} finished part files; rerun {check['rerun_s']} s)")
+        lines.append(f"resume during {check['notebook']}: {check['verdict']} (killed after {check['killed_after_s']} "
+                     f"s with {check['finished_files_at_kill']} finished part files; rerun {check['rerun_s']} s)")
     return lines
 
 
@@ -457,8 +466,8 @@ def _verdict(ok: bool) -> str:
 def memory_goal(m: Measured, s: Measured, large: SizeResult, small: SizeResult) -> str:
     ratio = _peak(m) / _peak(s)
     if m.notebook not in GLOBAL_STAGES:
-        return (f"{m.notebook}: peak RSS {large.size}x / {small.size}x = {_peak(m):.0f} / {_peak(s):.0f} MB = {ratio:.2f} "
-                f"({_verdict(ratio <= RSS_RATIO_GOAL)}, goal <= {RSS_RATIO_GOAL})")
+        return (f"{m.notebook}: peak RSS {large.size}x / {small.size}x = {_peak(m):.0f} / {_peak(s):.0f} MB = "
+                f"{ratio:.2f} ({_verdict(ratio <= RSS_RATIO_GOAL)}, goal <= {RSS_RATIO_GOAL})")
     # A global stage: what each more row of input costs (growth between the two sizes), carried to the paper's rows.
     grown = (m.rows_in or 0) - (s.rows_in or 0)
     per_row = max(_peak(m) - _peak(s), 0.0) * 2**20 / grown if grown > 0 else float("nan")
@@ -466,7 +475,8 @@ def memory_goal(m: Measured, s: Measured, large: SizeResult, small: SizeResult) 
     paper_gb = (_peak(m) * 2**20 + per_row * (paper_rows - (m.rows_in or 0))) / 1e9
     return (f"{m.notebook} (global: {GLOBAL_STAGES[m.notebook]}): {per_row:,.0f} bytes per input row "
             f"({_peak(s):.0f} -> {_peak(m):.0f} MB for {_n(s.rows_in)} -> {_n(m.rows_in)} rows); at the paper's "
-            f"{paper_rows / 1e6:,.1f}M rows about {paper_gb:,.0f} GB ({_verdict(paper_gb < GLOBAL_GB_GOAL)}, goal < {GLOBAL_GB_GOAL} GB)")
+            f"{paper_rows / 1e6:,.1f}M rows about {paper_gb:,.0f} GB ({_verdict(paper_gb < GLOBAL_GB_GOAL)}, "
+            f"goal < {GLOBAL_GB_GOAL} GB)")
 
 
 def time_goal(m: Measured, s: Measured, large: SizeResult, small: SizeResult) -> str:
@@ -477,7 +487,8 @@ def time_goal(m: Measured, s: Measured, large: SizeResult, small: SizeResult) ->
             f"({_verdict(abs(ratio - 1) <= TIME_BAND_GOAL)}, goal within +-{TIME_BAND_GOAL:.0%})")
 
 
-def marginal_time(m: Measured, s: Measured, t: Measured, large: SizeResult, small: SizeResult, tiny: SizeResult) -> str:
+def marginal_time(m: Measured, s: Measured, t: Measured, large: SizeResult, small: SizeResult,
+                  tiny: SizeResult) -> str:
     """Seconds each added sentence costs from the second-largest size to the largest, against the same from the
     third-largest to the second: a fixed cost (kernel start, imports, model load) cancels in both, so this tells a
     stage whose time grows faster than its input from one whose time per sentence only falls as its fixed cost
@@ -489,8 +500,8 @@ def marginal_time(m: Measured, s: Measured, t: Measured, large: SizeResult, smal
     lower = (s.wall_s - t.wall_s) / (small.sentences - tiny.sentences)
     ratio = upper / lower if lower > 0 else float("nan")
     return (f"{m.notebook}: marginal time per sentence {small.size}x->{large.size}x / {tiny.size}x->{small.size}x = "
-            f"{1e6 * upper:.1f} / {1e6 * lower:.1f} us = {ratio:.2f} (fixed cost cancelled; within +-{TIME_BAND_GOAL:.0%}: "
-            f"{'yes' if abs(ratio - 1) <= TIME_BAND_GOAL else 'no'})")
+            f"{1e6 * upper:.1f} / {1e6 * lower:.1f} us = {ratio:.2f} (fixed cost cancelled; "
+            f"within +-{TIME_BAND_GOAL:.0%}: {'yes' if abs(ratio - 1) <= TIME_BAND_GOAL else 'no'})")
 
 
 def report(results: list[SizeResult], resume: list[dict]) -> str:
@@ -506,11 +517,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard-sentences", type=int, default=50_000)
     parser.add_argument("--layout", choices=["s2orc", "s2orc_v2"], default="s2orc")
     parser.add_argument("--notebooks", nargs="+", default=NOTEBOOKS, choices=NOTEBOOKS)
-    parser.add_argument("--sentences", type=Path, default=None, help="sentence table to recombine (default: the default run's)")
-    parser.add_argument("--lexicon", type=Path, default=None, help="lexicon when 01-04 are not run (default: the default run's)")
+    parser.add_argument("--sentences", type=Path, default=None,
+                        help="sentence table to recombine (default: the default run's)")
+    parser.add_argument("--lexicon", type=Path, default=None,
+                        help="lexicon when 01-04 are not run (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "rehearsal")
     parser.add_argument("--reuse", type=Path, default=None,
-                        help="rehearsal.json of an earlier run (same base and layout): its sizes not in --sizes join the report")
+                        help="rehearsal.json of an earlier run (same base and layout): its sizes not in --sizes join "
+                             "the report")
     parser.add_argument("--no-resume-check", dest="resume", action="store_false")
     parser.add_argument("--issue-17-records", action=argparse.BooleanOptionalAction, default=True,
                         help="add, per shard, a selected paper with year null and a paragraph with a lone surrogate "

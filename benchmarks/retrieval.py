@@ -86,7 +86,8 @@ def _pool_memory_child(n: int, dim: int, fp16: bool, queue) -> None:
         search = time.perf_counter() - started
         assert (hits[:, 0] == np.arange(100)).all()  # each vector finds itself first: the search is exact
         peak = meter.stop_mb()
-    queue.put({"peak_mb": peak, "build_s": build, "search_100_s": search, "file_mb": n * dim * (2 if fp16 else 4) / 2**20})
+    queue.put({"peak_mb": peak, "build_s": build, "search_100_s": search,
+               "file_mb": n * dim * (2 if fp16 else 4) / 2**20})
 
 
 def pool_memory(n: int = PAPER_TEST_POOL, dim: int = 384) -> list[dict]:
@@ -145,8 +146,10 @@ def main() -> None:
     texts = first.encoded_texts
     print("1. encoding (all-MiniLM-L6-v2, batch 64, CPU threads: %d)" % __import__("torch").get_num_threads())
     print(pd.DataFrame([
-        {"run": "first (cache empty)", "texts encoded": texts, "seconds": round(cold, 2), "sentences/s": round(texts / cold, 1)},
-        {"run": "second (cache hit)", "texts encoded": second.encoded_texts, "seconds": round(warm, 2), "sentences/s": None},
+        {"run": "first (cache empty)", "texts encoded": texts, "seconds": round(cold, 2),
+         "sentences/s": round(texts / cold, 1)},
+        {"run": "second (cache hit)", "texts encoded": second.encoded_texts, "seconds": round(warm, 2),
+         "sentences/s": None},
     ]).to_string(index=False))
 
     # 2. search over the whole test pool
@@ -187,19 +190,22 @@ def main() -> None:
     started = time.perf_counter()
     Run(run_dict), Qrels(qrels_dict)
     build_s = time.perf_counter() - started
-    gap = max(abs(ours[{"recall": "R", "mrr": "MRR", "hit_rate": "HR"}[m.split("@")[0]] + "@" + m.split("@")[1]] - v) for m, v in theirs.items())
+    gap = max(abs(ours[{"recall": "R", "mrr": "MRR", "hit_rate": "HR"}[m.split("@")[0]] + "@" + m.split("@")[1]] - v)
+              for m, v in theirs.items())
     print(f"\n3. metrics on the same run ({len(dense_run)} rows, {len(qrels)} judgements), 15 values")
     print(pd.DataFrame([
-        {"implementation": "ratio_utils.evaluation.metrics.evaluate_run (from the DataFrame)", "seconds": round(ours_s, 4)},
+        {"implementation": "ratio_utils.evaluation.metrics.evaluate_run (from the DataFrame)",
+         "seconds": round(ours_s, 4)},
         {"implementation": "ranx.evaluate (dicts prebuilt)", "seconds": round(ranx_s, 4)},
         {"implementation": "ranx Run+Qrels construction from dicts", "seconds": round(build_s, 4)},
     ]).to_string(index=False))
-    print(f"largest difference between the two: {gap:.2e}; BM25 MRR@10 {100 * evaluate_run(bm25_run, qrels)['MRR@10']:.1f}, "
-          f"MiniLM MRR@10 {100 * ours['MRR@10']:.1f}")
+    print(f"largest difference between the two: {gap:.2e}; BM25 MRR@10 "
+          f"{100 * evaluate_run(bm25_run, qrels)['MRR@10']:.1f}, MiniLM MRR@10 {100 * ours['MRR@10']:.1f}")
 
     # 4. memory of a paper-size pool
     if not args.skip_memory:
-        print(f"\n4. a {PAPER_TEST_POOL:,} x 384 pool (synthetic unit vectors) in a faiss exact inner-product index, fresh process each")
+        print(f"\n4. a {PAPER_TEST_POOL:,} x 384 pool (synthetic unit vectors) in a faiss exact inner-product index, "
+              "fresh process each")
         frame = pd.DataFrame(pool_memory())
         frame["goal <= 2048 MB"] = frame["peak_mb"] <= 2048
         print(frame.round(2).to_string(index=False))

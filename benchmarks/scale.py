@@ -83,13 +83,15 @@ class ReleaseShape:
     # otherwise de-duplication keeps only the earliest copy of each, and the later (test) windows of a large
     # release get none.
     distinct_copies: bool = False
-    bad_records_per_shard: int = 0  # alternately a truncated line (malformed JSON) and a record whose spans are no list
+    # alternately a truncated line (malformed JSON) and a record whose spans are no list
+    bad_records_per_shard: int = 0
     # issue 17's two records that stop a shard task: a selected paper with `year: null` beside its publication date,
     # and a paragraph with an escaped lone surrogate; one of each per shard
     issue_17_records: bool = False
 
 
-def text_record(corpusid: int, paragraphs: list[list[str]], layout: str = "s2orc", duplicate_span: bool = False) -> dict:
+def text_record(corpusid: int, paragraphs: list[list[str]], layout: str = "s2orc",
+                duplicate_span: bool = False) -> dict:
     """A full-text record: a section header, one paragraph span per paragraph, then a references section
     (back matter, dropped by the reader); `layout` `s2orc` (`content`) or `s2orc_v2` (`body`)."""
     header = "1 Introduction"
@@ -110,14 +112,16 @@ def text_record(corpusid: int, paragraphs: list[list[str]], layout: str = "s2orc
         spans.insert(1, spans[0])
     if layout == "s2orc_v2":
         annotations = {"section_header": json.dumps(headers), "paragraph": json.dumps(spans), "bib_ref": [references]}
-        return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "authors": [], "openaccessinfo": {"license": None},
+        return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "authors": [],
+                "openaccessinfo": {"license": None},
                 "body": {"text": text, "annotations": annotations}, "bibliography": {"text": "", "annotations": {}}}
-    annotations = {"sectionheader": json.dumps(headers), "paragraph": json.dumps(spans), "bibref": json.dumps([references])}
+    annotations = {"sectionheader": json.dumps(headers), "paragraph": json.dumps(spans),
+                   "bibref": json.dumps([references])}
     return {"corpusid": corpusid, "content": {"text": text, "annotations": annotations}}
 
 
-def papers_record(corpusid: int, rng: random.Random, shape: ReleaseShape = ReleaseShape(), field: str = "Computer Science",
-                  dated: bool = True) -> dict:
+def papers_record(corpusid: int, rng: random.Random, shape: ReleaseShape = ReleaseShape(),
+                  field: str = "Computer Science", dated: bool = True) -> dict:
     first, last = _dt.date.fromisoformat(shape.first_date), _dt.date.fromisoformat(shape.last_date)
     date = first + _dt.timedelta(days=rng.randint(0, (last - first).days))
     return {"corpusid": corpusid, "title": f"Synthetic paper {corpusid}", "year": date.year,
@@ -181,7 +185,8 @@ def generate(dest: Path, n_sentences: int, shard_sentences: int, pool: list[list
                 undated = not other_field and rng.random() < shape.undated_share
                 doubled = rng.random() < shape.duplicated_span_share
                 text_out.write(json.dumps(text_record(corpusid, paragraphs, layout, doubled)) + "\n")
-                meta_out.write(json.dumps(papers_record(corpusid, rng, shape, "Medicine" if other_field else "Computer Science",
+                meta_out.write(json.dumps(papers_record(corpusid, rng, shape,
+                                                        "Medicine" if other_field else "Computer Science",
                                                         dated=not undated)) + "\n")
                 made["other_field"] += other_field
                 made["undated"] += undated
@@ -247,7 +252,8 @@ class TreeMemory:
         self._thread.join()
 
 
-WHOLE_SHARD = 10**9  # records per part: a whole shard per part, as in docs/scale.md's table (parts are record ranges of a shard)
+# records per part: a whole shard per part, as in docs/scale.md's table (parts are record ranges of a shard)
+WHOLE_SHARD = 10**9
 
 
 def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> dict:
@@ -282,13 +288,15 @@ def run_one(workdir: Path, lexicon: Path, workers: int, corpus_engine: str) -> d
     result |= {
         "sentences": int(stats["sentences"]), "consecutive_pairs": int(mined.counts["pairs.consecutive"]),
         "pairs_kept": len(mined.pairs), "parts": build.report["parts"]["total"],
-        "corpus_peak_tree_mb": corpus_memory.peak_tree / 2**20, "corpus_peak_largest_mb": corpus_memory.peak_largest / 2**20,
-        "mining_peak_tree_mb": mining_memory.peak_tree / 2**20, "mining_peak_largest_mb": mining_memory.peak_largest / 2**20,
+        "corpus_peak_tree_mb": corpus_memory.peak_tree / 2**20,
+        "corpus_peak_largest_mb": corpus_memory.peak_largest / 2**20,
+        "mining_peak_tree_mb": mining_memory.peak_tree / 2**20,
+        "mining_peak_largest_mb": mining_memory.peak_largest / 2**20,
     }  # fmt: skip
     return result
 
 
-# --- the table --------------------------------------------------------------------------------------------------------
+# --- the table -------------------------------------------------------------------------------------------------------
 
 
 def table(rows: list[dict]) -> str:
@@ -300,7 +308,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['size']}x | {r['sentences']:,} | {r['parts']} | {r['consecutive_pairs']:,} | {r['pairs_kept']:,} "
             f"| {r['corpus_s']:.0f} | {r['mining_s']:.0f} | {total:.0f} | {total / r['corpus_s']:.2f} "
-            f"| {100_000 * total / r['sentences']:.1f} | {r['corpus_peak_tree_mb']:.0f} / {r['mining_peak_tree_mb']:.0f} "
+            f"| {100_000 * total / r['sentences']:.1f} "
+            f"| {r['corpus_peak_tree_mb']:.0f} / {r['mining_peak_tree_mb']:.0f} "
             f"| {max(r['corpus_peak_largest_mb'], r['mining_peak_largest_mb']):.0f} |"
         )
     return "\n".join(lines)
@@ -317,17 +326,20 @@ def goals(rows: list[dict]) -> list[str]:
         import numpy as np
 
         x = np.array([r["sentences"] for r in rows], dtype=float)
-        for label, y in (("total", [r["corpus_s"] + r["mining_s"] for r in rows]), ("corpus", [r["corpus_s"] for r in rows]),
+        for label, y in (("total", [r["corpus_s"] + r["mining_s"] for r in rows]),
+                         ("corpus", [r["corpus_s"] for r in rows]),
                          ("mining", [r["mining_s"] for r in rows])):
             slope, fixed = np.polyfit(x, np.array(y), 1)
             worst = max(abs(fixed + slope * xi - yi) / yi for xi, yi in zip(x, y))
-            fit.append(f"{label}: {fixed:.1f} s fixed + {1e3 * slope:.3f} ms per sentence ({len(rows)} sizes; largest residual "
+            fit.append(f"{label}: {fixed:.1f} s fixed + {1e3 * slope:.3f} ms per sentence "
+                       f"({len(rows)} sizes; largest residual "
                        f"{100 * worst:.0f}% of the measured time)")
     return [
         f"peak RSS (tree) {large['size']}x / {small['size']}x: {peak(large) / peak(small):.2f} (goal <= 1.3)",
         f"time per sentence {large['size']}x / {small['size']}x ({scale:.1f}x the sentences): "
         f"{per_sentence(large) / per_sentence(small):.2f} (goal 0.8-1.2: linear)",
-        "end-to-end / parse-only: " + ", ".join(f"{(r['corpus_s'] + r['mining_s']) / r['corpus_s']:.2f}" for r in rows) + " (goal <= 2)",
+        "end-to-end / parse-only: "
+        + ", ".join(f"{(r['corpus_s'] + r['mining_s']) / r['corpus_s']:.2f}" for r in rows) + " (goal <= 2)",
     ] + fit
 
 
@@ -339,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--corpus-engine", choices=["dask", "local"], default="dask",
                         help="build the corpus parts on the Dask workers too (default) or one after another")
-    parser.add_argument("--sentences", type=Path, default=None, help="sentence table to resample (default: the default run's)")
+    parser.add_argument("--sentences", type=Path, default=None,
+                        help="sentence table to resample (default: the default run's)")
     parser.add_argument("--lexicon", type=Path, default=None, help="lexicon table (default: the default run's)")
     parser.add_argument("--workdir", type=Path, default=Path("build/scale_benchmark"))
     parser.add_argument("--run", type=Path, default=None, help=argparse.SUPPRESS)  # internal: one measured run
@@ -365,9 +378,12 @@ def main(argv: list[str] | None = None) -> int:
 
             shutil.rmtree(workdir)
         made = generate(workdir / "shards", size * args.base, args.shard_sentences, pool)
-        print(f"{size}x: generated {made['sentences']:,} sentences, {made['papers']:,} papers, {made['shards']} shards", file=sys.stderr)
-        out = subprocess.run([sys.executable, __file__, "--run", str(workdir), "--lexicon", str(Path(lexicon).resolve()),
-                              "--workers", str(args.workers), "--corpus-engine", args.corpus_engine], check=True, capture_output=True, text=True)
+        print(f"{size}x: generated {made['sentences']:,} sentences, {made['papers']:,} papers, "
+              f"{made['shards']} shards", file=sys.stderr)
+        out = subprocess.run([sys.executable, __file__, "--run", str(workdir),
+                              "--lexicon", str(Path(lexicon).resolve()),
+                              "--workers", str(args.workers), "--corpus-engine", args.corpus_engine],
+                             check=True, capture_output=True, text=True)
         rows.append({"size": size} | json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), file=sys.stderr)
     print(table(rows))

@@ -38,9 +38,9 @@ STATEMENTS = [
 def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -> float:
     import faiss
 
+    from ratio_utils.apps.search import CHECKED_FILES, INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
     from ratio_utils.io import sha256_file, write_json_atomic
     from ratio_utils.retrieval.dense import build_inner_product_index
-    from ratio_utils.apps.search import CHECKED_FILES, INDEX_FILE, INDEX_FORMAT, META_FILE, ROWS_FILE
 
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
@@ -58,7 +58,8 @@ def synthetic_index(folder: Path, size: int, fingerprint: str, seed: int = 13) -
         "next": [f"Sentence {i + 1} of the pool." for i in range(size)],
     })
     rows.to_parquet(folder / ROWS_FILE, index=False)
-    write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2", "model_fingerprint": fingerprint,
+    write_json_atomic(folder / META_FILE, {"format": INDEX_FORMAT, "model": "all-MiniLM-L6-v2",
+                                           "model_fingerprint": fingerprint,
                                            "doc_prefix": "document: ", "lowercase": True, "size": size, "dim": DIM,
                                            "checksums": {name: sha256_file(folder / name) for name in CHECKED_FILES}})
     return time.perf_counter() - started
@@ -74,8 +75,8 @@ def main() -> int:
     import faiss
     import torch
 
-    from ratio_utils.retrieval import DenseRetriever
     from ratio_utils.apps.search import SearchIndex, search_index
+    from ratio_utils.retrieval import DenseRetriever
 
     faiss.omp_set_num_threads(args.threads)
     torch.set_num_threads(args.threads)

@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ratio_utils.config import load_config  # noqa: E402
@@ -57,7 +56,8 @@ def main() -> None:
 
     t_polars, counts = timed(lambda: curation.count_spans(sentences, 7))
     t_counter, counter = timed(lambda: Counter(s for s in map(curation.span_of, texts) if s is not None))
-    assert dict(zip(counts["span"].to_list(), counts["count"].to_list())) == dict(counter), "polars and Counter disagree"
+    assert dict(zip(counts["span"].to_list(), counts["count"].to_list())) == dict(counter), \
+        "polars and Counter disagree"
 
     sample = sentences.sample(n=min(args.naive_sample, n), seed=cfg.seed)
     top = counts.head(args.spans)["span"].to_list()

@@ -79,12 +79,13 @@ def main() -> None:
                                  capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             print(f"  batch {batch}, checkpointing {checkpointing}: {rows[-1]}", file=sys.stderr)
-    print("| batch | length | loaded MB | peak MB | peak MB, checkpointing | peak ratio | s/step | s/step, checkpointing | time ratio |")
+    print("| batch | length | loaded MB | peak MB | peak MB, checkpointing | peak ratio | s/step | s/step, "
+          "checkpointing | time ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for plain, checked in zip(rows[::2], rows[1::2]):
-        print(f"| {plain['batch']} | {plain['length']} | {plain['loaded_mb']} | {plain['peak_mb']} | {checked['peak_mb']} | "
-              f"{checked['peak_mb'] / plain['peak_mb']:.2f} | {plain['s_per_step']} | {checked['s_per_step']} | "
-              f"{checked['s_per_step'] / plain['s_per_step']:.2f} |")
+        print(f"| {plain['batch']} | {plain['length']} | {plain['loaded_mb']} | {plain['peak_mb']} | "
+              f"{checked['peak_mb']} | {checked['peak_mb'] / plain['peak_mb']:.2f} | {plain['s_per_step']} | "
+              f"{checked['s_per_step']} | {checked['s_per_step'] / plain['s_per_step']:.2f} |")
 
 
 if __name__ == "__main__":

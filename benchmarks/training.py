@@ -56,7 +56,8 @@ def sample_pairs(cfg, n: int) -> tuple[pd.DataFrame, str]:
                     break
         frame = pd.DataFrame(rows, columns=["anchor", "positive"])
         source = "consecutive sentences of shared/corpora/acl_scisumm (no benchmark built yet)"
-    return frame.drop_duplicates("positive").sample(n=min(n, len(frame)), random_state=cfg.seed).reset_index(drop=True), source
+    return frame.drop_duplicates("positive").sample(n=min(n, len(frame)),
+                                                    random_state=cfg.seed).reset_index(drop=True), source
 
 
 MINILM, MPNET = "all-MiniLM-L6-v2", "all-mpnet-base-v2"
@@ -71,7 +72,8 @@ def time_dense(pairs: pd.DataFrame, batch: int, out: Path, base: str = MINILM) -
     model = load_sentence_transformer(base, device="cpu")
     model.max_seq_length = 128
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(out / f"dense-{base}"), num_train_epochs=1, per_device_train_batch_size=batch, learning_rate=2e-5,
+        output_dir=str(out / f"dense-{base}"), num_train_epochs=1, per_device_train_batch_size=batch,
+        learning_rate=2e-5,
         batch_sampler=BatchSamplers.NO_DUPLICATES, prompts={"anchor": "query: ", "positive": "document: "},
         save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
     )
@@ -93,7 +95,8 @@ def time_colbert(pairs: pd.DataFrame, batch: int, out: Path) -> float:
     model = load_colbert(resolve_model_path("all-MiniLM-L6-v2"), 32, 64, "cpu", embedding_size=128)
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out / "colbert"), num_train_epochs=1, per_device_train_batch_size=batch, learning_rate=3e-5,
-        batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
+        batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to="none", use_cpu=True,
+        disable_tqdm=True,
     )
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=Dataset.from_pandas(pairs.rename(columns={"anchor": "query"})),

@@ -18,6 +18,7 @@ def dask_client(scheduler: str | None = None, n_workers: int = 2, processes: boo
         with Client(scheduler) as own:
             yield own
         return
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
+                      dashboard_address=None) as cluster, \
             Client(cluster) as own:
         yield own

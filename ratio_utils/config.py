@@ -60,13 +60,16 @@ from .param_sections import (
 # The folder above the package: this source tree when the package is imported from a checkout (tests, an editable
 # install), site-packages once installed. Read only by `find_checkout`, as its last candidate; never a base for paths.
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PARAMS_NAME = "params/default.yaml"  # the params file used when none is given (a checkout's, else the package's)
-OUTPUTS_DIR_NAME = "outputs"  # under the checkout (or the working directory): output roots of every params file but default.yaml
+# the params file used when none is given (a checkout's, else the package's)
+DEFAULT_PARAMS_NAME = "params/default.yaml"
+# under the checkout (or the working directory): output roots of every params file but default.yaml
+OUTPUTS_DIR_NAME = "outputs"
 
 # Prefixes of params paths (Paths.from_params): under the shared folder, under the output root.
 SHARED_PREFIX, OUTPUT_PREFIX = "shared:", "output:"
 
-# Params section -> the dataclass that reads it (ratio_utils.param_sections). Registering a new stage's section is one line here.
+# Params section -> the dataclass that reads it (ratio_utils.param_sections). Registering a new stage's section is one
+# line here.
 PARAMS_SECTIONS: dict[str, type] = {
     "corpus": CorpusParams,
     "lexicon": LexiconParams,

@@ -1,4 +1,5 @@
-"""File helpers shared by every stage: atomic writes, folder swaps, checked JSONL reading (and line indexes, to read a part of a large file), checksums.
+"""File helpers shared by every stage: atomic writes, folder swaps, checked JSONL reading (and line indexes, to read a
+part of a large file), checksums.
 
 No stage writes an output file in place: each writes to a temporary file beside the target and
 renames it, so an interrupted run never leaves a half-written file that a later step would trust.
@@ -130,7 +131,8 @@ def _open_bytes(path: Path):
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
-def iter_lines(path: "str | Path", lines: "tuple[int, int] | None" = None, offset: int | None = None) -> Iterator[tuple[int, bytes]]:
+def iter_lines(path: "str | Path", lines: "tuple[int, int] | None" = None,
+               offset: int | None = None) -> Iterator[tuple[int, bytes]]:
     """Yield (line number, raw bytes) of a text(.gz) file; `lines`: only lines first..last (1-based,
     inclusive). With `offset`, where line `first` starts (LineIndex.offsets[first - 1]), reading
     seeks there instead of scanning the lines before it (in a .gz file the seek still decompresses
@@ -305,7 +307,8 @@ def line_index(path: "str | Path", store: "str | Path | None" = None, sha256: st
     index = LineIndex(sha256 or digest.hexdigest(), np.asarray(offsets, dtype=np.int64))
     try:
         with atomic_path(store) as tmp, open(tmp, "wb") as handle:
-            np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size, mtime_ns=stat.st_mtime_ns)
+            np.savez(handle, offsets=index.offsets, sha256=np.array(index.sha256), size=stat.st_size,
+                     mtime_ns=stat.st_mtime_ns)
     except PermissionError:  # an input read in place from a read-only folder: indexed again by the next run
         pass
     return index

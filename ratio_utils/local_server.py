@@ -43,7 +43,8 @@ SECURITY_HEADERS = {
 }
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
 _HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*")
-ALLOW_HOST_HELP = ("also answer a page opened at this address, as the browser's address bar shows it (the local end of "
+ALLOW_HOST_HELP = ("also answer a page opened at this address, as the browser's address bar shows it "
+                   "(the local end of "
                    "an SSH tunnel, e.g. localhost:9000, or a proxy's host, e.g. hub.example.org for JupyterHub; "
                    "docs/tunnels.md); repeatable")
 

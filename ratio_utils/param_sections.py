@@ -46,7 +46,8 @@ def check_value_types(values: dict, cls: type, where: str) -> None:
     for key, value in values.items():
         expected = hints.get(key)
         if expected is not None and not _fits(value, expected):
-            raise ValueError(f"{where} key {key!r} must be {_type_text(expected)}, got {value!r} ({type(value).__name__})")
+            raise ValueError(f"{where} key {key!r} must be {_type_text(expected)}, got {value!r} "
+                             f"({type(value).__name__})")
 
 
 def check_seed(value: Any, where: str) -> int:
@@ -136,7 +137,8 @@ class S2orcParams:
     api_base_url: str = "https://api.semanticscholar.org/datasets/v1"
     download_dir: str | None = None  # default: <output root>/data/raw/downloads/s2orc/<release>
     max_retries: int = 5  # on HTTP 429/5xx and broken connections, with exponential backoff and jitter
-    backoff_seconds: float = 2.0  # retry n waits backoff_seconds x 2^(n-1) from the second on, plus up to backoff_seconds of jitter
+    # retry n waits backoff_seconds x 2^(n-1) from the second on, plus up to backoff_seconds of jitter
+    backoff_seconds: float = 2.0
     url_max_age_seconds: float = 3000.0  # list the dataset again before pre-signed URLs this old expire
 
     def __post_init__(self) -> None:
@@ -157,14 +159,16 @@ class CorpusParams:
 
     sources: list[str] = field(default_factory=lambda: ["acl_scisumm", "aclsum"])
     max_papers: int | None = None  # None = all; else a deterministic sample spread over year bins
-    sample_year_bins: list[int] = field(default_factory=lambda: [2006, 2009])  # upper bounds: train / validation / test
+    # upper bounds: train / validation / test
+    sample_year_bins: list[int] = field(default_factory=lambda: [2006, 2009])
     min_sentence_chars: int = 35  # paper Appendix B.1
     min_alpha_ratio: float = 0.6
     min_words: int = 3
     # The word-share rule (text.CleaningRules.min_word_token_ratio, e.g. 0.35): drops formula / OCR residue
     # such as notebook 05's gold "for any (f, t) e t, f n fs1 -=i-..l". Off (null) by default: it changes the
-    # default benchmark (at 0.35: 560 of 338,169 kept sentences, 12 of 7,021 pairs, 6 of 16,649 distractors), hence every downstream number and
-    # the judge/rerank request bodies, whose recorded answers replay only on today's benchmark.
+    # default benchmark (at 0.35: 560 of 338,169 kept sentences, 12 of 7,021 pairs, 6 of 16,649 distractors), hence
+    # every downstream number and the judge/rerank request bodies, whose recorded answers replay only on today's
+    # benchmark.
     min_word_token_ratio: float | None = None
     strict: bool = False  # raise InputError on the first bad record instead of quarantining it
     jsonl: dict[str, str] = field(default_factory=dict)  # corpus name -> generic JSONL(.gz) path
@@ -175,8 +179,8 @@ class CorpusParams:
     s2orc: dict[str, Any] = field(default_factory=dict)  # S2orcParams fields
     progress: bool = True
     # None: one papers and one sentences file (the default run). A number: a partitioned build, each input
-    # part (this many files, or lines of a JSONL file or records of an S2ORC shard) read, split, cleaned and written as its own
-    # parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
+    # part (this many files, or lines of a JSONL file or records of an S2ORC shard) read, split, cleaned and written
+    # as its own parquet part with its own report; a rerun skips parts whose inputs and params are unchanged.
     papers_per_part: int | None = None
     # Where the parts of a partitioned build are built: "local" (one after another, in this process) or
     # "dask" (one task per part on a LocalCluster of dask_workers processes, or on dask_scheduler).
@@ -200,8 +204,8 @@ class CorpusParams:
         return S2orcParams(**self.s2orc)
 
     def cleaning_rules(self) -> CleaningRules:
-        return CleaningRules(min_chars=self.min_sentence_chars, min_alpha_ratio=self.min_alpha_ratio, min_words=self.min_words,
-                             min_word_token_ratio=self.min_word_token_ratio)
+        return CleaningRules(min_chars=self.min_sentence_chars, min_alpha_ratio=self.min_alpha_ratio,
+                             min_words=self.min_words, min_word_token_ratio=self.min_word_token_ratio)
 
 
 # -- lexicon: notebooks 01-04 ----------------------------------------------------------------------------------
@@ -294,7 +298,8 @@ class DatasetParams:
     # by hash bucket (dataset/bounded: the same rows, bounded memory; docs/scale.md). The default run's ~6 MB
     # stay on the in-memory build.
     max_in_memory_bytes: int = DEFAULT_MAX_IN_MEMORY_BYTES
-    bucket_bytes: int = 256 << 20  # mined bytes per hash bucket of the bounded build: its memory is about one bucket's rows
+    # mined bytes per hash bucket of the bounded build: its memory is about one bucket's rows
+    bucket_bytes: int = 256 << 20
     # Share of the distractors that enter the pools, drawn per docid by schema.seeded_hash under hash_seed.
     # 1.0 keeps every distractor, as the paper does (§4.2, Table 5); lower values bound a pool built from a
     # large corpus (for a pool of P sentences: about (P - golds) / the distractors notebook 06 reports).
@@ -331,8 +336,9 @@ class DatasetParams:
         for before, after in zip(groups, groups[1:]):
             first, second = before[-1], after[0]
             if first.end is None or second.start is None or first.end >= second.start:
-                raise ValueError(f"dataset.splits: windows {first.name} and {second.name} overlap or are open-ended towards each other"
-                                 " (splits may share a window only when each names the same start and end and a fraction)")
+                raise ValueError(f"dataset.splits: windows {first.name} and {second.name} overlap or are open-ended "
+                                 "towards each other (splits may share a window only when each names the same start "
+                                 "and end and a fraction)")
         return groups
 
 
@@ -340,10 +346,12 @@ def _check_fraction_group(group: tuple["SplitWindow", ...]) -> None:
     names = [w.name for w in group]
     with_fraction = [w for w in group if w.fraction is not None]
     if len(group) > 1 and len(with_fraction) < len(group):
-        raise ValueError(f"dataset.splits: windows {' and '.join(names)} overlap: splits that share a window each need a fraction")
+        raise ValueError(f"dataset.splits: windows {' and '.join(names)} overlap: splits that share a window each "
+                         "need a fraction")
     total = sum((w.fraction for w in with_fraction), Fraction(0))
     if total > 1:
-        raise ValueError(f"dataset.splits: the fractions of {', '.join(names)} sum to {total} (> 1) over their shared window")
+        raise ValueError(f"dataset.splits: the fractions of {', '.join(names)} sum to {total} (> 1) over their "
+                         "shared window")
 
 
 @dataclass(frozen=True)
@@ -377,7 +385,8 @@ class SplitWindow:
                 raise ValueError(f"dataset.splits.{name}: split_by=date needs ISO dates (YYYY-MM-DD), got {raw!r}")
             return _dt.date.fromisoformat(str(raw))
 
-        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")), _parse_fraction(name, spec.get("fraction")))
+        window = SplitWindow(name, value(spec.get("start")), value(spec.get("end")),
+                             _parse_fraction(name, spec.get("fraction")))
         if window.start is not None and window.end is not None and window.start > window.end:
             raise ValueError(f"dataset.splits.{name}: start {window.start} is after end {window.end}")
         return window
@@ -399,7 +408,8 @@ def _parse_fraction(name: str, raw) -> Fraction | None:
             raise ValueError
         fraction = Fraction(str(raw).strip())  # str: 0.1 is 1/10, not the binary float's value
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"dataset.splits.{name}: fraction must be a number or a ratio like 1/3, got {raw!r}") from None
+        raise ValueError(f"dataset.splits.{name}: fraction must be a number or a ratio like 1/3, "
+                         f"got {raw!r}") from None
     if not 0 < fraction <= 1:
         raise ValueError(f"dataset.splits.{name}: fraction must lie in (0, 1], got {raw!r}")
     return fraction
@@ -421,7 +431,8 @@ class JudgeParams:
     n_calibration: int = 100  # pairs per move labelled by the calibration annotator
     n_panel: int = 60  # held-out pairs per move labelled by the panel
     n_retained: int = 2  # prompts kept per move; a pair must be accepted by all of them
-    retained: dict[str, list[str]] | None = field(default_factory=dict)  # move -> prompt names; empty/None = by calibration F1
+    # move -> prompt names; empty/None = by calibration F1
+    retained: dict[str, list[str]] | None = field(default_factory=dict)
     calibration_annotator: str | None = None  # needed only if several annotators labelled calibration pairs
     guideline_prompt: str = "minimal"  # the prompt shown to annotators on the sheets
     labels_dir: str = "output:data/interim/judge/labels"  # params paths (Paths.from_params)
@@ -471,8 +482,10 @@ class RetrievalParams:
     """
 
     # a name, or {model: NAME, prefixes: STYLE or [STYLES]}; __post_init__ leaves names only
-    dense_models: list[str | dict[str, Any]] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])  # add all-mpnet-base-v2 (slow on CPU)
-    # model (as dense_models spells it) -> its setups (one style or a list), a subset of DENSE_PREFIX_STYLES; absent: the flags below
+    # add all-mpnet-base-v2 (slow on CPU)
+    dense_models: list[str | dict[str, Any]] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
+    # model (as dense_models spells it) -> its setups (one style or a list), a subset of DENSE_PREFIX_STYLES; absent:
+    # the flags below
     prefix_styles: dict[str, list[str] | str] = field(default_factory=dict)
     bm25_ngrams: list[int] = field(default_factory=lambda: [1, 2, 3])
     generic_prefix: bool = True  # query: / document:
@@ -625,7 +638,8 @@ class TrainParams:
 class RerankParams:
     """The `rerank` params section (paper: GPT-5-mini, top 100, 10 best, reasoning effort medium)."""
 
-    systems: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)"])  # first stages
+    # first stages
+    systems: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (tuned)"])
     split: str = "silver"  # per move, the unfiltered test split where the silver split is absent
     moves: list[str] = field(default_factory=lambda: [m.value for m in MOVES])
     max_queries: int | None = None  # per (system, move): a seeded sample of this many queries; None: all
@@ -659,7 +673,8 @@ class AnalysisParams:
     """The `analysis:` section of the params files (Appendix F)."""
 
     base_model: str = "all-MiniLM-L6-v2"  # the untuned retriever: a model name (ratio_utils.models) or a folder
-    tuned_models: dict[str, str] = field(default_factory=dict)  # move -> folder; empty: notebook 09's models/<base>__<move>/
+    # move -> folder; empty: notebook 09's models/<base>__<move>/
+    tuned_models: dict[str, str] = field(default_factory=dict)
     query_prefix: str = GENERIC_QUERY_PREFIX  # the generic prefixes of §5.1, as notebook 09 trains with
     doc_prefix: str = GENERIC_DOC_PREFIX
     overlap_ks: list[int] = field(default_factory=lambda: list(OVERLAP_KS))
@@ -692,7 +707,8 @@ class HumanEvalParams:
     k: int = 10
     subfield_column: str | None = None  # a pair column or a papers.parquet column, e.g. "venue"
     subfield_values: list[str] | None = None  # keep only queries whose subfield is one of these
-    annotators: dict[str, list[str] | None] = field(default_factory=_default_annotators)  # name -> subfields (null: any)
+    # name -> subfields (null: any)
+    annotators: dict[str, list[str] | None] = field(default_factory=_default_annotators)
     double_labelled_per_move: int = 5  # queries per move given to a second annotator (agreement)
     seed: int | None = None  # null: the params file's seed
     labels_dir: str | None = None  # folder of <annotator>.jsonl label files; null: no labels yet

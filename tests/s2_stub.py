@@ -95,7 +95,8 @@ class FakeS3AndApi:
                     return
                 dataset = path.rstrip("/").rsplit("/", 1)[1]
                 outer.generation += 1
-                urls = [f"{outer.base}{p}?gen={outer.generation}&{SIGNATURE}" for p in sorted(outer.files) if p.startswith(f"/bucket/{dataset}/")]
+                urls = [f"{outer.base}{p}?gen={outer.generation}&{SIGNATURE}" for p in sorted(outer.files)
+                        if p.startswith(f"/bucket/{dataset}/")]
                 payload = json.dumps({"name": dataset, "description": "fixture", "README": "", "files": urls}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

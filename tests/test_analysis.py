@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.retrieval.base import Retriever
+from ratio_utils.retrieval_analysis import lexical_overlap, oracle_pools, transfer
 from ratio_utils.schema import NOTEBOOKS
 
 
@@ -88,28 +88,36 @@ def test_move_overlap_comparison_is_tuned_minus_baseline_over_the_same_queries()
 
 
 def test_overlap_count_counts_the_comparisons_where_the_tuned_retriever_overlaps_less():
-    comparisons = pd.DataFrame({"Query set": ["silver", "silver", "unfiltered test", "unfiltered test", "unfiltered test"],
+    comparisons = pd.DataFrame({"Query set": ["silver", "silver", "unfiltered test", "unfiltered test",
+                                              "unfiltered test"],
                                 "Move": ["Address", "Address", "Address", "Specify", "Specify"],
                                 "Tuned overlaps less": ["yes", "no", "yes", "yes", "yes"]})
     count = lexical_overlap.overlap_count(comparisons, comparison_ks=(1, 10)).set_index(["Query set", "Move"])
     assert count.loc[("silver", "Address"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [1, 2]
     assert count.loc[("unfiltered test", "Specify"), ["Tuned overlaps less", "Comparisons made"]].tolist() == [2, 2]
-    assert count.loc[("all", "all"), ["Tuned overlaps less", "Comparisons made", "Comparisons in the paper's design"]].tolist() == [4, 5, 12]
+    assert count.loc[("all", "all"), ["Tuned overlaps less", "Comparisons made",
+                                      "Comparisons in the paper's design"]].tolist() == [4, 5, 12]
     empty = lexical_overlap.overlap_count(pd.DataFrame(), comparison_ks=(1, 10, 100, 1000))
-    assert empty.iloc[0].to_dict() == {"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
+    assert empty.iloc[0].to_dict() == {"Query set": "all", "Move": "all", "Tuned overlaps less": 0,
+                                       "Comparisons made": 0,
                                        "Comparisons in the paper's design": 24}  # the paper's 24 of 24
 
 
 def test_overlap_table_has_one_row_per_query_set_move_and_retriever():
     per_k = pd.DataFrame([
-        {"query_set": "test", "move": "address", "system": "tuned", "k": 10, "value": 0.05, "low": 0.04, "high": 0.06, "n": 41},
-        {"query_set": "test", "move": "address", "system": "tuned", "k": 1, "value": 0.1, "low": 0.08, "high": 0.12, "n": 41},
-        {"query_set": "silver", "move": "broaden", "system": "gold", "k": 1, "value": 0.2, "low": 0.1, "high": 0.3, "n": 6},
+        {"query_set": "test", "move": "address", "system": "tuned", "k": 10, "value": 0.05, "low": 0.04, "high": 0.06,
+         "n": 41},
+        {"query_set": "test", "move": "address", "system": "tuned", "k": 1, "value": 0.1, "low": 0.08, "high": 0.12,
+         "n": 41},
+        {"query_set": "silver", "move": "broaden", "system": "gold", "k": 1, "value": 0.2, "low": 0.1, "high": 0.3,
+         "n": 6},
     ])
     table = lexical_overlap.overlap_table(per_k)
     assert table.drop(columns="J@10").to_dict("records") == [
-        {"Query set": "silver", "Move": "Broaden", "Retriever": "gold", "Queries": 6, "J@1": "0.200 [0.100, 0.300]" + DAGGER},
-        {"Query set": "unfiltered test", "Move": "Address", "Retriever": "tuned", "Queries": 41, "J@1": "0.100 [0.080, 0.120]"},
+        {"Query set": "silver", "Move": "Broaden", "Retriever": "gold", "Queries": 6,
+         "J@1": "0.200 [0.100, 0.300]" + DAGGER},
+        {"Query set": "unfiltered test", "Move": "Address", "Retriever": "tuned", "Queries": 41,
+         "J@1": "0.100 [0.080, 0.120]"},
     ]
     assert table["J@10"].isna().tolist() == [True, False] and table.loc[1, "J@10"] == "0.050 [0.040, 0.060]"
 
@@ -132,7 +140,8 @@ def test_oracle_pool_holds_only_the_golds_of_the_move(bench):
 
 
 def test_transfer_matrix_bookkeeping():
-    scores = {("address", "address"): 0.30, ("address", "specify"): 0.22, ("specify", "specify"): 0.40, ("specify", "address"): 0.10}
+    scores = {("address", "address"): 0.30, ("address", "specify"): 0.22, ("specify", "specify"): 0.40,
+              ("specify", "address"): 0.10}
     untuned = {"address": 0.20, "specify": 0.20, "broaden": 0.0}
     matrix = transfer.transfer_matrix(scores, untuned)
     assert list(matrix.index) == ["address", "specify"] and list(matrix.columns) == ["address", "broaden", "specify"]
@@ -176,19 +185,21 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     """The three analyses on an untuned and two tuned retrievers whose ranks are set by hand, so every number
     below is known: a swapped baseline/tuned label, a reversed difference or a mixed-up 'tuned on' fails."""
     from ratio_utils.dataset.benchmark import write_pool
-    from ratio_utils.schema import sentence_id
     from ratio_utils.reporting.paper_tables import FULL_COLUMNS, metric_key
     from ratio_utils.retrieval_analysis import analysed_runs
+    from ratio_utils.schema import sentence_id
     from ratio_utils.stages import analyses
 
     pool = bench.pool("test")
     pool = pd.concat([pool, pd.DataFrame([{"docid": sentence_id(_NO_OVERLAP[1]), "text": _NO_OVERLAP[1],
-                                           "source": "common_irrelevant", "corpusid": "D00-0000"}])], ignore_index=True)
+                                           "source": "common_irrelevant", "corpusid": "D00-0000"}])],
+                     ignore_index=True)
     write_pool(pool, bench.root, "test")
     bench = load_benchmark(bench.root)
     words = lexical_overlap.WordSets()
     pairs = {m: bench.queries(m, "test") for m in ("address", "broaden", "specify")}
-    assert all(lexical_overlap.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values() for q in p["querySentence"])
+    assert all(lexical_overlap.jaccard(words(q), words(t)) == 0 for t in _NO_OVERLAP for p in pairs.values()
+               for q in p["querySentence"])
     gold_of = {q: g for p in pairs.values() for q, g in zip(p["query_id"], p["gold_id"])}
     move_of = {q: m for m, p in pairs.items() for q in p["query_id"]}
 
@@ -201,8 +212,10 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
         (folder / "weights.txt").write_text(folder.name, encoding="utf-8")
     (address / "results.json").write_text(json.dumps({}))
     tuned_on = {str(untuned): None, str(address): "address", str(mine): "specify"}
-    monkeypatch.setattr(analysed_runs, "dense_retriever", lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
-    params = analyses.AnalysisParams(base_model=str(untuned), tuned_models={"specify": str(mine)}, k=10, n_resamples=200)
+    monkeypatch.setattr(analysed_runs, "dense_retriever",
+                        lambda source, *a, **kw: _GoldAtRank(tuned_on[str(source)], gold_of, move_of))
+    params = analyses.AnalysisParams(base_model=str(untuned), tuned_models={"specify": str(mine)}, k=10,
+                                     n_resamples=200)
     retrievers = analyses.find_retrievers(cfg, params)
     assert retrievers.tuned == {"address": address, "specify": mine} and set(retrievers.missing) == {"broaden"}
 
@@ -239,7 +252,8 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     broaden = table10[table10["Move"] == "Broaden"].set_index("Setup")
     assert broaden.loc["Baseline", "M@10"].startswith("50.0") and broaden.loc["Tuned", "M@10"] == ""
     # a pool of 3 golds: R@3 and above are 100 by construction and say so; R@1 is a result
-    assert set(specify["R@3"]) == {"100 (pool ≤ 3)" + DAGGER} and set(specify["R@100"]) == {"100 (pool ≤ 100)" + DAGGER}
+    assert (set(specify["R@3"]) == {"100 (pool ≤ 3)" + DAGGER}
+            and set(specify["R@100"]) == {"100 (pool ≤ 100)" + DAGGER})
     assert "pool ≤" not in " ".join(specify["R@1"])
     md = (cfg.paths.tables / "table10_oracle_filtering.md").read_text(encoding="utf-8")
     assert "'100 (pool ≤ k)': the pool holds no more than k candidates" in md
@@ -253,16 +267,20 @@ def test_stage_runs_every_analysis_on_any_named_retriever(cfg, bench, monkeypatc
     # F.3 (MRR@10): untuned 1/3 everywhere; tuned on M: 1 on M's queries; on the others 1/2 (Address) or 1/3 (Specify)
     transfer_result = transfer.cross_move_transfer(cfg, bench, params, retrievers, NOTEBOOKS["11"])
     assert len(transfer_result.table) == 2 * 3  # two tuned retrievers x three queried moves
-    expected = pd.DataFrame({"address": [2.0, 0.0], "broaden": [0.5, 0.0], "specify": [0.5, 2.0]}, index=["address", "specify"])
-    pd.testing.assert_frame_equal(transfer_result.matrix, expected, check_names=False)  # rows: tuned on; columns: queried
+    expected = pd.DataFrame({"address": [2.0, 0.0], "broaden": [0.5, 0.0], "specify": [0.5, 2.0]},
+                            index=["address", "specify"])
+    pd.testing.assert_frame_equal(transfer_result.matrix, expected,
+                                  check_names=False)  # rows: tuned on; columns: queried
     rows = transfer_result.table.set_index(["Tuned on", "Queries of"])
     assert rows.loc[("Specify", "Specify"), "Own move"] == "yes" and rows.loc[("Specify", "Address"), "Own move"] == ""
     assert rows.loc[("Specify", "Specify"), "Difference"].startswith("66.7")
     assert rows.loc[("Address", "Specify"), "Difference"].startswith("16.7")
-    assert rows.loc[("Address", "Specify"), "Relative change"] == "+50%" and rows.loc[("Specify", "Address"), "Relative change"] == "+0%"
+    assert (rows.loc[("Address", "Specify"), "Relative change"] == "+50%"
+            and rows.loc[("Specify", "Address"), "Relative change"] == "+0%")
     transfer_records = pd.read_csv(cfg.paths.tables / "analysis_cross_move_transfer.records.csv")
     own = transfer_records[transfer_records["scope"] == "own move vs other move"].set_index("move")
-    assert own.loc["specify", "subject"] == "tuned on specify" and own.loc["specify", "reference"] == "tuned on address"
+    assert (own.loc["specify", "subject"] == "tuned on specify"
+            and own.loc["specify", "reference"] == "tuned on address")
     # on Address's queries 1 vs 1/3 (the Specify model), on Specify's 1 vs 1/2 (the Address model), in points
     assert own.loc[["address", "specify"], "value"].tolist() == pytest.approx([100 * 2 / 3, 50.0])
     assert (cfg.paths.tables / "analysis_cross_move_transfer.md").exists()
@@ -285,7 +303,7 @@ def test_oracle_cell_marks_recall_trivial_only_when_the_pool_fits_in_k():
     assert oracle_cell_text("R@100", Cell(1.0, 1.0, 1.0, 6), 13).endswith(DAGGER)
 
 
-# -- how scores move with pool size -------------------------------------------------------------------------------------
+# -- how scores move with pool size -----------------------------------------------------------------------------------
 
 
 def test_subsamples_keep_every_gold_and_nest():
@@ -393,10 +411,12 @@ def test_pool_size_stage_on_the_tiny_benchmark(cfg, bench):
     assert rows["Undetermined"].eq(0).all()  # k = 100 lists the whole tiny pool
     notes = " ".join(result.notes)
     assert "all-MiniLM-L6-v2 (tuned), address: no test run file" in notes and "404,371" in notes
-    assert "not comparable with ours" in result.reading and "no value at the paper's pool size is estimated" in result.reading
+    assert ("not comparable with ours" in result.reading
+            and "no value at the paper's pool size is estimated" in result.reading)
     md = (cfg.paths.tables / "analysis_pool_size.md").read_text(encoding="utf-8")
     assert "whole pool" in md and result.reading in md
-    assert set(result.figures) == {"address", "broaden", "specify"} and all(p.exists() for p in result.figures.values())
+    assert (set(result.figures) == {"address", "broaden", "specify"}
+            and all(p.exists() for p in result.figures.values()))
     figure = pool_size.draw_pool_size_figure(rows[rows["Move"] == "address"], "address", "unfiltered test")
     for ax in figure.axes:
         assert ax.get_xscale() == "log"
@@ -426,7 +446,8 @@ def test_vector_ranks_are_the_ranks_of_the_full_ranking_filtered_to_each_subsamp
 
 def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, monkeypatch):
     """A dense run of depth 2 on the tiny pool: on every subsample the stored list is too short, so the golds outside
-    it are ranked from the run's cached embeddings, and each point equals the full ranking's scores on the subsample."""
+    it are ranked from the run's cached embeddings, and each point equals the full ranking's scores on the
+    subsample."""
     from fake_encoder import FakeEncoder
 
     from ratio_utils.evaluation.intervals import IntervalCache
@@ -439,7 +460,8 @@ def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, mo
     pool = bench.pool("test")
     for move in ("address", "broaden", "specify"):
         evalset = bench.eval_set(move, "test")
-        info = RunInfo("fake", "generic", "Baseline", "dense", move, "test", bench.checksum(), "08_retrieval_baselines",
+        info = RunInfo("fake", "generic", "Baseline", "dense", move, "test", bench.checksum(),
+                       "08_retrieval_baselines",
                        k=2, source="fake", retriever=encoder.describe())
         write_system_run(encoder.search(evalset.queries, pool, k=2), cfg.paths.retrieval_runs, info)
     monkeypatch.setattr(pool_size, "dense_retriever", lambda model, qp, dp, settings: FakeEncoder(
@@ -456,10 +478,12 @@ def test_cached_embeddings_decide_what_a_shallow_dense_run_cannot(cfg, bench, mo
         assert len(draws) == pool_size.POOL_SEEDS
         for j, sub in enumerate(draws[0]):
             # each point is the mean over the draws of the full ranking's scores on that draw's subsample
-            per_draw = [per_query_metrics(full[full["docid"].isin(draw[j].kept)], evalset.qrels, ["MRR@10", "R@10"]).mean()
+            per_draw = [per_query_metrics(full[full["docid"].isin(draw[j].kept)], evalset.qrels,
+                                          ["MRR@10", "R@10"]).mean()
                         for draw in draws]
             expected = pd.concat(per_draw, axis=1).mean(axis=1)
-            row = points[(points["Move"] == move) & (points["Fraction"] == pool_size.fraction_label(sub.fraction))].iloc[0]
+            row = points[(points["Move"] == move)
+                         & (points["Fraction"] == pool_size.fraction_label(sub.fraction))].iloc[0]
             assert (row["MRR@10"], row["R@10"]) == pytest.approx((100 * expected["MRR@10"], 100 * expected["R@10"]))
             mrr = [100 * d["MRR@10"] for d in per_draw]
             assert (row["MRR@10 seed min"], row["MRR@10 seed max"]) == pytest.approx((min(mrr), max(mrr)))
@@ -481,7 +505,8 @@ def test_pool_draws_are_seeded_nested_and_keep_every_gold():
     assert len(draws) == 5 and draws[0] == pool_size.subsample_pools(pool_ids, golds, seed=13)
     assert draws[1] == pool_size.subsample_pools(pool_ids, golds, seed=14)
     assert len({draw[0].kept for draw in draws}) == 5  # five different 1/16 pools, one size, every gold in each
-    assert {draw[0].size for draw in draws} == {len(golds) + round(390 / 16)} and all(golds <= d[0].kept for d in draws)
+    assert ({draw[0].size for draw in draws} == {len(golds) + round(390 / 16)}
+            and all(golds <= d[0].kept for d in draws))
     assert {draw[-1].kept for draw in draws} == {frozenset(pool_ids)}
     with pytest.raises(ValueError, match="n_seeds=0"):
         pool_size.subsample_draws(pool_ids, golds, seed=13, n_seeds=0)
@@ -503,9 +528,11 @@ def test_the_pool_size_reading_says_what_each_move_shows():
     from ratio_utils.retrieval_analysis import pool_size
 
     points = _points([
-        ("tuned", "specify", 1 / 16, 40.0, 0, 38.0, 39.0, 41.0, 5), ("base", "specify", 1 / 16, 26.1, 0, 38.0, 25.5, 26.5, 5),
+        ("tuned", "specify", 1 / 16, 40.0, 0, 38.0, 39.0, 41.0, 5),
+        ("base", "specify", 1 / 16, 26.1, 0, 38.0, 25.5, 26.5, 5),
         ("tuned", "specify", 1.0, 20.0, 0, 3.7, 20.0, 20.0, 5), ("base", "specify", 1.0, 12.4, 0, 3.7, 12.4, 12.4, 5),
-        ("bm25", "address", 1 / 16, 30.0, 0, 20.0, 28.0, 31.0, 5), ("dense", "address", 1 / 16, 25.0, 0, 20.0, 24.0, 26.0, 5),
+        ("bm25", "address", 1 / 16, 30.0, 0, 20.0, 28.0, 31.0, 5),
+        ("dense", "address", 1 / 16, 25.0, 0, 20.0, 24.0, 26.0, 5),
         ("bm25", "address", 1.0, 10.0, 0, 2.0, 10.0, 10.0, 5), ("dense", "address", 1.0, 11.0, 0, 2.0, 11.0, 11.0, 5),
     ])
     text = pool_size.reading(points, whole_pool=20_000)
@@ -519,4 +546,5 @@ def test_the_pool_size_reading_says_what_each_move_shows():
     assert "varies by at most 3.0 points" in text and "gold-heavier" in text
     assert "compare the orderings" not in text and "no value at the paper's pool size is estimated" in text
     undecided = points[points["Move"] == "address"].assign(Undetermined=[0, 0, 1, 0])
-    assert pool_size.move_reading(undecided, "address") == "Address: fewer than two pool sizes with exact points, nothing to read."
+    assert pool_size.move_reading(undecided, "address") == ("Address: fewer than two pool sizes with exact points, "
+                                                            "nothing to read.")

@@ -1,5 +1,5 @@
-"""The annotation app (ratio_utils.human_eval.annotation_app): the label store and HTTP API on 127.0.0.1, and the page itself
-in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/install_browser.sh
+"""The annotation app (ratio_utils.human_eval.annotation_app): the label store and HTTP API on 127.0.0.1, and the page
+itself in a real headless Chromium driven by Selenium (Debian's chromium + chromium-driver; tools/install_browser.sh
 installs them). Browser tests skip, saying why, only where no browser can be had."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 from forwarder import prefix_proxy, tcp_forward
 from human_eval_helpers import make_packets
 
+from ratio_utils.apps import annotate as annotate_cli
 from ratio_utils.human_eval import annotation_app as annotate
 from ratio_utils.human_eval import labels, packets
 from ratio_utils.io import InputError
-from ratio_utils.apps import annotate as annotate_cli
 from ratio_utils.local_server import TOKEN_SLOT, allowed_host
 
 
@@ -86,7 +86,8 @@ def _label_rows(packets_dir: Path, annotator: str = "ann1") -> list[dict]:
 def test_answers_are_saved_at_once_in_the_documented_format(server, packets_dir):
     state = _state(server)
     item = state["queries"][0]
-    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item["item"], "list": "B", "rank": 3, "value": "useful"})
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item["item"], "list": "B", "rank": 3,
+                                  "value": "useful"})
     assert status == 200 and body["progress"] == {"complete": 0, "assigned": len(state["queries"])}
     status, body = _post(server, {"etag": body["etag"], "kind": "preference", "item": item["item"], "value": "tie"})
     assert status == 200
@@ -103,9 +104,11 @@ def test_answers_are_saved_at_once_in_the_documented_format(server, packets_dir)
 def test_a_stale_version_is_refused_and_nothing_is_overwritten(server, packets_dir):
     state = _state(server)
     item = state["queries"][0]["item"]
-    assert _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful"})[0] == 200
+    assert _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1,
+                          "value": "useful"})[0] == 200
     before = (packets_dir / "labels" / "ann1.jsonl").read_bytes()
-    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "not_useful"})
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1,
+                                  "value": "not_useful"})
     assert status == 409 and "another tab" in body["error"]
     assert (packets_dir / "labels" / "ann1.jsonl").read_bytes() == before
 
@@ -127,7 +130,8 @@ def test_bad_answers_are_refused(server):
 def test_restart_resumes_and_unknown_annotators_are_refused(packets_dir):
     store = annotate.open_store(packets_dir, "ann1")
     item = store.items[0]
-    store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": "A", "rank": 2, "value": "not_useful"})
+    store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": "A", "rank": 2,
+                  "value": "not_useful"})
     store.answer({"etag": store.etag, "kind": "comment", "item": item["item"], "value": "hard one"})
     store.close()
     again = annotate.open_store(packets_dir, "ann1")
@@ -322,7 +326,8 @@ def test_malformed_answers_get_a_400_not_a_dropped_connection(server, packets_di
         ({"etag": etag, "kind": "preference", "item": item, "value": {"A": 1}}, "preference must be"),
         ({"etag": etag, "kind": "comment", "item": item, "value": 5}, "a comment is text"),
         ({"etag": etag, "kind": "comment", "item": item, "value": "x" * (packets.MAX_COMMENT + 1)}, "at most 5000"),
-        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful", "extra": 1}, "has the fields"),
+        ({"etag": etag, "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful", "extra": 1},
+         "has the fields"),
         ({"etag": 5, "kind": "comment", "item": item, "value": "x"}, "etag must be text"),
         ({"kind": ["label"]}, "unknown kind"),
         ([], "a JSON object"),
@@ -357,14 +362,17 @@ def _raw(app, request: str) -> bytes:
 def test_a_label_file_edited_by_hand_is_taken_up_when_the_page_reloads(server, packets_dir):
     state = _state(server)
     item = state["queries"][0]["item"]
-    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1, "value": "useful"})
+    status, body = _post(server, {"etag": state["etag"], "kind": "label", "item": item, "list": "A", "rank": 1,
+                                  "value": "useful"})
     path = packets_dir / "labels" / "ann1.jsonl"
     path.write_text(path.read_text().replace('"useful"', '"not_useful"'))  # edited while the server runs
-    status, _ = _post(server, {"etag": body["etag"], "kind": "label", "item": item, "list": "A", "rank": 2, "value": "useful"})
+    status, _ = _post(server, {"etag": body["etag"], "kind": "label", "item": item, "list": "A", "rank": 2,
+                               "value": "useful"})
     assert status == 409  # the page had not seen the edit
     reloaded = _state(server)
     assert reloaded["answers"][item]["labels"]["A"][0] == "not_useful" and reloaded["etag"] != body["etag"]
-    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 2, "value": "useful"})
+    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 2,
+                               "value": "useful"})
     assert status == 200
     assert [r["label"] for r in _label_rows(packets_dir)][:2] == ["not_useful", "useful"]
     # an edit that breaks the file: the page is told what is wrong, and nothing is written
@@ -372,7 +380,8 @@ def test_a_label_file_edited_by_hand_is_taken_up_when_the_page_reloads(server, p
     broken = path.read_bytes()
     status, body = _request(server, "api/state")
     assert status == 409 and "ann1.jsonl:2" in body["error"] and "no longer reads" in body["error"]
-    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 3, "value": "useful"})
+    status, _ = _post(server, {"etag": reloaded["etag"], "kind": "label", "item": item, "list": "A", "rank": 3,
+                               "value": "useful"})
     assert status == 409 and path.read_bytes() == broken
 
 
@@ -380,7 +389,8 @@ def test_clearing_a_label_or_a_comment_clears_its_time(server, packets_dir):
     state = _state(server)
     item = state["queries"][0]["item"]
     etag = state["etag"]
-    for change in ({"kind": "label", "list": "B", "rank": 4, "value": "useful"}, {"kind": "comment", "value": "unclear"},
+    for change in ({"kind": "label", "list": "B", "rank": 4, "value": "useful"},
+                   {"kind": "comment", "value": "unclear"},
                    {"kind": "preference", "value": "A"}, {"kind": "label", "list": "B", "rank": 4, "value": None},
                    {"kind": "comment", "value": ""}, {"kind": "preference", "value": None}):
         status, body = _post(server, {"etag": etag, "item": item, **change})
@@ -389,18 +399,21 @@ def test_clearing_a_label_or_a_comment_clears_its_time(server, packets_dir):
     fields = ("label", "labelled_at", "comment", "comment_at", "preference", "preference_at")
     row = next(r for r in _label_rows(packets_dir) if (r["list"], r["rank"]) == ("B", 4))
     assert {f: row[f] for f in fields} == dict.fromkeys(fields)
-    labels.read_label_file(packets_dir / "labels" / "ann1.jsonl", server.store.packet.candidate_id)  # and it reads back
+    # and it reads back
+    labels.read_label_file(packets_dir / "labels" / "ann1.jsonl", server.store.packet.candidate_id)
 
 
 def test_a_failed_start_leaves_the_packets_as_they_were(packets_dir, capsys):
     def tree() -> dict[str, bytes]:
-        return {str(p.relative_to(packets_dir)): p.read_bytes() if p.is_file() else b"" for p in sorted(packets_dir.rglob("*"))}
+        return {str(p.relative_to(packets_dir)): p.read_bytes() if p.is_file() else b""
+                for p in sorted(packets_dir.rglob("*"))}
 
     before = tree()
     with socket.socket() as busy:  # a port another program holds
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1", "--port", str(busy.getsockname()[1])]) == 2
+        assert annotate_cli.main(["--packets", str(packets_dir), "--annotator", "ann1",
+                                  "--port", str(busy.getsockname()[1])]) == 2
     assert "cannot listen" in capsys.readouterr().err
     assert tree() == before
     (packets_dir / "labels").mkdir()
@@ -623,16 +636,19 @@ def test_browser_a_long_unbroken_token_wraps(browser, packets_dir):
         for width, height in ((1400, 1000), (800, 600)):
             with _window(browser, width, height):
                 _open(browser, app)
-                page = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+                page = browser.execute_script("return [document.documentElement.scrollWidth, "
+                                              "document.documentElement.clientWidth]")
                 assert page[0] <= page[1], (width, page)
                 assert _rect(browser, "#list-B")["width"] <= page[1]
-                assert _rect(browser, "#cand-B-3")["height"] > _rect(browser, "#cand-B-2")["height"]  # wrapped over lines
+                # wrapped over lines
+                assert _rect(browser, "#cand-B-3")["height"] > _rect(browser, "#cand-B-2")["height"]
 
 
 def test_browser_resume_cue_capitals_and_a_comment_typed_as_the_tab_closes(browser, server, packets_dir):
     store, first = server.store, server.store.items[0]
     for rank in (1, 2, 3):
-        store.answer({"etag": store.etag, "kind": "label", "item": first["item"], "list": "A", "rank": rank, "value": "useful"})
+        store.answer({"etag": store.etag, "kind": "label", "item": first["item"], "list": "A", "rank": rank,
+                      "value": "useful"})
     _open(browser, server)
     assert _cursor(browser) == "cand-A-4"  # the first candidate not labelled yet
     assert not browser.find_element("id", "complete").is_displayed()
@@ -659,13 +675,15 @@ def test_browser_through_a_port_forward_and_under_a_path_prefix(browser, server,
     with tcp_forward(port) as forwarded:  # ssh -L <forwarded>:localhost:<port>
         url = f"http://127.0.0.1:{forwarded}/"
         browser.get(url)  # not allowed: the page says what to do instead of loading
-        assert f"start it again with --allow-host 127.0.0.1:{forwarded}" in browser.find_element(By.TAG_NAME, "body").text
+        assert (f"start it again with --allow-host 127.0.0.1:{forwarded}"
+                in browser.find_element(By.TAG_NAME, "body").text)
         server.allow_hosts([f"127.0.0.1:{forwarded}"])
         _open_at(browser, url)
         assert browser.find_element("id", "query").text == first["query"]
         browser.find_element("css selector", "#cand-A-1 .mark.useful").click()
         _wait_saved(browser)
-    with prefix_proxy() as proxy:  # JupyterHub: https://hub/user/NAME/proxy/<port>/, jupyter-server-proxy strips the prefix
+    # JupyterHub: https://hub/user/NAME/proxy/<port>/, jupyter-server-proxy strips the prefix
+    with prefix_proxy() as proxy:
         url = f"{proxy}/user/tester/proxy/{port}/"
         server.allow_hosts([proxy.removeprefix("http://")])
         _open_at(browser, url)

@@ -72,7 +72,8 @@ def test_loading_a_config_imports_neither_torch_nor_a_stage():
               "print(json.dumps(sorted(sys.modules)))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
                                        check=True).stdout)
-    heavy = [name for name in loaded if name.split(".")[0] in {"torch", "sentence_transformers", "transformers", "pandas"}]
+    heavy = [name for name in loaded
+             if name.split(".")[0] in {"torch", "sentence_transformers", "transformers", "pandas"}]
     assert not heavy, f"loading a config imports {heavy[:5]}"
     assert "ratio_utils.param_sections" in loaded
     assert not [name for name in loaded if name.startswith("ratio_utils.stages")]
@@ -96,14 +97,18 @@ def test_each_params_file_has_its_own_output_root(monkeypatch):
 
 
 def test_tuned_model_dir_is_spelled_once(cfg):
-    assert cfg.paths.tuned_model_dir("sentence-transformers/all-MiniLM-L6-v2", "address").name == "all-MiniLM-L6-v2__address"
-    assert cfg.paths.tuned_model_dir("/x/all-MiniLM-L6-v2/", "broaden", "colbert").name == "all-MiniLM-L6-v2-colbert__broaden"
-    assert cfg.paths.tuned_runs_dir("all-MiniLM-L6-v2", "specify") == cfg.paths.models / "_runs" / "all-MiniLM-L6-v2__specify"
+    assert (cfg.paths.tuned_model_dir("sentence-transformers/all-MiniLM-L6-v2", "address").name
+            == "all-MiniLM-L6-v2__address")
+    assert (cfg.paths.tuned_model_dir("/x/all-MiniLM-L6-v2/", "broaden", "colbert").name
+            == "all-MiniLM-L6-v2-colbert__broaden")
+    assert (cfg.paths.tuned_runs_dir("all-MiniLM-L6-v2", "specify")
+            == cfg.paths.models / "_runs" / "all-MiniLM-L6-v2__specify")
 
 
 def test_no_committed_output_holds_a_machine_path():
     listed = subprocess.run(
-        ["git", "ls-files", "--", "tables", "figures", "notebooks"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", "--", "tables", "figures", "notebooks"], cwd=REPO_ROOT, capture_output=True, text=True,
+        check=True
     ).stdout.split()
     offenders = []
     for name in listed:
@@ -130,7 +135,8 @@ def test_provenance_records_relative_paths(cfg):
 # models/<base>__<move>/ is built by Paths.tuned_model_dir only, model names normalised by models.model_name only,
 # required columns checked by io.require_columns only: each regex, the file allowed to spell it.
 SPELLED_ONCE = {
-    "config.py": (re.compile(r"\{[^}]*\}(-colbert)?__\{(?:getattr\()?(move|m)\b"), "build the folder with cfg.paths.tuned_model_dir"),
+    "config.py": (re.compile(r"\{[^}]*\}(-colbert)?__\{(?:getattr\()?(move|m)\b"),
+                  "build the folder with cfg.paths.tuned_model_dir"),
     "models/names.py": (re.compile(r"\.split\(\"/\"\)\[-1\]|rstrip\(\"/\"\)\)?\.name|rstrip\(\"/\"\)\.split"),
                   "normalise model names with ratio_utils.models.model_name"),
     "io.py": (re.compile(r"\[\w+ for \w+ in [^\]]+ if \w+ not in (?:set\(|list\()?\w+\.columns\)?\]"),
@@ -240,7 +246,8 @@ def _imported_modules(tree: ast.AST, module: str, is_package: bool, modules: set
 def import_graph(package_dir: Path) -> dict[str, set[str]]:
     """Every module of the package -> the package's modules it imports."""
     modules = _module_names(package_dir)
-    return {name: _imported_modules(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py", set(modules))
+    return {name: _imported_modules(ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py",
+                                    set(modules))
             for name, path in modules.items()}
 
 
@@ -269,7 +276,8 @@ RATIO_GRAPH = import_graph(REPO_ROOT / "ratio_utils")
 
 
 def test_no_library_module_imports_a_stage_and_no_stage_another():
-    assert not _layer_violations(RATIO_GRAPH, "ratio_utils.stages"), "\n".join(_layer_violations(RATIO_GRAPH, "ratio_utils.stages"))
+    assert not _layer_violations(RATIO_GRAPH, "ratio_utils.stages"), "\n".join(
+        _layer_violations(RATIO_GRAPH, "ratio_utils.stages"))
 
 
 def test_no_import_cycle_among_ratio_utils_modules():
@@ -280,7 +288,8 @@ def test_no_import_cycle_among_ratio_utils_modules():
 # The floors of ratio_utils, lowest first (docs/architecture.md, "Floors"): a package or top-level module imports
 # only from a lower floor, or from itself. Two packages of one floor never import each other.
 FLOORS: list[tuple[str, ...]] = [
-    ("schema", "text", "paper_values"),                     # the definitions: a move, a split, a sentence id; the paper's values
+    ("schema", "text", "paper_values"),                     # the definitions: a move, a split, a sentence id; the
+                                                            # paper's values
     ("io", "param_sections"),                               # files and params dataclasses
     ("parts", "cluster", "distributed", "local_server"),    # tables in parts, Dask, torchrun, the local page server
     ("models",),                                            # a model reference: registry, resolution, loading
@@ -331,7 +340,8 @@ def _package_cycle(graph: dict[str, set[str]]) -> list[str]:
     units: dict[str, set[str]] = {}
     for module, targets in graph.items():
         if "." in module:
-            units.setdefault(_unit(module), set()).update(_unit(t) for t in targets if "." in t and _unit(t) != _unit(module))
+            units.setdefault(_unit(module), set()).update(_unit(t) for t in targets
+                                                          if "." in t and _unit(t) != _unit(module))
     return _cycle(units)
 
 
@@ -402,7 +412,8 @@ def _names_a_real_module(root: Path, dotted: str) -> bool:
         if module.is_file():
             # an attribute must be defined or imported in that module's text (a moved module leaves none behind)
             return end == len(parts) or (end == len(parts) - 1
-                                         and re.search(rf"\b{parts[-1]}\b", module.read_text(encoding="utf-8")) is not None)
+                                         and re.search(rf"\b{parts[-1]}\b",
+                                                       module.read_text(encoding="utf-8")) is not None)
     return False
 
 
@@ -432,7 +443,7 @@ def test_the_stale_reference_check_finds_planted_names():
     assert stale_references(REPO_ROOT, texts) == ["a.md: ratio_utils.retrieval.ranking", "a.md: docs/nowhere.md"]
 
 
-# -- one definition of each name ---------------------------------------------------------------------------------------
+# -- one definition of each name --------------------------------------------------------------------------------------
 
 # Names that every module of one kind defines for the same job: the applications' argument parsers.
 SAME_JOB_NAMES = {"build_parser", "main", "PROG", "EPILOG", "logger"}
@@ -464,14 +475,15 @@ def test_no_name_is_defined_in_two_modules():
 
 def test_the_name_check_finds_a_planted_second_definition(tmp_path):
     for name, text in {"pkg/a.py": "def combine():\n    pass\n", "pkg/b.py": "COMBINE = 1\ncombine = None\n",
-                       "pkg/c.py": "from .a import combine\ndef main():\n    pass\n", "pkg/d.py": "def main():\n    pass\n"}.items():
+                       "pkg/c.py": "from .a import combine\ndef main():\n    pass\n",
+                       "pkg/d.py": "def main():\n    pass\n"}.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     twice = {name: where for name, where in defined_names(tmp_path / "pkg").items() if len(where) > 1}
     assert twice == {"combine": ["pkg/a.py", "pkg/b.py"]}
 
 
-# -- docs/architecture.md keeps in step with the tree ------------------------------------------------------------------
+# -- docs/architecture.md keeps in step with the tree -----------------------------------------------------------------
 
 ARCHITECTURE_DOC = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 
@@ -509,7 +521,8 @@ def _closure(graph: dict[str, set[str]], module: str) -> set[str]:
 
 
 def test_the_architecture_page_names_every_module():
-    missing = [_doc_name(m) for m in sorted(RATIO_GRAPH) if m != "ratio_utils" and _doc_name(m) not in _names_in(ARCHITECTURE_DOC)]
+    missing = [_doc_name(m) for m in sorted(RATIO_GRAPH)
+               if m != "ratio_utils" and _doc_name(m) not in _names_in(ARCHITECTURE_DOC)]
     assert not missing, f"docs/architecture.md does not name {missing} (write each as its path under ratio_utils/)"
 
 
@@ -520,7 +533,8 @@ def test_each_notebook_row_names_the_library_modules_its_stage_imports():
     by_name = {_doc_name(m): m for m in RATIO_GRAPH if m != "ratio_utils"}
     rows = _table_rows(_section("Notebook ↔ stage module ↔ library modules"))
     assert [row[0].strip("`") for row in rows] == [p.stem for p in NOTEBOOKS]
-    assert {row[1].strip("`") for row in rows} == {_doc_name(m) for m in RATIO_GRAPH if m.startswith("ratio_utils.stages.")}
+    assert {row[1].strip("`") for row in rows} == {_doc_name(m) for m in RATIO_GRAPH
+                                                   if m.startswith("ratio_utils.stages.")}
     for notebook, stage, library in rows:
         stage_module = by_name[stage.strip("`")]
         named = _names_in(library)
@@ -589,15 +603,16 @@ def test_the_name_check_finds_each_kind_of_collision():
     }
 
 
-# -- one stage shape ---------------------------------------------------------------------------------------------------
+# -- one stage shape --------------------------------------------------------------------------------------------------
 
 STAGES_DIR = REPO_ROOT / "ratio_utils" / "stages"
 
 
 def _stage_shape_faults(module: str, source: str) -> tuple[str | None, list[str]]:
     """The stage class of a stage module and what breaks the shape: exactly one public class deriving from
-    `ratio_utils.publish.display.Stage`, built by the inherited `from_params`/`from_config` from a config (`__init__(self, cfg,
-    ...)`); no public module-level function named like a notebook step is asked for here, only the class."""
+    `ratio_utils.publish.display.Stage`, built by the inherited `from_params`/`from_config` from a config
+    (`__init__(self, cfg, ...)`); no public module-level function named like a notebook step is asked for here, only
+    the class."""
     tree = ast.parse(source)
     faults = []
     imports_stage = any(isinstance(node, ast.ImportFrom) and node.module == "publish.display" and node.level == 2
@@ -607,7 +622,8 @@ def _stage_shape_faults(module: str, source: str) -> tuple[str | None, list[str]
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
                and any(isinstance(base, ast.Name) and base.id == "Stage" for base in node.bases)]
     if len(classes) != 1:
-        faults.append(f"{module}: {len(classes)} public Stage subclasses ({[c.name for c in classes]}); a stage module has one")
+        faults.append(f"{module}: {len(classes)} public Stage subclasses ({[c.name for c in classes]}); "
+                      "a stage module has one")
         return None, faults
     stage = classes[0]
     methods = {node.name: node for node in stage.body if isinstance(node, ast.FunctionDef)}
@@ -628,7 +644,8 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _notebook_shape_faults(notebook: str, cells: list[str], parameters: list[str], module: str, stage: str) -> list[str]:
+def _notebook_shape_faults(notebook: str, cells: list[str], parameters: list[str], module: str,
+                           stage: str) -> list[str]:
     """A notebook imports its stage class, builds it with `XStage.from_params(params_file, overrides, <other
     parameters by name>)`, and every other code cell is one call or attribute of `stage` with literal arguments."""
     expected_import = f"from ratio_utils.stages.{module} import {stage}"
@@ -644,7 +661,8 @@ def _notebook_shape_faults(notebook: str, cells: list[str], parameters: list[str
         expression = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
         calls = [n for n in ast.walk(expression) if isinstance(n, ast.Call)] if expression is not None else []
         arguments = [a for call in calls for a in [*call.args, *(k.value for k in call.keywords)]]
-        if expression is None or _root_name(expression) != "stage" or not all(isinstance(a, ast.Constant) for a in arguments):
+        if (expression is None or _root_name(expression) != "stage"
+                or not all(isinstance(a, ast.Constant) for a in arguments)):
             faults.append(f"{notebook}: {source!r} is not one call or attribute of `stage` with literal arguments")
     return faults
 
@@ -690,14 +708,16 @@ def test_the_stage_shape_check_finds_each_fault():
                    "class AStage(Stage):\n    def __init__(self, params_file, overrides):\n        pass\n"
                    "    @classmethod\n    def from_config(cls, cfg):\n        pass\n"
                    "class BStage(Stage):\n    pass\n")
-    assert _stage_shape_faults("x", two_classes)[1] == ["x: 2 public Stage subclasses (['AStage', 'BStage']); a stage module has one"]
+    assert _stage_shape_faults("x", two_classes)[1] == ["x: 2 public Stage subclasses (['AStage', 'BStage']); "
+                                                        "a stage module has one"]
     one_class = two_classes.split("class BStage")[0]
     name, faults = _stage_shape_faults("x", one_class)
     assert name == "AStage" and faults == [
         "x.AStage redefines from_config: build state in __init__(self, cfg) instead",
         "x.AStage.__init__ takes ['self', 'params_file', 'overrides'], not (self, cfg, ...)"]
     assert _stage_shape_faults("x", "def run(cfg):\n    pass\n")[1] == [
-        "x: does not import Stage from ratio_utils.publish.display", "x: 0 public Stage subclasses ([]); a stage module has one"]
+        "x: does not import Stage from ratio_utils.publish.display",
+        "x: 0 public Stage subclasses ([]); a stage module has one"]
     good = ["from ratio_utils.stages.x import XStage", "stage = XStage.from_params(params_file, overrides, move=move)",
             "stage.params", 'stage.table("t")', "stage.summary.claims"]
     assert _notebook_shape_faults("n", good, ["params_file", "overrides", "move"], "x", "XStage") == []
@@ -753,7 +773,8 @@ def _docstring_faults(module: str, docstring: str, modules: dict[str, Path], roo
 def test_module_docstrings_name_only_modules_and_files_that_exist():
     modules = _module_names(REPO_ROOT / "ratio_utils")
     faults = [fault for name, path in sorted(modules.items())
-              for fault in _docstring_faults(name, ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "",
+              for fault in _docstring_faults(name,
+                                             ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "",
                                              modules, REPO_ROOT)]
     assert not faults, "\n".join(faults)
 

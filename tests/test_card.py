@@ -9,12 +9,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from card_checks import assert_every_config_loads_offline
+
 from ratio_utils.corpora.registry import LICENCES
 from ratio_utils.dataset.benchmark import CARD_FILE, load_benchmark, pairs_path, write_pairs
 from ratio_utils.dataset.card import (
-    PAPER_TITLE, CardSources, card_configs, hub_licence, size_category, write_dataset_card,
+    PAPER_TITLE,
+    CardSources,
+    card_configs,
+    hub_licence,
+    size_category,
+    write_dataset_card,
 )
 from ratio_utils.schema import MOVES, Move, Split
 
@@ -50,7 +55,8 @@ def test_the_yaml_has_the_hub_fields_and_several_licences_say_other(tiny_benchma
     assert all(field in header for field in HUB_FIELDS), sorted(set(HUB_FIELDS) - set(header))
     assert header["task_categories"] == ["text-retrieval"] and header["task_ids"] == ["document-retrieval"]
     assert header["language"] == ["en"] and header["language_creators"] == ["found"]
-    assert header["annotations_creators"] == ["found", "machine-generated"]  # marker-found pairs, an LLM-judged silver set
+    # marker-found pairs, an LLM-judged silver set
+    assert header["annotations_creators"] == ["found", "machine-generated"]
     assert header["source_datasets"] == ["extended|acl_scisumm", "extended|aclsum"]
     pairs = sum(pq.read_metadata(pairs_path(bench.root, m, s)).num_rows
                 for m in MOVES for s in (Split.TRAIN, Split.VALIDATION, Split.TEST))
@@ -83,13 +89,15 @@ def test_a_corpus_licence_the_hub_does_not_list_says_other():
     assert hub_licence("CC BY 4.0 (the scisumm-corpus licence; ACL Anthology papers)") == "cc-by-4.0"
     assert hub_licence("ODC-By 1.0 (S2ORC)") == "odc-by" and hub_licence("MIT (the aclsum wheel)") == "mit"
     assert hub_licence("none stated: the authors' copyright (ICLR 2022, OpenReview)") is None
-    assert size_category(999) == "n<1K" and size_category(17_716) == "10K<n<100K" and size_category(3_017_476) == "1M<n<10M"
+    assert (size_category(999) == "n<1K" and size_category(17_716) == "10K<n<100K"
+            and size_category(3_017_476) == "1M<n<10M")
 
 
 def test_huggingface_hub_reads_the_metadata(tiny_benchmark, tmp_path):
     huggingface_hub = pytest.importorskip("huggingface_hub")
     bench = _release(tiny_benchmark, tmp_path, {Move.ADDRESS: "acl_scisumm"})
-    card = huggingface_hub.DatasetCard(write_dataset_card(bench, CardSources("x", LICENCES)).read_text(encoding="utf-8"))
+    card = huggingface_hub.DatasetCard(
+        write_dataset_card(bench, CardSources("x", LICENCES)).read_text(encoding="utf-8"))
     assert card.data.license == "cc-by-4.0" and card.data.task_ids == ["document-retrieval"]
     assert card.data.pretty_name == "Ratio, rebuilt (x run)"
 

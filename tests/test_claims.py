@@ -12,10 +12,10 @@ import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.param_sections import RetrievalParams
-from ratio_utils.reporting import claims
 from ratio_utils.publish import label_sources
-from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.publish.published import read_records, records_frame, write_table
+from ratio_utils.reporting import claims
+from ratio_utils.reporting.paper_tables import BASELINE_TABLE, Expected, assemble_tables
 from ratio_utils.stages.retrieval_baselines import run_baselines
 from ratio_utils.systems.spec import SystemSpec
 
@@ -94,7 +94,8 @@ def test_a_figure_names_who_labelled_its_queries(cfg):
 
 
 def test_records_round_trip_and_refuse_unknown_columns(cfg):
-    rows = records_frame([{"move": "address", "query_set": "silver", "metric": "M@10", "subject": "a", "reference": "b",
+    rows = records_frame([{"move": "address", "query_set": "silver", "metric": "M@10", "subject": "a",
+                           "reference": "b",
                            "value": 1.5, "low": 0.5, "high": 2.5, "n": 40, "p": 0.01}])
     write_table(pd.DataFrame({"x": [1]}), "some_table", cfg, records=rows, latex=False)
     back = read_records(cfg)
@@ -110,7 +111,8 @@ def test_baseline_comparisons_are_paired_differences_of_the_tables_cells(cfg, be
     diff = records[(records["table"] == BASELINE_TABLE) & (records["move"] == "specify")].iloc[0]
     cells = result.numeric["table7_test_full"].set_index("System")
     assert diff["subject"] == "BM25-bigram" and diff["reference"] == "BM25-unigram" and diff["scope"] == "bm25 n-gram"
-    assert diff["value"] == pytest.approx(cells.loc["BM25-bigram", "Specify M@10"] - cells.loc["BM25-unigram", "Specify M@10"])
+    assert diff["value"] == pytest.approx(cells.loc["BM25-bigram", "Specify M@10"]
+                                          - cells.loc["BM25-unigram", "Specify M@10"])
     assert diff["low"] <= diff["value"] <= diff["high"]
 
 
@@ -143,7 +145,8 @@ def test_best_tuned_is_compared_with_the_best_bm25_fixed_in_params_on_the_same_q
     result = assemble_tables(cfg, bench, n_resamples=200, expected=Expected(rows=rows, tuned_moves=("specify",)))
     records = read_records(cfg)
     assert not (records["scope"] == "best tuned vs best BM25").any()
-    assert any("Specify, test: best BM25: no validation run of the candidates" in n for n in result.notes[BASELINE_TABLE])
+    assert any("Specify, test: best BM25: no validation run of the candidates" in n
+               for n in result.notes[BASELINE_TABLE])
 
     fixed = (("bm25", "BM25-bigram"), ("tuned", "mini (tuned)"))
     result = assemble_tables(cfg, bench, n_resamples=200,
@@ -187,7 +190,8 @@ def _record(table, move, query_set, value, low, high, p, n, **extra):
             "reference": "baseline", "value": value, "low": low, "high": high, "p": p, "n": n, **extra}
 
 
-CLAIM = claims.Claim("Fine-tuning helps", "§5.2", "finetune_tuned_vs_baseline", +1, moves=("address", "broaden", "specify"))
+CLAIM = claims.Claim("Fine-tuning helps", "§5.2", "finetune_tuned_vs_baseline", +1,
+                     moves=("address", "broaden", "specify"))
 
 
 @pytest.mark.parametrize(("value", "low", "high", "p", "n", "expected"), [
@@ -213,9 +217,11 @@ def test_claims_table_on_crafted_records():
     ])
     table = claims.claims_table(records, (CLAIM,)).set_index("move")
     assert table.loc["Specify", "silver: verdict"] == claims.SUPPORTED
-    assert "+7.6 [3.6, 11.7]" in table.loc["Specify", "silver: evidence"] and "n 185" in table.loc["Specify", "silver: evidence"]
+    assert ("+7.6 [3.6, 11.7]" in table.loc["Specify", "silver: evidence"]
+            and "n 185" in table.loc["Specify", "silver: evidence"])
     assert table.loc["Address", "silver: verdict"] == claims.CONTRADICTED
-    assert table.loc["Broaden", "silver: verdict"] == claims.NOT_SHOWN and "†" in table.loc["Broaden", "silver: evidence"]
+    assert (table.loc["Broaden", "silver: verdict"] == claims.NOT_SHOWN
+            and "†" in table.loc["Broaden", "silver: evidence"])
     assert table.loc["Address", "unfiltered test: verdict"] == claims.CANNOT_TEST
     # the table measured other moves on the unfiltered test set: this move's comparison is missing, the reason generic
     assert table.loc["Address", "unfiltered test: evidence"] == CLAIM.cannot_test
@@ -228,10 +234,12 @@ def test_claims_table_on_crafted_records():
 
 def test_one_comparison_against_the_paper_contradicts_a_claim_of_every_comparison():
     overlap = claims.Claim("less overlap", "F.1", "analysis_overlap_comparisons", -1, moves=("specify",))
-    rows = [_record("analysis_overlap_comparisons", "specify", "test", -0.01, -0.02, -0.005, 1e-3, 500) for _ in range(3)]
+    rows = [_record("analysis_overlap_comparisons", "specify", "test", -0.01, -0.02, -0.005, 1e-3, 500)
+            for _ in range(3)]
     assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.SUPPORTED
     rows.append(_record("analysis_overlap_comparisons", "specify", "test", 0.02, 0.01, 0.03, 1e-3, 500))
-    assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.CONTRADICTED
+    assert claims.claims_table(records_frame(rows), (overlap,)).loc[0,
+                                                                    "unfiltered test: verdict"] == claims.CONTRADICTED
     rows[-1] = _record("analysis_overlap_comparisons", "specify", "test", 0.0, -0.01, 0.01, 0.9, 500)
     assert claims.claims_table(records_frame(rows), (overlap,)).loc[0, "unfiltered test: verdict"] == claims.NOT_SHOWN
 
@@ -244,7 +252,8 @@ def test_verdicts_are_decided_on_holm_adjusted_p_over_the_query_sets_family():
 
     # the review's case: p 0.0072 alone supports the claim; beside 39 other comparisons of the silver set it does not
     decisive = _record("finetune_tuned_vs_baseline", "specify", "silver", 7.6, 3.6, 11.7, 0.0072, 185)
-    others = [_record("finetune_tuned_vs_baseline", "address", "silver", 0.5, -1.0, 2.0, 0.5, 100 + i) for i in range(39)]
+    others = [_record("finetune_tuned_vs_baseline", "address", "silver", 0.5, -1.0, 2.0, 0.5, 100 + i)
+              for i in range(39)]
     alone = claims.claims_table(records_frame([decisive]), (CLAIM,)).set_index("move")
     assert alone.loc["Specify", "silver: verdict"] == claims.SUPPORTED
     records = records_frame([decisive, *others,
@@ -288,7 +297,8 @@ def test_a_comparison_with_three_differences_that_can_differ_has_effective_n_3_a
     assert "n 50, effective n 3" in row["silver: evidence"] and "†" in row["silver: evidence"]
     # a sign-flip test on 3 non-zero differences cannot go below 2/8; and even at a small p, 3 queries decide nothing
     assert p >= 0.2
-    assert claims.decide(100 * diff.value, 100 * diff.low, 100 * diff.high, 0.001, diff.effective_n, +1) == claims.NOT_SHOWN
+    assert claims.decide(100 * diff.value, 100 * diff.low, 100 * diff.high, 0.001,
+                         diff.effective_n, +1) == claims.NOT_SHOWN
 
 
 def test_the_paper_values_have_one_home_and_the_broaden_rerank_cell_is_filled():

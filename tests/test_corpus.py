@@ -123,7 +123,8 @@ def test_acl_reader_titles_and_sources(acl_papers, acl_reference):
     papers, log = acl_papers
     paper = papers["P05-1053"]
     assert paper.title == "Exploring Various Knowledge in Relation Extraction"
-    assert paper.paragraph_kinds[0] == "abstract" and paper.paragraphs[0][0].startswith("Extracting semantic relationships")
+    assert (paper.paragraph_kinds[0] == "abstract"
+            and paper.paragraphs[0][0].startswith("Extracting semantic relationships"))
     assert paper.source.startswith("WING-NUS/scisumm-corpus:data/")
     same_title = sum(bool(p.title) and p.title == acl_reference[pid]["title"] for pid, p in papers.items())
     # Titles taken from a text rendering are its first line; the reference sometimes joins two lines
@@ -185,7 +186,8 @@ def test_acl_year_venue(paper_id, year, venue):
     [("References", "references"), ("7 REFERENCES.", "references"), ("Bibliography", "references"),
      ("Acknowledgments", "acknowledgements"), ("Acknowledgement", "acknowledgements"),
      ("Acknowledgments Initiative in Cognitive Science and", "acknowledgements"),
-     ("Reference Resolution in Dialogue", None), ("Reference: I had a dog.", None), ("1 Introduction", None), ("", None)],
+     ("Reference Resolution in Dialogue", None), ("Reference: I had a dog.", None), ("1 Introduction", None),
+     ("", None)],
 )
 def test_back_matter_headings(heading, kind):
     assert back_matter_kind(heading) == kind
@@ -236,12 +238,14 @@ def test_unsplit_paragraphs_given_as_lists_of_strings_are_joined():
     papers = list(JsonlReader(FIXTURES / "generic_unsplit_lists.jsonl", "lists").papers(log))
     assert [p.paper_id for p in papers] == ["U-1"] and not papers[0].sentences_split
     assert papers[0].paragraphs == [
-        ["Annotated corpora are scarce for most languages. To address this, we project labels across aligned sentences."],
+        ["Annotated corpora are scarce for most languages. "
+         "To address this, we project labels across aligned sentences."],
         ["Projection noise grows with the distance between the two languages."],
         ["A paragraph given in two pieces, which the reader joins with a space."],
     ]
     (bad,) = log.quarantined["lists"]
-    assert (bad["line"], bad["reason"]) == (2, "wrong_type") and "paragraphs[0] must be a string or a list of strings" in bad["detail"]
+    assert ((bad["line"], bad["reason"]) == (2, "wrong_type")
+            and "paragraphs[0] must be a string or a list of strings" in bad["detail"])
 
 
 def test_jsonl_reader_reads_the_aclsum_reference_conversion(shared_dir):
@@ -283,8 +287,9 @@ def test_bad_input_is_quarantined_with_file_and_line(cfg):
     got = [(rec["line"], rec["reason"]) for rec in log.quarantined["bad"]]
     assert got == BAD_LINES
     assert all(rec["file"].endswith("generic_bad.jsonl") for rec in log.quarantined["bad"])
-    assert log.quarantine_counts("bad") == {"malformed_json": 1, "not_an_object": 1, "missing_field": 1, "wrong_type": 3,
-                                            "non_utf8": 1, "empty_paper": 1, "missing_year": 1, "duplicate_id": 1}
+    assert log.quarantine_counts("bad") == {"malformed_json": 1, "not_an_object": 1, "missing_field": 1,
+                                            "wrong_type": 3, "non_utf8": 1, "empty_paper": 1, "missing_year": 1,
+                                            "duplicate_id": 1}
 
 
 @pytest.mark.parametrize("lineno, reason", BAD_LINES)
@@ -317,7 +322,8 @@ def test_acl_file_without_acl_id_is_quarantined(tmp_path):
 
 
 def _fake_papers(years: dict[int, int]) -> list[Paper]:
-    return [Paper(f"X{y}-{i}", "fake", None, y, None, None, "test", [["s"]]) for y, n in years.items() for i in range(n)]
+    return [Paper(f"X{y}-{i}", "fake", None, y, None, None, "test", [["s"]])
+            for y, n in years.items() for i in range(n)]
 
 
 def test_sample_is_deterministic_and_spread_over_bins_and_years():
@@ -343,7 +349,8 @@ def test_sample_passes_on_the_share_of_a_small_bin():
 def test_build_corpus_on_fixtures(cfg, tmp_path):
     shutil.copy(FIXTURES / "generic_bad.jsonl", tmp_path / "bad.jsonl")
     params = CorpusParams(sources=["acl_scisumm", "fixture", "bad"], acl_scisumm_dir=str(FIXTURES / "acl_xml"),
-                          jsonl={"fixture": str(FIXTURES / "generic_good.jsonl"), "bad": str(tmp_path / "bad.jsonl")}, progress=False)
+                          jsonl={"fixture": str(FIXTURES / "generic_good.jsonl"), "bad": str(tmp_path / "bad.jsonl")},
+                          progress=False)
     build = build_corpus(cfg, params)
     papers = pd.read_parquet(cfg.paths.papers)
     sentences = pd.read_parquet(cfg.paths.sentences)
@@ -358,8 +365,10 @@ def test_build_corpus_on_fixtures(cfg, tmp_path):
                                     "To mitigate this risk, we filter near-duplicates before training."]
     assert g2.date.dt.year.unique().tolist() == [2021]
     report = json.loads(cfg.paths.corpus_report.read_text())
-    assert report["quarantine"]["bad"]["wrong_type"] == 3 and sum(report["quarantine"]["bad"].values()) == len(BAD_LINES)
-    quarantine = [json.loads(line) for line in (cfg.paths.interim / "quarantine" / "bad.jsonl").read_text().splitlines()]
+    assert (report["quarantine"]["bad"]["wrong_type"] == 3
+            and sum(report["quarantine"]["bad"].values()) == len(BAD_LINES))
+    quarantine = [json.loads(line)
+                  for line in (cfg.paths.interim / "quarantine" / "bad.jsonl").read_text().splitlines()]
     assert [(q["line"], q["reason"]) for q in quarantine] == BAD_LINES
     assert (cfg.paths.interim / "quarantine" / "fixture.jsonl").read_text() == ""
     assert report["cleaning"]["all"]["drops"]["short"] == int((sentences.drop_reason == "short").sum())
@@ -374,7 +383,8 @@ def test_build_corpus_on_fixtures(cfg, tmp_path):
 
 
 def test_build_corpus_strict_stops_on_bad_input(cfg):
-    params = CorpusParams(sources=["bad"], jsonl={"bad": str(FIXTURES / "generic_bad.jsonl")}, strict=True, progress=False)
+    params = CorpusParams(sources=["bad"], jsonl={"bad": str(FIXTURES / "generic_bad.jsonl")}, strict=True,
+                          progress=False)
     with pytest.raises(InputError, match=r"generic_bad.jsonl:2: malformed_json"):
         build_corpus(cfg, params)
     assert not cfg.paths.sentences.exists() and not cfg.paths.corpus_report.exists()
@@ -382,13 +392,14 @@ def test_build_corpus_strict_stops_on_bad_input(cfg):
 
 def test_params_from_yaml(cfg):
     params = cfg.section("corpus", CorpusParams)
-    assert params.sources == ["acl_scisumm", "aclsum"] and params.min_sentence_chars == 35 and params.max_papers is None
+    assert (params.sources == ["acl_scisumm", "aclsum"] and params.min_sentence_chars == 35
+            and params.max_papers is None)
     assert params.s2orc_params().min_year == 2015 and params.s2orc_params().release == "2026-05-05"
     with pytest.raises(ValueError, match="unknown key"):
         CorpusParams(s2orc={"relase": "x"}).s2orc_params()
 
 
-# --- default corpus without ../shared: pinned checksums --------------------------------------------------------------------
+# --- default corpus without ../shared: pinned checksums --------------------------------------------------------------
 
 
 def _not_matching_manifest(root, manifest) -> list[str]:
@@ -405,7 +416,8 @@ def test_shared_files_match_the_pinned_manifest(shared_dir):
 
 def _git_blob_ids(paths: list[Path]) -> list[str]:
     """The ids git itself gives these files (`git hash-object`), independent of download.git_blob_sha1."""
-    out = subprocess.run(["git", "hash-object", "--no-filters", *map(str, paths)], capture_output=True, text=True, check=True)
+    out = subprocess.run(["git", "hash-object", "--no-filters", *map(str, paths)], capture_output=True, text=True,
+                         check=True)
     return out.stdout.split()
 
 
@@ -435,7 +447,8 @@ def test_fetch_acl_scisumm_from_loopback_mirror(tmp_path, loopback):
 
 def test_extract_aclsum_wheel_checks_sha256(tmp_path):
     wheel = tmp_path / "aclsum-0.1.2-py3-none-any.whl"
-    paper = {"paper_id": "P93-1015", "pdf_parse": {"abstract": [], "body_text": [{"text": "A sentence.", "section": "Intro"}]}}
+    paper = {"paper_id": "P93-1015",
+             "pdf_parse": {"abstract": [], "body_text": [{"text": "A sentence.", "section": "Intro"}]}}
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("aclsum/dataset/paper_jsons/P93-1015.json", json.dumps(paper))
         archive.writestr("aclsum/__init__.py", "")

@@ -66,12 +66,14 @@ def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, corpus_slice):
     cfg2, params2 = _config(tmp_path, monkeypatch, corpus_slice, "parts", papers_per_part=2)
     parts = build_corpus(cfg2, params2)
 
-    assert cfg2.paths.sentences.is_dir() and len(part_files(cfg2.paths.sentences)) == parts.report["parts"]["total"] > 5
+    assert (cfg2.paths.sentences.is_dir()
+            and len(part_files(cfg2.paths.sentences)) == parts.report["parts"]["total"] > 5)
     assert parts.sentences is None and parts.n_sentences == len(single.sentences)
     for table in ("papers", "sentences"):
         expected = _plain(pd.read_parquet(getattr(cfg1.paths, table)))
         pd.testing.assert_frame_equal(_plain(pd.read_parquet(getattr(cfg2.paths, table))), expected)  # pyarrow dataset
-        pd.testing.assert_frame_equal(_plain(read_table(getattr(cfg2.paths, table))), expected, check_dtype=False)  # polars scan
+        # polars scan
+        pd.testing.assert_frame_equal(_plain(read_table(getattr(cfg2.paths, table))), expected, check_dtype=False)
     assert single.report["deduplicated"]["aclsum in acl_scisumm"]["paper_ids"] == IN_BOTH
     assert _comparable(parts.report) == _comparable(single.report)
     pd.testing.assert_frame_equal(parts.statistics, single.statistics, check_dtype=False)
@@ -83,7 +85,8 @@ def test_parts_equal_the_single_file_build(tmp_path, monkeypatch, corpus_slice):
                             dask_processes=False, dask_workers=2)
     on_dask = build_corpus(cfg3, params3)
     for table in ("papers", "sentences"):
-        for mine, theirs in zip(part_files(getattr(cfg3.paths, table)), part_files(getattr(cfg2.paths, table)), strict=True):
+        for mine, theirs in zip(part_files(getattr(cfg3.paths, table)), part_files(getattr(cfg2.paths, table)),
+                                strict=True):
             pd.testing.assert_frame_equal(pd.read_parquet(mine), pd.read_parquet(theirs))
     assert _comparable(on_dask.report) == _comparable(single.report)
     assert build_corpus(cfg3, params3).report["parts"]["skipped_unchanged"] == on_dask.report["parts"]["total"]
@@ -116,17 +119,20 @@ def test_a_killed_run_resumes_without_redoing_finished_parts(tmp_path, monkeypat
     finished = {p: p.stat().st_mtime_ns for p in part_files(cfg.paths.sentences)}
 
     built.clear()
-    monkeypatch.setattr(partitioned, "build_part", lambda papers, *args: (built.append(1), real_build_part(papers, *args))[1])
+    monkeypatch.setattr(partitioned, "build_part",
+                        lambda papers, *args: (built.append(1), real_build_part(papers, *args))[1])
     resumed = build_corpus(cfg, params)
     total = resumed.report["parts"]["total"]
-    assert resumed.report["parts"] == {"total": total, "skipped_unchanged": 3, "built": total - 3} and len(built) == total - 3
+    assert (resumed.report["parts"] == {"total": total, "skipped_unchanged": 3, "built": total - 3}
+            and len(built) == total - 3)
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
 
     # the same result as one uninterrupted run
     cfg_once, _ = _config(tmp_path, monkeypatch, corpus_slice, "once", **corpus)
     monkeypatch.setattr(partitioned, "build_part", real_build_part)
     once = build_corpus(cfg_once, params)
-    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)), _plain(pd.read_parquet(cfg_once.paths.sentences)))
+    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)),
+                                  _plain(pd.read_parquet(cfg_once.paths.sentences)))
     assert _comparable(resumed.report) == _comparable(once.report)
 
     # a rerun with nothing changed builds nothing; a changed input file rebuilds its part and the later ones
@@ -151,7 +157,8 @@ def test_a_cleaning_switch_left_off_keeps_the_keys_of_parts_built_before_it():
     # the key a build made before the switch existed: every setting but it
     before = {k: v for k, v in asdict(off).items() if k not in EXECUTION_SETTINGS and k != "min_word_token_ratio"}
     record = {"previous": "", "corpus": "jsonl", "lines": (1, 10), "params": before, "files": [["a.jsonl", "h"]]}
-    assert part_key(part, off, "", hashes) == hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+    assert part_key(part, off, "", hashes) == hashlib.sha256(json.dumps(record, sort_keys=True,
+                                                                        default=str).encode()).hexdigest()
     assert part_key(part, on, "", hashes) != part_key(part, off, "", hashes)  # switched on: the parts are rebuilt
 
 
@@ -168,7 +175,8 @@ def _counting_reads(monkeypatch) -> list[str]:
     return reads
 
 
-def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_paper(tmp_path, monkeypatch, corpus_slice):
+def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_paper(tmp_path, monkeypatch,
+                                                                                      corpus_slice):
     # the JSONL file holds B-ok on lines 1 and 10: in parts of 3 lines, the later part must leave it out
     corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3}
     cfg_local, params_local = _config(tmp_path, monkeypatch, corpus_slice, "local", **corpus)
@@ -180,9 +188,11 @@ def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_
     total = on_dask.report["parts"]["total"]
     reports = [json.loads(p.read_text()) for p in sorted(cfg.paths.corpus_parts.glob("part-*.json"))]
     left_out = [i for i, r in enumerate(reports) if r["key"] != partitioned.exclusion_key(r["input_key"], {})]
-    assert len(left_out) == 1 and any(q["reason"] == "duplicate_id" and q["paper_id"] == "B-ok" for q in reports[left_out[0]]["quarantined"])
+    assert len(left_out) == 1 and any(q["reason"] == "duplicate_id" and q["paper_id"] == "B-ok"
+                                      for q in reports[left_out[0]]["quarantined"])
     assert len(reads) == total + 1  # no first pass: every part read once, the one with B-ok twice
-    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)), _plain(read_table(cfg_local.paths.sentences)))
+    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)),
+                                  _plain(read_table(cfg_local.paths.sentences)))
     assert _comparable(on_dask.report) == _comparable(local.report)
 
     reads.clear()  # a rerun with nothing changed reads nothing (and hashes no JSONL file: its line index has the hash)
@@ -190,7 +200,8 @@ def test_dask_reads_each_part_once_and_again_only_where_an_earlier_part_had_its_
 
 
 def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, monkeypatch, corpus_slice):
-    corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3, "engine": "dask", "dask_processes": False, "dask_workers": 1}
+    corpus = {"sources": ["acl_scisumm", "bad"], "papers_per_part": 3, "engine": "dask", "dask_processes": False,
+              "dask_workers": 1}
     cfg, params = _config(tmp_path, monkeypatch, corpus_slice, "killed", **corpus)
     real_build_part = partitioned.build_part
     built = []
@@ -211,20 +222,25 @@ def test_a_killed_dask_run_resumes_reading_only_the_unfinished_parts(tmp_path, m
     reads = _counting_reads(monkeypatch)
     resumed = build_corpus(cfg, params)
     total = resumed.report["parts"]["total"]
-    assert resumed.report["parts"]["skipped_unchanged"] == 3 and len(reads) == total - 3 + 1  # + the part that leaves B-ok out
+    # + the part that leaves B-ok out
+    assert resumed.report["parts"]["skipped_unchanged"] == 3 and len(reads) == total - 3 + 1
     assert all(p.stat().st_mtime_ns == mtime for p, mtime in finished.items())
     cfg_once, _ = _config(tmp_path, monkeypatch, corpus_slice, "once", **corpus)
     once = build_corpus(cfg_once, params)
-    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)), _plain(read_table(cfg_once.paths.sentences)))
+    pd.testing.assert_frame_equal(_plain(read_table(cfg.paths.sentences)),
+                                  _plain(read_table(cfg_once.paths.sentences)))
     assert _comparable(resumed.report) == _comparable(once.report)
 
 
 def test_a_record_that_would_break_the_tables_is_quarantined_not_fatal(tmp_path, monkeypatch, corpus_slice):
     records = [
-        '{"paper_id": "fine", "year": 2020, "paragraphs": [["A perfectly fine sentence that is long enough to keep."]]}',
+        '{"paper_id": "fine", "year": 2020, '
+        '"paragraphs": [["A perfectly fine sentence that is long enough to keep."]]}',
         # an escaped lone surrogate: json.loads accepts it, no UTF-8 (parquet) writer does
-        '{"paper_id": "surrogate", "year": 2020, "paragraphs": [["A sentence with a broken character \\ud83d in it, long enough."]]}',
-        '{"paper_id": "also-fine", "year": 2021, "paragraphs": [["Another perfectly fine sentence that is long enough."]]}',
+        '{"paper_id": "surrogate", "year": 2020, '
+        '"paragraphs": [["A sentence with a broken character \\ud83d in it, long enough."]]}',
+        '{"paper_id": "also-fine", "year": 2021, '
+        '"paragraphs": [["Another perfectly fine sentence that is long enough."]]}',
     ]
     path = tmp_path / "odd.jsonl"
     path.write_text("\n".join(records) + "\n")
@@ -273,6 +289,8 @@ def test_a_part_is_streamed_to_its_tables_in_batches(tmp_path, monkeypatch, corp
     first = part_files(cfg.paths.sentences)[0]
     assert pq.ParquetFile(first).metadata.num_row_groups == 4  # 7 papers, 2 at a time
     assert pq.ParquetFile(part_files(cfg.paths.papers)[0]).metadata.num_row_groups == 4
-    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)), _plain(pd.read_parquet(cfg_one.paths.sentences)))
-    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.papers)), _plain(pd.read_parquet(cfg_one.paths.papers)))
+    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.sentences)),
+                                  _plain(pd.read_parquet(cfg_one.paths.sentences)))
+    pd.testing.assert_frame_equal(_plain(pd.read_parquet(cfg.paths.papers)),
+                                  _plain(pd.read_parquet(cfg_one.paths.papers)))
     assert _comparable(batched.report) == _comparable(one.report)

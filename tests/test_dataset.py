@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import stage_steps
 from scipy.stats import binomtest
 
-import stage_steps
 from ratio_utils import dataset, mining
 from ratio_utils.config import REPO_ROOT, load_config
 from ratio_utils.dataset import LeakageError, assign_split, build_benchmark
@@ -28,9 +28,9 @@ from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import SPLITS, DatasetParams
 from ratio_utils.schema import DISTRACTOR_CATEGORIES, MOVES, PAIR_COLUMNS, SEEDED_HASH_RANGE, seeded_hash, sentence_id
 
-
 FIXTURES = Path(__file__).parent / "fixtures" / "mining"
-YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009}, "test": {"start": 2010, "end": None}}
+YEARS = {"train": {"start": None, "end": 2006}, "validation": {"start": 2007, "end": 2009},
+         "test": {"start": 2010, "end": None}}
 
 
 def pair(paper: str, year: int | None, date: str | None, move: str, query: str, gold: str, sent: int = 0) -> dict:
@@ -60,19 +60,26 @@ def frames(pairs: list[dict], distractors: list[dict]) -> tuple[pd.DataFrame, pd
 @pytest.fixture
 def small():
     pairs = [
-        pair("A", 2004, None, "specify", "query one about parsing with small treebanks.", "gold one about a turkish treebank of ten thousand words."),
-        pair("A", 2004, None, "address", "query two about slow manual annotation of entities.", "gold two about bootstrapping labels from a gazetteer list.", 1),
-        pair("B", 2008, None, "broaden", "query three about noise added to word embeddings.", "gold three about perturbing inputs as a general regulariser."),
-        pair("C", 2012, None, "specify", "query four about metrics that reward lexical overlap.", "gold four about rouge counting shared n-grams with references."),
+        pair("A", 2004, None, "specify", "query one about parsing with small treebanks.",
+             "gold one about a turkish treebank of ten thousand words."),
+        pair("A", 2004, None, "address", "query two about slow manual annotation of entities.",
+             "gold two about bootstrapping labels from a gazetteer list.", 1),
+        pair("B", 2008, None, "broaden", "query three about noise added to word embeddings.",
+             "gold three about perturbing inputs as a general regulariser."),
+        pair("C", 2012, None, "specify", "query four about metrics that reward lexical overlap.",
+             "gold four about rouge counting shared n-grams with references."),
         # the same (q, g) again in a later paper: dedupe keeps the earliest copy (paper A, train)
-        pair("D", 2013, None, "specify", "query one about parsing with small treebanks.", "gold one about a turkish treebank of ten thousand words."),
-        pair("E", None, None, "address", "query five from a paper without any usable date.", "gold five from a paper without any usable date at all."),
+        pair("D", 2013, None, "specify", "query one about parsing with small treebanks.",
+             "gold one about a turkish treebank of ten thousand words."),
+        pair("E", None, None, "address", "query five from a paper without any usable date.",
+             "gold five from a paper without any usable date at all."),
     ]
     distractors = [
         distractor("A", 2004, None, "common_irrelevant", "a distractor of the training papers about parsers."),
         distractor("C", 2012, None, "explicit_contrast", "a distractor of the test papers about metrics and judges."),
         # equal to a gold sentence: dropped from the distractors, counted
-        distractor("C", 2012, None, "explicit_similarity", "gold four about rouge counting shared n-grams with references.", 6),
+        distractor("C", 2012, None, "explicit_similarity",
+                   "gold four about rouge counting shared n-grams with references.", 6),
         distractor("B", 2008, None, "implicit_similarity", "a distractor of the validation papers about noise."),
     ]
     return frames(pairs, distractors)
@@ -95,7 +102,8 @@ def test_date_windows_are_inclusive_at_both_ends():
     }
     for day, decided in expect.items():
         assert assign_split(None, day, params) == decided, day
-    assert assign_split(2030, pd.Timestamp("2025-09-30 23:59"), params) == ("train", None)  # the date decides, not the year
+    # the date decides, not the year
+    assert assign_split(2030, pd.Timestamp("2025-09-30 23:59"), params) == ("train", None)
 
 
 def test_year_only_papers_under_date_windows():
@@ -110,7 +118,8 @@ def test_year_only_papers_under_date_windows():
 
 def test_year_windows_are_inclusive_whole_years():
     params = DatasetParams(split_by="year", splits=YEARS)
-    for year, split in {1980: "train", 2006: "train", 2007: "validation", 2009: "validation", 2010: "test", 2022: "test"}.items():
+    for year, split in {1980: "train", 2006: "train", 2007: "validation", 2009: "validation", 2010: "test",
+                        2022: "test"}.items():
         assert assign_split(year, None, params) == (split, None)
     assert assign_split(None, "2009-12-31", params) == ("validation", None)  # no year: the date's year
     assert assign_split(None, None, params) == (None, "no_date")
@@ -118,7 +127,8 @@ def test_year_windows_are_inclusive_whole_years():
 
 def test_bad_windows_are_errors():
     with pytest.raises(ValueError, match="overlap"):
-        DatasetParams(split_by="year", splits={"train": {"start": None, "end": 2007}, "test": {"start": 2007, "end": None}}).windows()
+        DatasetParams(split_by="year", splits={"train": {"start": None, "end": 2007},
+                                               "test": {"start": 2007, "end": None}}).windows()
     with pytest.raises(ValueError, match="whole years"):
         DatasetParams(split_by="year", splits={"train": {"start": None, "end": "2006-12-31"}}).windows()
     with pytest.raises(ValueError, match="ISO dates"):
@@ -179,7 +189,8 @@ def test_fractions_divide_one_window_without_a_paper_in_two_splits():
 
 
 def test_fractions_below_one_leave_papers_out_and_say_why():
-    halves = {"validation": {"start": 2025, "end": 2025, "fraction": 0.25}, "test": {"start": 2025, "end": 2025, "fraction": 0.25}}
+    halves = {"validation": {"start": 2025, "end": 2025, "fraction": 0.25},
+              "test": {"start": 2025, "end": 2025, "fraction": 0.25}}
     decided = _decided(DatasetParams(split_by="year", splits=halves), PAPER_IDS)
     left_out = decided["excluded_reason"] == "outside_fractions"
     assert decided.loc[left_out, "split"].isna().all() and decided.loc[~left_out, "split"].notna().all()
@@ -203,7 +214,8 @@ def test_fraction_split_is_the_same_in_every_process_order_and_machine():
         out = subprocess.run([sys.executable, "-c", script, json.dumps(HASH_SPLIT), json.dumps(PAPER_IDS[:400])],
                              capture_output=True, text=True, check=True, env=env).stdout
         assert json.loads(out) == here
-    other_seed = _decided(DatasetParams(split_by="year", splits=HASH_SPLIT, hash_seed=14), PAPER_IDS[:400])["split"].to_dict()
+    other_seed = _decided(DatasetParams(split_by="year", splits=HASH_SPLIT, hash_seed=14),
+                          PAPER_IDS[:400])["split"].to_dict()
     assert other_seed != here
 
 
@@ -215,7 +227,8 @@ def test_without_a_fraction_the_paper_id_decides_nothing(shared_dir):
         with gzip.open(shared_dir / "corpora" / source / "papers.jsonl.gz", "rt", encoding="utf-8") as handle:
             for record in map(json.loads, handle):
                 records.setdefault(record["paper_id"], record)
-    papers = pd.DataFrame([{"corpus": "acl", "paper_id": k, "year": r["year"], "date": r["date"]} for k, r in records.items()])
+    papers = pd.DataFrame([{"corpus": "acl", "paper_id": k, "year": r["year"], "date": r["date"]}
+                           for k, r in records.items()])
     default = load_config("params/default.yaml").section("dataset", DatasetParams)
     decided = dataset.paper_splits([papers], default)
     renamed = dataset.paper_splits([papers.assign(paper_id=[f"other-{i}" for i in range(len(papers))])], default)
@@ -229,13 +242,17 @@ def test_hash_split_in_a_built_benchmark_keeps_each_paper_in_one_split():
     """Pairs and distractors of one 2025 paper follow their paper into one split; the leakage checks pass."""
     rows, others = [], []
     for i, paper_id in enumerate(PAPER_IDS[:60]):
-        rows.append(pair(paper_id, 2025, None, "specify", f"query {i} about a method that needs labels.", f"gold {i} about a special case of it."))
-        others.append(distractor(paper_id, 2025, None, "common_irrelevant", f"distractor {i} of a paper from the year 2025."))
-    rows.append(pair("acl-old", 2004, None, "address", "an older query about sparse annotations.", "an older gold about active learning."))
+        rows.append(pair(paper_id, 2025, None, "specify", f"query {i} about a method that needs labels.",
+                         f"gold {i} about a special case of it."))
+        others.append(distractor(paper_id, 2025, None, "common_irrelevant",
+                                 f"distractor {i} of a paper from the year 2025."))
+    rows.append(pair("acl-old", 2004, None, "address", "an older query about sparse annotations.",
+                     "an older gold about active learning."))
     built = build_benchmark(*frames(rows, others), DatasetParams(split_by="year", splits=HASH_SPLIT))
     splits_per_paper = built.pairs.groupby("paper_id")["split"].nunique()
     assert (splits_per_paper == 1).all() and len(splits_per_paper) == 61
-    assert built.pairs.set_index("paper_id")["split"].to_dict() == built.papers.set_index("paper_id")["split"].to_dict()
+    assert (built.pairs.set_index("paper_id")["split"].to_dict()
+            == built.papers.set_index("paper_id")["split"].to_dict())
     pool_papers = {split: set(pool["corpusid"]) for split, pool in built.pools.items()}
     assert not pool_papers["validation"] & pool_papers["test"] and pool_papers["train"] == {"acl-old"}
     assert built.counts["papers.assigned.validation"] + built.counts["papers.assigned.test"] == 60
@@ -258,7 +275,8 @@ def test_bad_fraction_windows_are_errors():
         with pytest.raises(ValueError, match="fraction"):
             windows({"test": {**shared, "fraction": bad}})
     with pytest.raises(ValueError, match="whole years"):  # the windows themselves are still checked
-        windows({"validation": {"start": "2025-01-01", "end": 2025, "fraction": 0.5}, "test": {**shared, "fraction": 0.5}})
+        windows({"validation": {"start": "2025-01-01", "end": 2025, "fraction": 0.5},
+                 "test": {**shared, "fraction": 0.5}})
     with pytest.raises(ValueError, match="ISO dates"):
         windows({"test": {"start": 2025, "end": "2025-12-31", "fraction": 1}}, split_by="date")
     exact = windows({"validation": {**shared, "fraction": 0.1}, "test": {**shared, "fraction": 0.9}})
@@ -281,7 +299,8 @@ def test_fractions_under_date_windows_take_year_only_papers_of_a_whole_year():
     params = DatasetParams(splits=dates)
     assert {assign_split(2025, None, params, paper_id=i)[0] for i in PAPER_IDS[:50]} == {"validation", "test"}
     for paper_id in PAPER_IDS[:50]:  # a date inside the window gives the same split as the whole year
-        assert assign_split(None, "2025-07-01", params, paper_id=paper_id) == assign_split(2025, None, params, paper_id=paper_id)
+        assert (assign_split(None, "2025-07-01", params, paper_id=paper_id)
+                == assign_split(2025, None, params, paper_id=paper_id))
     assert assign_split(2026, None, params, paper_id=PAPER_IDS[0]) == (None, "outside_windows")
 
 
@@ -363,7 +382,8 @@ def test_leak_distractor_equal_to_gold(small):
     built = build_benchmark(*small, DatasetParams(split_by="year", splits=YEARS))
     pools = dict(built.pools)
     gold = built.pairs.iloc[0]
-    fake = pd.DataFrame([{"docid": gold.gold_id, "text": gold.gold, "source": DISTRACTOR_CATEGORIES[0], "corpusid": "Z"}])
+    fake = pd.DataFrame([{"docid": gold.gold_id, "text": gold.gold, "source": DISTRACTOR_CATEGORIES[0],
+                          "corpusid": "Z"}])
     pools["validation"] = pd.concat([pools["validation"], fake])
     with pytest.raises(LeakageError, match="equal a gold"):
         dataset.check_no_distractor_equals_gold(pools, built.pairs)
@@ -405,9 +425,11 @@ def test_loads_a_directory_in_the_official_release_layout(tmp_path):
     (root / "data" / "specify").mkdir(parents=True)
     (root / "candidates").mkdir()
     frame.to_parquet(root / "data" / "specify" / "test.parquet", index=False)
-    pd.DataFrame({"sentence": [gold, "another candidate."], "corpus_id": [123, 456]}).to_parquet(root / "candidates" / "test.parquet", index=False)
+    pd.DataFrame({"sentence": [gold, "another candidate."], "corpus_id": [123, 456]}).to_parquet(
+        root / "candidates" / "test.parquet", index=False)
     bench = dataset.load_benchmark(root)
-    assert bench.qrels("specify", "test").to_dict("records") == [{"qid": sentence_id(query), "docid": sentence_id(gold)}]
+    assert (bench.qrels("specify", "test").to_dict("records")
+            == [{"qid": sentence_id(query), "docid": sentence_id(gold)}])
     pool = bench.pool("test")
     assert sentence_id(gold) in set(pool.docid) and {"text", "corpusid"} <= set(pool.columns)
 
@@ -420,15 +442,18 @@ def test_table5_matches_the_built_benchmark(small):
     assert cell.loc[("pairs", "all moves"), "total"] == len(built.pairs)
     assert cell.loc[("pool", "all sources"), "test"] == len(built.pools["test"])
     pool_rows = cell.loc["pool"].drop(index="all sources")
-    assert (pool_rows[["train", "validation", "test"]].sum() == cell.loc[("pool", "all sources"), ["train", "validation", "test"]]).all()
+    assert (pool_rows[["train", "validation", "test"]].sum()
+            == cell.loc[("pool", "all sources"), ["train", "validation", "test"]]).all()
     assert cell.loc[("pairs", "all moves"), "paper_total"] == 3_017_476
     assert cell.loc[("papers", "in the corpus"), "train"] == 3
     # the paper's figures print as its text writes them; the numbers stay in the frame the CSV is written from
     shown = dataset.table5_shown(table).set_index(["section", "item"])
-    assert shown.loc[("pool", "all sources"), "paper_train"] == "13.8M" and cell.loc[("pool", "all sources"), "paper_train"] == 13_800_000
+    assert (shown.loc[("pool", "all sources"), "paper_train"] == "13.8M"
+            and cell.loc[("pool", "all sources"), "paper_train"] == 13_800_000)
     assert shown.loc[("pool", "all sources"), "paper_validation"] == "361K"
     assert shown.loc[("pool", "all sources"), "paper_test"] == "404,371"
-    assert shown.loc[("pairs", "all moves"), "paper_total"] == "3,017,476" and shown.loc[("pairs", "all moves"), "paper_train"] == ""
+    assert (shown.loc[("pairs", "all moves"), "paper_total"] == "3,017,476"
+            and shown.loc[("pairs", "all moves"), "paper_train"] == "")
     assert shown.loc[("pairs", "all moves"), "total"] == len(built.pairs)  # our own counts are left as they are
 
 
@@ -460,7 +485,8 @@ def _crowded_mined_rows(seed: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
     sentences = [f"sentence number {i} about a method for parsing tree banks." for i in range(40)]
     papers = [(corpus, f"{corpus}{k:03d}") for corpus in ("fx", "fy") for k in range(30)]
     year_of = {paper: rng.choice([None, 2001, 2004, 2006, 2007, 2008, 2009, 2010, 2012, 2015]) for paper in papers}
-    date_of = {paper: (f"{year_of[paper]}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}" if year_of[paper] and rng.random() < 0.4 else None)
+    date_of = {paper: (f"{year_of[paper]}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}"
+                       if year_of[paper] and rng.random() < 0.4 else None)
                for paper in papers}  # fmt: skip
     pairs, distractors = [], []
     for corpus, paper in papers:
@@ -469,8 +495,10 @@ def _crowded_mined_rows(seed: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
                        rng.choice(sentences), rng.choice(sentences), sent)
             pairs.append(row | {"corpus": corpus})
         for sent in range(1, rng.randint(2, 12), 2):
-            row = distractor(paper, year_of[(corpus, paper)], date_of[(corpus, paper)], rng.choice(DISTRACTOR_CATEGORIES),
-                             rng.choice(sentences + [f"a distractor of its own number {sent} in paper {paper}."]), sent)
+            row = distractor(paper, year_of[(corpus, paper)], date_of[(corpus, paper)],
+                             rng.choice(DISTRACTOR_CATEGORIES),
+                             rng.choice(sentences + [f"a distractor of its own number {sent} in paper {paper}."]),
+                             sent)
             distractors.append(row | {"corpus": corpus})
     return frames(pairs, distractors)
 
@@ -485,7 +513,8 @@ def _write_mined_parts(frame: pd.DataFrame, folder: Path, n_parts: int) -> None:
     for part in range(n_parts):
         rows = frame[[part_of[p] == part for p in zip(frame["corpus"], frame["paper_id"])]]
         none = pd.DataFrame(columns=list(mining.DISTRACTOR_TABLE_COLUMNS if is_pairs else mining.PAIR_TABLE_COLUMNS))
-        mined = mining.combine([mining.MiningResult(rows, none, Counter()) if is_pairs else mining.MiningResult(none, rows, Counter())])
+        mined = mining.combine([mining.MiningResult(rows, none, Counter()) if is_pairs
+                                else mining.MiningResult(none, rows, Counter())])
         ordered = mined.pairs if is_pairs else mined.distractors
         ordered.astype({c: "string" for c in ordered.columns if ordered[c].dtype == object}).to_parquet(
             folder / f"part-{part:05d}.parquet", index=False)
@@ -502,13 +531,16 @@ def test_bounded_build_equals_the_in_memory_build(tmp_path, buckets):
     _write_mined_parts(distractors, tmp_path / "distractors.parquet", 4)
     params = DatasetParams(split_by="year", splits=YEARS)
 
-    in_memory = build_benchmark(mining.read_mined(tmp_path / "pairs.parquet"), mining.read_mined(tmp_path / "distractors.parquet"), params)
+    in_memory = build_benchmark(mining.read_mined(tmp_path / "pairs.parquet"),
+                                mining.read_mined(tmp_path / "distractors.parquet"), params)
     dataset.write_release(in_memory, tmp_path / "in_memory")
-    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded", buckets)
+    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params,
+                                    tmp_path / "bounded", buckets)
 
     # the fixture exercises every rule the build has
-    for rule in ("pairs.dropped.duplicate_query_gold", "pairs.dropped.paper_without_usable_date", "distractors.dropped.equal_to_a_gold",
-                 "pool.dropped_from_train_as_in_test", "pairs.dropped.train_pair_touching_test", "pool.dropped_duplicates.train"):
+    for rule in ("pairs.dropped.duplicate_query_gold", "pairs.dropped.paper_without_usable_date",
+                 "distractors.dropped.equal_to_a_gold", "pool.dropped_from_train_as_in_test",
+                 "pairs.dropped.train_pair_touching_test", "pool.dropped_duplicates.train"):
         assert in_memory.counts[rule] > 0, rule
     assert bounded.report() == in_memory.report()
     expected, got = _release_files(tmp_path / "in_memory"), _release_files(tmp_path / "bounded")
@@ -518,7 +550,8 @@ def test_bounded_build_equals_the_in_memory_build(tmp_path, buckets):
     assert not list(tmp_path.glob(".dataset-buckets-*")), "the bucket folder is removed"
     by_paper = ["corpus", "paper_id"]
     pd.testing.assert_frame_equal(bounded.papers.sort_values(by_paper).reset_index(drop=True),
-                                  in_memory.papers.sort_values(by_paper).reset_index(drop=True), check_dtype=False)  # polars reads years as float
+                                  in_memory.papers.sort_values(by_paper).reset_index(drop=True),
+                                  check_dtype=False)  # polars reads years as float
     # what Table 5 and its notes read is all the bounded result keeps of the rows
     pd.testing.assert_frame_equal(dataset.table5(bounded), dataset.table5(in_memory))
     assert dataset.table5_notes(bounded) == dataset.table5_notes(in_memory)
@@ -529,11 +562,13 @@ def test_a_distractor_fraction_draws_the_same_docids_in_both_builds(tmp_path):
     _write_mined_parts(pairs, tmp_path / "pairs.parquet", 3)
     _write_mined_parts(distractors, tmp_path / "distractors.parquet", 3)
     read = lambda name: mining.read_mined(tmp_path / name)  # noqa: E731
-    every = build_benchmark(read("pairs.parquet"), read("distractors.parquet"), DatasetParams(split_by="year", splits=YEARS))
+    every = build_benchmark(read("pairs.parquet"), read("distractors.parquet"),
+                            DatasetParams(split_by="year", splits=YEARS))
     params = DatasetParams(split_by="year", splits=YEARS, distractor_fraction=0.5, hash_seed=3)
     half = build_benchmark(read("pairs.parquet"), read("distractors.parquet"), params)
     dataset.write_release(half, tmp_path / "in_memory")
-    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params, tmp_path / "bounded", 3)
+    bounded = dataset.build_bounded(tmp_path / "pairs.parquet", tmp_path / "distractors.parquet", params,
+                                    tmp_path / "bounded", 3)
     assert bounded.report() == half.report()
     expected, got = _release_files(tmp_path / "in_memory"), _release_files(tmp_path / "bounded")
     assert list(got) == list(expected)
@@ -541,7 +576,8 @@ def test_a_distractor_fraction_draws_the_same_docids_in_both_builds(tmp_path):
         pd.testing.assert_frame_equal(got[name], frame, check_dtype=len(frame) > 0, obj=name)
 
     def distractor_ids(built):
-        return {d for pool in built.pools.values() for d in pool.loc[pool["source"].isin(DISTRACTOR_CATEGORIES), "docid"]}
+        return {d for pool in built.pools.values()
+                for d in pool.loc[pool["source"].isin(DISTRACTOR_CATEGORIES), "docid"]}
 
     kept, offered = distractor_ids(half), distractor_ids(every)
     drawn = {d for d in offered if seeded_hash(3, d) < SEEDED_HASH_RANGE // 2}
@@ -558,8 +594,10 @@ def test_the_stage_builds_bucket_by_bucket_past_its_memory_budget(cfg, monkeypat
     pairs, distractors = _crowded_mined_rows(seed=9)
     _write_mined_parts(pairs, cfg.paths.pairs, 2)
     _write_mined_parts(distractors, cfg.paths.distractors, 2)
-    monkeypatch.setattr(dataset, "build_from_tables", lambda *a: pytest.fail("the in-memory build ran past the budget"))
-    cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000, "bucket_bytes": 10_000}
+    monkeypatch.setattr(dataset, "build_from_tables",
+                        lambda *a: pytest.fail("the in-memory build ran past the budget"))
+    cfg.sections["dataset"] = {"split_by": "year", "splits": YEARS, "max_in_memory_bytes": 1000,
+                               "bucket_bytes": 10_000}
     built = stage_steps.build(cfg)
     report = json.loads(cfg.paths.split_report.read_text())
     assert report["pool"]["size"] == {s: len(built.pools[s]) for s in SPLITS} and built.pools["test"].shape[0] > 0

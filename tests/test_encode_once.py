@@ -93,7 +93,8 @@ def test_evaluate_with_instructions_shares_the_pool_and_matches_a_retriever_per_
     for move in MOVES:
         prefix = "query: " + instructed_query_prefix(move)
         assert sum(t.startswith(prefix) for t in model.texts) == len(_queries(bench, move, "test"))
-        old = run_and_score(DenseRetriever(str(folder), prefix, "document: "), bench, move, "test", k=100, ndcg_ks=(10,))
+        old = run_and_score(DenseRetriever(str(folder), prefix, "document: "), bench, move, "test", k=100,
+                            ndcg_ks=(10,))
         assert old == result["scores"][move.value]
 
 
@@ -143,7 +144,13 @@ def silver_benchmark(tiny_benchmark, tmp_path):
 def test_mteb_and_compare_encode_the_shared_pool_once(counting_model, silver_benchmark):
     pytest.importorskip("mteb")
     from ratio_utils.evaluation.mteb_tasks import (
-        SCORE_NAMES, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks, side_by_side,
+        SCORE_NAMES,
+        generic_prompts,
+        mteb_model,
+        mteb_scores,
+        project_scores,
+        ratio_tasks,
+        side_by_side,
     )
 
     folder, model = counting_model
@@ -209,8 +216,8 @@ def test_the_mteb_query_prompt_is_the_moves_instruction(counting_model, tiny_ben
 
 def test_two_directories_give_two_task_identities_and_each_file_is_hashed_once(tiny_benchmark, tmp_path, monkeypatch):
     pytest.importorskip("mteb")
-    from ratio_utils.evaluation import mteb_tasks
     from ratio_utils.dataset.benchmark import candidates_path, write_pool
+    from ratio_utils.evaluation import mteb_tasks
 
     other = tmp_path / "other"
     shutil.copytree(tiny_benchmark, other)
@@ -241,7 +248,8 @@ def test_the_mteb_command_writes_results_where_output_says_and_compares_with_n_a
     assert main(["--model", str(folder), "--benchmark", str(tiny_benchmark), "--output", str(out), "--compare"]) == 0
     printed = capsys.readouterr().out
     files = sorted(p.name for p in out.rglob("Ratio*.json"))
-    assert len(files) == 3 and all(name.startswith(("RatioAddress_", "RatioBroaden_", "RatioSpecify_")) for name in files)
+    assert len(files) == 3 and all(name.startswith(("RatioAddress_", "RatioBroaden_", "RatioSpecify_"))
+                                   for name in files)
     saved = json.loads(next(out.rglob("RatioAddress_*.json")).read_text())
     assert "ndcg_at_10" in saved["scores"]["test"][0] and "mrr_at_10" in saved["scores"]["test"][0]
     assert "nDCG@10 MTEB" in printed and "[" in printed and "†" in printed and " n " in f" {printed} "
@@ -273,7 +281,8 @@ def test_the_evaluate_command_prints_and_saves_n_intervals_and_ndcg(tiny_benchma
     from ratio_utils.evaluation.stats import bootstrap_ci
 
     out = tmp_path / "r.json"
-    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--out", str(out)]) == 0
+    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--out",
+                 str(out)]) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
     bench = load_benchmark(tiny_benchmark)
@@ -286,7 +295,8 @@ def test_the_evaluate_command_prints_and_saves_n_intervals_and_ndcg(tiny_benchma
     heading, *lines = printed.splitlines()  # the heading names model, benchmark and split (issue 46)
     assert heading.startswith("bm25-unigram on ") and heading.endswith(", split test")
     assert lines[0].split() == [f"{m.value}/test†" for m in MOVES]  # every tiny move has fewer than 30 queries
-    assert lines[1].split()[0] == "n" and [int(x) for x in lines[1].split()[1:]] == [result["queries"][m.value] for m in MOVES]
+    assert (lines[1].split()[0] == "n"
+            and [int(x) for x in lines[1].split()[1:]] == [result["queries"][m.value] for m in MOVES])
     assert any(line.startswith("nDCG@10") for line in lines) and "95% bootstrap interval" in printed
     assert "†: fewer than 30 queries" in printed
     # the interval is the tables' method (stats.bootstrap_ci on the per-query values)

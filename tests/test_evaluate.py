@@ -10,11 +10,10 @@ import shutil
 import pandas as pd
 import pytest
 
+from ratio_utils.apps.evaluate import main
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.apps.evaluate import main
 from ratio_utils.retrieval import BM25Retriever
-
 
 pytestmark = pytest.mark.usefixtures("embedding_cache_in_tmp")
 
@@ -23,9 +22,11 @@ def _official_layout(ours, target):
     """A copy of the tiny benchmark as the official release ships it: no id columns, other candidate names."""
     shutil.copytree(ours, target)
     for path in (target / "data").rglob("*.parquet"):
-        pd.read_parquet(path).drop(columns=["query_id", "gold_id", "marker_source", "marker_has_anaphor"]).to_parquet(path)
+        pd.read_parquet(path).drop(columns=["query_id", "gold_id", "marker_source",
+                                            "marker_has_anaphor"]).to_parquet(path)
     for path in (target / "candidates").glob("*.parquet"):
-        pd.read_parquet(path).drop(columns=["docid"]).rename(columns={"text": "sentence", "corpusid": "corpus_id"}).to_parquet(path)
+        pd.read_parquet(path).drop(columns=["docid"]).rename(
+            columns={"text": "sentence", "corpusid": "corpus_id"}).to_parquet(path)
     return target
 
 
@@ -37,9 +38,11 @@ def test_missing_silver_is_a_clear_error(tiny_benchmark, capsys):
 
 def test_fallback_and_silver_are_recorded(tiny_benchmark, tmp_path, capsys):
     # give broaden a silver split (a copy of its test pairs): silver queries rank the test pool
-    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet", tiny_benchmark / "data" / "broaden" / "silver.parquet")
+    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet",
+                tiny_benchmark / "data" / "broaden" / "silver.parquet")
     out = tmp_path / "result.json"
-    argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "10", "--out", str(out)]
+    argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "10",
+            "--out", str(out)]
     assert main(argv) == 0
     result = json.loads(out.read_text())
     assert result["splits"] == {"address": "test", "broaden": "silver", "specify": "test"}
@@ -86,7 +89,8 @@ def test_a_move_without_pairs_is_skipped_and_recorded(tiny_benchmark, tmp_path, 
     path = tiny_benchmark / "data" / "broaden" / "test.parquet"
     pd.read_parquet(path).iloc[:0].to_parquet(path)
     out = tmp_path / "r.json"
-    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--out", str(out)]) == 0
+    assert main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test",
+                 "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert set(result["scores"]) == {"address", "specify"} and "broaden" in result["skipped"]
     assert "skipping broaden" in capsys.readouterr().err
@@ -97,7 +101,8 @@ def test_python_api_matches_the_cli(tiny_benchmark, tmp_path):
     import ratio_utils
 
     out = tmp_path / "cli.json"
-    assert main(["--model", "bm25-bigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10", "--out", str(out)]) == 0
+    assert main(["--model", "bm25-bigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10",
+                 "--out", str(out)]) == 0
     by_name = ratio_utils.evaluate("bm25-bigram", tiny_benchmark, "test", "all", k=10)
     by_object = ratio_utils.evaluate(BM25Retriever(2, name="mine"), tiny_benchmark, "test", "specify", k=10)
     assert by_name["scores"] == json.loads(out.read_text())["scores"]
@@ -110,14 +115,16 @@ def test_evaluate_and_the_cli_give_the_same_result_on_the_same_fixture(tiny_benc
     same result but for the timings, and the same run files."""
     from ratio_utils.evaluation.scoring import evaluate
 
-    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet", tiny_benchmark / "data" / "broaden" / "silver.parquet")
+    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet",
+                tiny_benchmark / "data" / "broaden" / "silver.parquet")
     path = tiny_benchmark / "data" / "address" / "test.parquet"
     pd.read_parquet(path).iloc[:0].to_parquet(path)
     out = tmp_path / "cli.json"
     assert main(["--model", "bm25-trigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "5",
                  "--name", "tri", "--runs-dir", str(tmp_path / "cli_runs"), "--out", str(out)]) == 0
     by_cli = json.loads(out.read_text())
-    by_function = evaluate("bm25-trigram", tiny_benchmark, fallback_to_test=True, k=5, name="tri", runs_dir=tmp_path / "runs")
+    by_function = evaluate("bm25-trigram", tiny_benchmark, fallback_to_test=True, k=5, name="tri",
+                           runs_dir=tmp_path / "runs")
     assert by_cli.pop("seconds").keys() == by_function.pop("seconds").keys() == {"broaden", "specify"}
     assert json.loads(json.dumps(by_function)) == by_cli
     assert by_function["splits"] == {"broaden": "silver", "specify": "test"} and "address" in by_function["skipped"]
@@ -183,15 +190,16 @@ def test_python_dash_m_ratio_utils_apps_evaluate_runs_the_command_line(tiny_benc
 
     by_module, by_main = tmp_path / "m.json", tmp_path / "main.json"
     argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--split", "test", "--k", "10"]
-    done = subprocess.run([sys.executable, "-m", "ratio_utils.apps.evaluate", *argv, "--out", str(by_module)], cwd=REPO_ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "ratio_utils.apps.evaluate", *argv, "--out", str(by_module)],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "MRR@10 is the primary metric" in done.stdout
     assert main([*argv, "--out", str(by_main)]) == 0
     assert json.loads(by_module.read_text())["scores"] == json.loads(by_main.read_text())["scores"]
     helped = subprocess.run([sys.executable, "-m", "ratio_utils.apps.evaluate", "--help"], cwd=REPO_ROOT,
                             capture_output=True, text=True)
-    assert helped.returncode == 0 and helped.stdout.startswith("usage: ratio-evaluate") and "--fallback-to-test" in helped.stdout
+    assert (helped.returncode == 0 and helped.stdout.startswith("usage: ratio-evaluate")
+            and "--fallback-to-test" in helped.stdout)
     assert "example" in helped.stdout.lower() and "ratio-evaluate --model" in helped.stdout
 
 
@@ -209,7 +217,8 @@ def test_the_ratio_evaluate_script_points_at_the_command_line():
 
 
 def _model_with_prompts(tmp_path, prompts):
-    """A saved sentence-transformers folder (the packaged MiniLM) whose config stores `prompts`, as notebook 09 saves."""
+    """A saved sentence-transformers folder (the packaged MiniLM) whose config stores `prompts`, as notebook 09
+    saves."""
     from ratio_utils.models import ST_CONFIG_FILE, resolve_model_path
 
     folder = tmp_path / "tuned-like"
@@ -231,8 +240,10 @@ def test_a_models_stored_prompts_are_used_by_default_and_flags_override_them(tin
     assert stored["params"]["prefix_source"] == {"query": "model prompts (config_sentence_transformers.json)",
                                                  "document": "model prompts (config_sentence_transformers.json)"}
     explicit = ratio_utils.evaluate(str(folder), query_prefix="query: ", doc_prefix="document: ", **common)
-    assert explicit["scores"] == stored["scores"] and explicit["params"]["prefix_source"] == {"query": "flag", "document": "flag"}
-    none = ratio_utils.evaluate(str(folder), query_prefix="", doc_prefix="", **common)  # '' overrides the stored prompts
+    assert (explicit["scores"] == stored["scores"]
+            and explicit["params"]["prefix_source"] == {"query": "flag", "document": "flag"})
+    # '' overrides the stored prompts
+    none = ratio_utils.evaluate(str(folder), query_prefix="", doc_prefix="", **common)
     assert none["params"]["query_prefix"] == "" and none["scores"] != stored["scores"]
     # the CLI: no prefix flags, the stored prompts, printed with the scores
     out = tmp_path / "r.json"

@@ -17,9 +17,9 @@ import pytest
 from fake_encoder import FakeEncoder
 from forwarder import prefix_proxy, tcp_forward
 
+from ratio_utils.apps import explorer, search
 from ratio_utils.io import InputError
 from ratio_utils.local_server import RequestError
-from ratio_utils.apps import explorer, search
 from ratio_utils.schema import MOVES, Move
 
 # (paper, para, sent, text) — invented for the test: two short papers read in order.
@@ -37,7 +37,8 @@ STATEMENT = "How can parsers avoid overfitting?"
 @pytest.fixture
 def index_folder(tmp_path):
     sentences = pd.DataFrame(_SENTENCES, columns=["paper_id", "para", "sent", "text"])
-    papers = pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"], "year": [2011, 2015]})
+    papers = pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"],
+                           "year": [2011, 2015]})
     rows, counts = search.sentence_rows(sentences, papers)
     folder = tmp_path / "index"
     search.build_index(rows, FakeEncoder(doc_prefix="document: "), folder, model=None, counts=counts,
@@ -56,7 +57,8 @@ def the_explorer(index_folder):
     """Per-move columns over the fixture index; the unified retriever is not trained."""
     return explorer.Explorer({
         "per-move": {move: _column(move, index_folder) for move in MOVES},
-        "unified": {move: explorer.Column(move, "unified", problem="no unified retriever: run notebook 13") for move in MOVES},
+        "unified": {move: explorer.Column(move, "unified", problem="no unified retriever: run notebook 13")
+                    for move in MOVES},
     }, top=3)
 
 
@@ -68,7 +70,8 @@ def test_one_statement_fills_three_columns_with_paper_and_context(the_explorer):
     top = answer["columns"][0]["hits"][0]
     assert top["sentence"] == "Dropout between recurrent layers reduces overfitting in parsers."
     assert (top["title"], top["year"], top["paper_id"]) == ("Regularising parsers", 2011, "P1")
-    assert (top["previous"], top["next"]) == ("Neural parsers need large treebanks.", "We evaluate on the Penn Treebank.")
+    assert (top["previous"], top["next"]) == ("Neural parsers need large treebanks.",
+                                              "We evaluate on the Penn Treebank.")
 
 
 def test_an_untrained_retriever_says_so_instead_of_failing(the_explorer):
@@ -90,7 +93,8 @@ def test_bad_requests_are_refused_with_a_reason(the_explorer):
     with pytest.raises(RequestError, match="unknown retrievers"):
         the_explorer.ask(STATEMENT, ["per-move"])
     with pytest.raises(RequestError, match="not available: no unified retriever"):
-        explorer.JudgmentLog(Path("unused.jsonl")).mark(the_explorer.column("unified", "address"), STATEMENT, "d", "useful")
+        explorer.JudgmentLog(Path("unused.jsonl")).mark(the_explorer.column("unified", "address"), STATEMENT, "d",
+                                                        "useful")
 
 
 def test_an_index_of_another_model_or_corpus_is_refused(index_folder):
@@ -116,8 +120,8 @@ def test_marks_are_saved_taken_back_and_read_again(the_explorer, tmp_path):
     assert marks["address"] == {hit["docid"]: "useful"} and marks["specify"] == {}
     log.mark(column, STATEMENT, hit["docid"], "not_useful")  # a second mark replaces the first
     row = json.loads(path.read_text())
-    assert (row["label"], row["sentence"], row["paper_id"], row["model"]) == ("not_useful", hit["sentence"], hit["paper_id"],
-                                                                            "fake__address")
+    assert (row["label"], row["sentence"], row["paper_id"], row["model"]) == ("not_useful", hit["sentence"],
+                                                                            hit["paper_id"], "fake__address")
     assert explorer.JudgmentLog(path).marks(STATEMENT)["address"] == {hit["docid"]: "not_useful"}
     assert explorer.JudgmentLog(path).marks("another statement")["address"] == {}
     log.mark(column, STATEMENT, hit["docid"], None)
@@ -185,7 +189,8 @@ def test_http_writes_only_from_the_page_and_long_statements_refused(server, tmp_
         assert _post(server, "api/mark", mark, **headers)[0] == code, headers
         assert message in _post(server, "api/mark", mark, **headers)[1]["error"]
     assert not (tmp_path / "judgments.jsonl").exists()  # nothing was written
-    assert _post(server, "api/mark", mark) == (200, {"marks": {"address": {docid: "useful"}, "broaden": {}, "specify": {}}})
+    assert _post(server, "api/mark", mark) == (200, {"marks": {"address": {docid: "useful"}, "broaden": {},
+                                                               "specify": {}}})
     status, body = _post(server, "api/ask", {"statement": "y" * 1001, "retrievers": "per-move"})
     assert status == 400 and "at most 1000 characters" in body["error"]
 
@@ -205,7 +210,8 @@ def test_browser_type_a_statement_expand_a_context_mark_and_reload(browser, serv
     browser.find_element(By.ID, "go").click()
     wait.until(lambda b: all(len(b.find_elements(By.CSS_SELECTOR, f"#col-{m.value} li.hit-item")) == 3 for m in MOVES))
     first = browser.find_element(By.CSS_SELECTOR, "#col-address li.hit-item")
-    assert first.find_element(By.CSS_SELECTOR, ".sentence").text == "Dropout between recurrent layers reduces overfitting in parsers."
+    assert (first.find_element(By.CSS_SELECTOR, ".sentence").text
+            == "Dropout between recurrent layers reduces overfitting in parsers.")
     assert "Regularising parsers · 2011 · P1" in first.find_element(By.CSS_SELECTOR, ".paper").text
     assert "model fake__broaden" in browser.find_element(By.CSS_SELECTOR, "#col-broaden .source").text
     after = first.find_element(By.CSS_SELECTOR, ".context .after")
@@ -217,7 +223,8 @@ def test_browser_type_a_statement_expand_a_context_mark_and_reload(browser, serv
     pressed = f"#col-address li[data-docid='{docid}'] .mark.useful"
     wait.until(lambda b: b.find_element(By.CSS_SELECTOR, pressed).get_attribute("aria-pressed") == "true")
     assert json.loads((tmp_path / "judgments.jsonl").read_text())["docid"] == docid
-    assert browser.find_element(By.CSS_SELECTOR, f"#col-address li[data-docid='{docid}'] details").get_attribute("open")
+    assert browser.find_element(By.CSS_SELECTOR,
+                                f"#col-address li[data-docid='{docid}'] details").get_attribute("open")
     browser.refresh()  # the statement is in the address: the page asks again and shows the saved mark
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, pressed))
     assert browser.find_element(By.CSS_SELECTOR, pressed).get_attribute("aria-pressed") == "true"

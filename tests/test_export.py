@@ -1,5 +1,6 @@
 """BEIR / TREC exports (ratio_utils.dataset.export): read back by BEIR's own loader and by an independent
-evaluator (ir_measures over pytrec_eval), which must score our run files exactly as ratio_utils.evaluation.metrics does."""
+evaluator (ir_measures over pytrec_eval), which must score our run files exactly as ratio_utils.evaluation.metrics
+does."""
 
 from __future__ import annotations
 
@@ -81,15 +82,19 @@ def test_independent_scores_of_our_run_files_equal_ours(bench_with_self_candidat
 
 def test_trec_export_files_and_cli(tiny_benchmark, tmp_path, capsys):
     out = tmp_path / "out"
-    assert export_command.main(["--format", "trec", "--move", "all", "--split", "test", "--benchmark", str(tiny_benchmark), str(out)]) == 0
+    assert export_command.main(["--format", "trec", "--move", "all", "--split", "test", "--benchmark",
+                                str(tiny_benchmark), str(out)]) == 0
     for move in Move:
         topics = (out / move.value / "topics.tsv").read_text().splitlines()
         evalset = load_benchmark(tiny_benchmark).eval_set(move, Split.TEST)
         queries, qrels = evalset.queries, evalset.qrels
         assert [line.split("\t")[0] for line in topics] == list(queries["qid"])
-        assert (out / move.value / "qrels.txt").read_text().splitlines() == [f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False)]
-        assert sum(1 for _ in open(out / move.value / "collection.jsonl")) == len(load_benchmark(tiny_benchmark).pool("test"))
-    assert export_command.main(["--format", "beir", "--move", "broaden", "--split", "silver", "--benchmark", str(tiny_benchmark), str(out)]) == 2
+        assert ((out / move.value / "qrels.txt").read_text().splitlines()
+                == [f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False)])
+        assert (sum(1 for _ in open(out / move.value / "collection.jsonl"))
+                == len(load_benchmark(tiny_benchmark).pool("test")))
+    assert export_command.main(["--format", "beir", "--move", "broaden", "--split", "silver", "--benchmark",
+                                str(tiny_benchmark), str(out)]) == 2
     assert "no silver pairs" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown format"):
         export.export(load_benchmark(tiny_benchmark), "address", "test", out, "csv")

@@ -58,7 +58,8 @@ def test_parquet_stream_writes_frames_whose_types_differ_by_rows_into_one_table(
     # A categorical's index width follows its categories and an all-null column has no type: the
     # first frame's schema would reject the later frames without the uniform schema.
     first = pd.DataFrame({"corpus": pd.Categorical(["a"]), "date": [None], "n": [1]})
-    later = pd.DataFrame({"corpus": pd.Categorical([f"c{i}" for i in range(300)]), "date": ["2020-01-01"] * 300, "n": range(300)})
+    later = pd.DataFrame({"corpus": pd.Categorical([f"c{i}" for i in range(300)]), "date": ["2020-01-01"] * 300,
+                          "n": range(300)})
     target = tmp_path / "t.parquet"
     with ParquetStream(target) as out:
         out.write(first)
@@ -177,7 +178,8 @@ def test_load_benchmark_reads_official_layout_without_our_ids(tiny_benchmark):
     frame = pd.read_parquet(path).drop(columns=["query_id", "gold_id"])
     frame.to_parquet(path, index=False)
     pool_path = tiny_benchmark / "candidates" / "test.parquet"
-    pd.read_parquet(pool_path).drop(columns=["docid"]).rename(columns={"text": "sentence"}).to_parquet(pool_path, index=False)
+    (pd.read_parquet(pool_path).drop(columns=["docid"]).rename(columns={"text": "sentence"})
+     .to_parquet(pool_path, index=False))
 
     bench = load_benchmark(tiny_benchmark)
     qrels = bench.qrels("address", "test")

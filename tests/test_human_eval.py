@@ -20,7 +20,8 @@ from ratio_utils.schema import Move, Split
 
 
 def test_sample_by_marker_is_balanced_and_seeded():
-    queries = pd.DataFrame({"query_id": [f"q{i}" for i in range(30)], "queryTerm": ["for example"] * 20 + ["in particular"] * 8 + ["e.g."] * 2})
+    queries = pd.DataFrame({"query_id": [f"q{i}" for i in range(30)],
+                            "queryTerm": ["for example"] * 20 + ["in particular"] * 8 + ["e.g."] * 2})
     sample = packets.sample_by_marker(queries, 9, np.random.default_rng(3))
     assert sample["queryTerm"].value_counts().to_dict() == {"for example": 4, "in particular": 3, "e.g.": 2} or \
         sample["queryTerm"].value_counts().to_dict() == {"for example": 3, "in particular": 4, "e.g.": 2}
@@ -34,7 +35,8 @@ def test_packets_are_blind_and_the_key_unblinds_them(tmp_path, tiny_benchmark):
     key = packets.load_key(key_path)
     assert set(packet.items) == set(key)
     # 2 labelled per move (Broaden has 2 test queries), each list the top 10
-    assert sorted(i.split("/")[0] for i in packet.items) == ["address", "address", "broaden", "broaden", "specify", "specify"]
+    assert sorted(i.split("/")[0] for i in packet.items) == ["address", "address", "broaden", "broaden", "specify",
+                                                             "specify"]
     for item in packet.items.values():
         assert [len(item["lists"][n]) for n in "AB"] == [10, 10]
     # nothing an annotator gets names a system or the gold sentence
@@ -76,7 +78,8 @@ def test_packets_show_the_sentences_as_the_paper_wrote_them(tmp_path, tiny_bench
 
 
 def test_subfield_restriction_and_assignment_by_subfield(tmp_path, tiny_benchmark):
-    packets_dir, _ = make_packets(tmp_path, tiny_benchmark, subfield_column="queryTerm_group", subfield_values=["address"],
+    packets_dir, _ = make_packets(tmp_path, tiny_benchmark, subfield_column="queryTerm_group",
+                                  subfield_values=["address"],
                                   annotators={"ann1": ["address"], "ann2": ["specify"]}, moves=["address", "specify"],
                                   double_labelled_per_move=0)
     packet = packets.load_packet(packets_dir)
@@ -107,14 +110,18 @@ def _key_entry(item, a_setup, a, b, query_paper, gold):
     return {"item": item, "move": item.split("/")[0], "query_id": item.split("/")[1], "split": "test", "marker": "m",
             "query_paper": query_paper, "gold_ids": [gold],
             "lists": {n: {"setup": setups[n], "system": setups[n],
-                          "candidates": [{"rank": r, "candidate_id": c, "paper": p} for r, (c, p) in enumerate(cands, 1)]}
+                          "candidates": [{"rank": r, "candidate_id": c, "paper": p}
+                                         for r, (c, p) in enumerate(cands, 1)]}
                       for n, cands in (("A", a), ("B", b))}}
 
 
 KEY = {e["item"]: e for e in [
-    _key_entry("address/q1", "tuned", [("t1", "P1"), ("x1", "P2"), ("x2", "P1")], [("y1", "P3"), ("y2", "P4"), ("t1", "P1")], "P1", "t1"),
-    _key_entry("address/q2", "baseline", [("z1", "P5"), ("z2", "P6"), ("z3", "P7")], [("g2", "P5"), ("z1", "P5"), ("w1", "P8")], "P5", "g2"),
-    _key_entry("broaden/q3", "tuned", [("h1", "P9"), ("h2", "P9"), ("h3", "P10")], [("h1", "P9"), ("h4", "P11"), ("h5", "P12")], "P0", "g3"),
+    _key_entry("address/q1", "tuned", [("t1", "P1"), ("x1", "P2"), ("x2", "P1")],
+               [("y1", "P3"), ("y2", "P4"), ("t1", "P1")], "P1", "t1"),
+    _key_entry("address/q2", "baseline", [("z1", "P5"), ("z2", "P6"), ("z3", "P7")],
+               [("g2", "P5"), ("z1", "P5"), ("w1", "P8")], "P5", "g2"),
+    _key_entry("broaden/q3", "tuned", [("h1", "P9"), ("h2", "P9"), ("h3", "P10")],
+               [("h1", "P9"), ("h4", "P11"), ("h5", "P12")], "P0", "g3"),
 ]}
 U, N = "useful", "not_useful"
 LABELS = {  # (annotator, item): (labels of A, labels of B, preference)
@@ -148,7 +155,8 @@ MOVES = ["address", "broaden", "specify"]
 
 def test_incomplete_annotations_are_left_out(study):
     assert study.incomplete[["annotator", "item"]].values.tolist() == [["ann1", "broaden/q3"]]
-    assert set(zip(study.candidates.annotator, study.candidates.item)) == {k for k in LABELS if k != ("ann1", "broaden/q3")}
+    assert set(zip(study.candidates.annotator, study.candidates.item)) == {k for k in LABELS
+                                                                           if k != ("ann1", "broaden/q3")}
 
 
 def test_table2_against_hand_computed_values(study):
@@ -190,7 +198,8 @@ def test_table11_against_hand_computed_values(study):
 
 def test_table12_against_hand_computed_values(study):
     t12 = statistics.table12(study, MOVES).set_index(["move", "setup"])
-    # tuned, address: useful non-gold x1 (P2), z1 (P5 = query's paper), w1 (P8); shown non-gold x1, x2 (P1 = query's), z1, w1
+    # tuned, address: useful non-gold x1 (P2), z1 (P5 = query's paper), w1 (P8); shown non-gold x1, x2 (P1 = query's),
+    # z1, w1
     assert t12.loc[("address", "Tuned")].tolist() == pytest.approx([3, 200 / 3, 3, 50])
     # baseline, address: useful non-gold y2 (P4); shown non-gold y1, y2, z1 (query's paper), z2, z3
     assert t12.loc[("address", "Baseline")].tolist() == pytest.approx([1, 100, 1, 80])
@@ -238,14 +247,16 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
     write_toy_runs(tiny_benchmark, tmp_path / "runs")
     bench = load_benchmark(tiny_benchmark)
     paper_ids = [p for m in Move for p in bench.queries(m, Split.TEST)["corpusid"]]
-    papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1], "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
+    papers = pd.DataFrame({"paper_id": paper_ids + paper_ids[:1],
+                           "venue": ["ACL" if p.startswith("P00") else "EMNLP" for p in paper_ids] + ["ACL"]})
     papers.to_parquet(tmp_path / "papers.parquet")
     params = toy_params(subfield_column="venue", annotators={"acl": ["ACL"], "emnlp": ["EMNLP"]})
     study = packets.build_packets(bench, packets.run_files_in(tmp_path / "runs", params, bench), params,
                                   seed=1, papers_path=tmp_path / "papers.parquet")
     by_item = {i["item"]: i["subfield"] for i in study.items}
     assert set(by_item.values()) == {"ACL", "EMNLP"}
-    assert all(by_item[i] == "ACL" for i in study.assignments["acl"]) and all(by_item[i] == "EMNLP" for i in study.assignments["emnlp"])
+    assert (all(by_item[i] == "ACL" for i in study.assignments["acl"])
+            and all(by_item[i] == "EMNLP" for i in study.assignments["emnlp"]))
 
 
 @pytest.mark.parametrize("change, message", [
@@ -263,7 +274,8 @@ def test_subfield_from_papers_table(tmp_path, tiny_benchmark):
 def test_loose_label_rows_are_errors_naming_the_line(tmp_path, change, message):
     labels_dir = tmp_path / "labels"
     labels_dir.mkdir()
-    rows = [label_row("ann1", "address/q1", "A", 1, "t1", U), {**label_row("ann1", "address/q1", "A", 2, "x1", U), **change}]
+    rows = [label_row("ann1", "address/q1", "A", 1, "t1", U),
+            {**label_row("ann1", "address/q1", "A", 2, "x1", U), **change}]
     (labels_dir / "ann1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(InputError, match=rf"ann1.jsonl:2: .*{message}"):
         labels.load_labels(labels_dir, KEY, k=3)

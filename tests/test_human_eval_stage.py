@@ -15,9 +15,8 @@ from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.stats import format_p
 from ratio_utils.human_eval import annotation_app as annotate
-from ratio_utils.human_eval import packets
+from ratio_utils.human_eval import packets, study
 from ratio_utils.retrieval.runs import read_run, read_run_info, run_path
-from ratio_utils.human_eval import study
 from ratio_utils.stages import human_eval_stats
 from ratio_utils.stages.human_eval_stats import HumanEvalStatsStage
 
@@ -30,7 +29,8 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
     config = load_config(overrides={"human_eval": SECTION})
     summary = HumanEvalStatsStage.from_config(config).write_packets()
-    assert summary[["move", "split", "labelled"]].values.tolist() == [["address", "test", 2], ["broaden", "test", 2], ["specify", "test", 2]]
+    assert summary[["move", "split", "labelled"]].values.tolist() == [["address", "test", 2], ["broaden", "test", 2],
+                                                                      ["specify", "test", 2]]
     assert (config.paths.human_eval_packets / "queries.jsonl").exists() and config.paths.human_eval_key.exists()
     # the key is neither in the packets nor beside them, and the notebook says what annotators get
     assert not config.paths.human_eval_key.is_relative_to(config.paths.human_eval_packets.parent)
@@ -53,7 +53,8 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
         for name in "AB":
             for candidate in item["lists"][name]:
                 value = "useful" if (name, candidate["rank"]) == ("A", 1) else "not_useful"
-                store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": name, "rank": candidate["rank"], "value": value})
+                store.answer({"etag": store.etag, "kind": "label", "item": item["item"], "list": name,
+                              "rank": candidate["rank"], "value": value})
         store.answer({"etag": store.etag, "kind": "preference", "item": item["item"], "value": "A"})
     store.close()
     # ann2 has started one query only: incomplete, left out
@@ -61,7 +62,8 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     (config.paths.human_eval_packets / "labels" / "ann2.jsonl").write_text(json.dumps(
         label_row("ann2", first["item"], "A", 1, first["lists"]["A"][0]["candidate_id"], "useful")) + "\n")
 
-    labelled = load_config(overrides={"human_eval": {**SECTION, "labels_dir": "output:data/human_eval/packets/labels"}})
+    labelled = load_config(overrides={"human_eval": {**SECTION,
+                                                     "labels_dir": "output:data/human_eval/packets/labels"}})
     result = HumanEvalStatsStage.from_config(labelled).results
     table2 = result.table("table2_human_eval").set_index(["move", "setup"])
     key = [json.loads(line) for line in labelled.paths.human_eval_key.read_text().splitlines()]
@@ -70,7 +72,8 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
     n = len(mine)
     assert table2.loc[("all", "Tuned"), "queries"] == n
     assert table2.loc[("all", "Tuned"), "MRR@10"] == 100 * tuned_first / n  # only List A's first candidate is useful
-    assert table2.loc[("all", "Tuned"), "Pref."] == tuned_first and table2.loc[("all", "Baseline"), "Pref."] == n - tuned_first
+    assert (table2.loc[("all", "Tuned"), "Pref."] == tuned_first
+            and table2.loc[("all", "Baseline"), "Pref."] == n - tuned_first)
     assert result.status.set_index("annotator").loc["ann2", "incomplete queries"] == 1
     for name in ("table2_human_eval", "table11_beyond_gold", "table12_cross_paper", "human_eval_agreement"):
         assert (labelled.paths.tables / f"{name}.md").exists()
@@ -88,7 +91,8 @@ def test_packets_then_no_numbers_then_tables_from_labels(cfg, tiny_benchmark, ca
 def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     write_toy_runs(cfg.paths.benchmark, cfg.paths.retrieval_runs)
-    config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2", "moves": ["broaden"]}})
+    config = load_config(overrides={"human_eval": {**SECTION, "baseline_system": "all-MiniLM-L6-v2",
+                                                   "moves": ["broaden"]}})
     HumanEvalStatsStage.from_config(config).write_packets()
     run_file = run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test")  # its own folder
     assert not run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
@@ -99,7 +103,8 @@ def test_a_missing_baseline_run_is_ranked_with_its_sidecar(cfg, tiny_benchmark):
     shutil.move(str(run_file.parent.parent), str(config.paths.retrieval_runs / run_file.parent.parent.name))
     files, made = human_eval_stats.ensure_runs(config, HumanEvalStatsStage.from_config(config).params,
                                               load_benchmark(config.paths.benchmark))
-    assert made == [] and files[("baseline", "broaden")] == run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2", "broaden", "test")
+    assert made == [] and files[("baseline", "broaden")] == run_path(config.paths.retrieval_runs, "all-MiniLM-L6-v2",
+                                                                     "broaden", "test")
     assert not run_path(config.paths.human_eval_runs, "all-MiniLM-L6-v2", "broaden", "test").exists()
 
 

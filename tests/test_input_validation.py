@@ -76,7 +76,8 @@ def test_a_gold_missing_from_the_pool_fails_evaluate_export_and_mteb(tiny_benchm
     assert evaluate_command.main(FAST + ["--benchmark", str(tiny_benchmark), "--move", "address"]) == 2
     _one_line_error(capsys, "ratio-evaluate: error:", PAIRS, gold)
     out = tmp_path / "beir"
-    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark), str(out)]) == 2
+    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark),
+                                str(out)]) == 2
     _one_line_error(capsys, "ratio-export: error:", PAIRS, gold)
     assert not out.exists()
     assert mteb_command.main(["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--output",
@@ -134,7 +135,8 @@ def test_a_null_query_id_is_refused_and_never_exported_as_nan(tiny_benchmark, tm
     assert evaluate_command.main(FAST + ["--benchmark", str(tiny_benchmark), "--move", "address"]) == 2
     _one_line_error(capsys, PAIRS, "null", "row 0")
     out = tmp_path / "beir"
-    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark), str(out)]) == 2
+    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark),
+                                str(out)]) == 2
     _one_line_error(capsys, PAIRS, "row 0")
     assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark),
                                 "--allow-invalid", str(out)]) == 0
@@ -164,7 +166,8 @@ def test_one_query_with_two_golds_is_one_query_with_two_qrels(tiny_benchmark):
     _edit(tiny_benchmark, PAIRS, lambda f: pd.concat([f, second], ignore_index=True))
     evalset = load_benchmark(tiny_benchmark).eval_set(Move.ADDRESS, Split.TEST)
     assert len(evalset.queries) == 3 and len(evalset.qrels) == 4
-    assert set(evalset.qrels.loc[evalset.qrels["qid"] == frame["query_id"].iloc[0], "docid"]) == set(frame["gold_id"].iloc[:2])
+    assert (set(evalset.qrels.loc[evalset.qrels["qid"] == frame["query_id"].iloc[0], "docid"])
+            == set(frame["gold_id"].iloc[:2]))
     result = evaluate("bm25-unigram", tiny_benchmark, "test", "address", k=10, intervals=False)
     assert result["queries"]["address"] == 3
 
@@ -214,7 +217,7 @@ def test_a_binary_text_column_that_is_utf8_is_read_as_text(tiny_benchmark):
     assert load_benchmark(tiny_benchmark).queries(Move.ADDRESS, Split.TEST)["querySentence"].tolist() == texts
 
 
-# -- typed params ------------------------------------------------------------------------------------------------------
+# -- typed params -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("text", "names"), [
     ("retrieval: {k: ten}\n", ["'retrieval'", "'k'", "whole number", "'ten'"]),
@@ -234,7 +237,7 @@ def test_a_value_of_the_wrong_type_names_the_file_and_key(tmp_path, text, names)
 
 def test_yaml_numbers_fit_their_fields(tmp_path):
     """What YAML writes for a value of the right type loads: an int in a float field, a list in a tuple field."""
-    from ratio_utils.param_sections import check_value_types, RetrievalParams
+    from ratio_utils.param_sections import RetrievalParams, check_value_types
 
     check_value_types({"k": 100, "bm25_ngrams": [1, 2], "dense_models": ["a", {"model": "b", "prefixes": "generic"}]},
                       RetrievalParams, "here")
@@ -244,7 +247,7 @@ def test_yaml_numbers_fit_their_fields(tmp_path):
         check_value_types({"bm25_ngrams": [1, "two"]}, RetrievalParams, "here")
 
 
-# -- one-line errors, exit status 2 ------------------------------------------------------------------------------------
+# -- one-line errors, exit status 2 -----------------------------------------------------------------------------------
 
 def test_bad_params_are_one_line_in_every_command(tiny_benchmark, tmp_path, capsys):
     syntax = tmp_path / "syntax.yaml"
@@ -294,7 +297,7 @@ def test_without_a_benchmark_each_command_says_pass_benchmark(tmp_path, monkeypa
     _one_line_error(capsys, "pass --benchmark DIR")
 
 
-# -- atomic export -----------------------------------------------------------------------------------------------------
+# -- atomic export ----------------------------------------------------------------------------------------------------
 
 def test_a_failed_export_leaves_the_old_one_whole(tiny_benchmark, tmp_path, monkeypatch):
     bench = load_benchmark(tiny_benchmark)
@@ -322,15 +325,17 @@ def test_export_never_replaces_a_folder_that_is_not_an_export(tiny_benchmark, tm
     mine = tmp_path / "my-notes"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark), str(mine)]) == 2
+    assert export_command.main(["--format", "beir", "--move", "address", "--benchmark", str(tiny_benchmark),
+                                str(mine)]) == 2
     _one_line_error(capsys, str(mine), "not an export")
     assert (mine / "notes.txt").read_text() == "keep me"
 
 
-# -- what the commands print ---------------------------------------------------------------------------------------------
+# -- what the commands print ------------------------------------------------------------------------------------------
 
 def test_the_evaluate_table_is_headed_by_model_benchmark_and_split(tiny_benchmark, capsys):
-    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet", tiny_benchmark / "data" / "broaden" / "silver.parquet")
+    shutil.copy(tiny_benchmark / "data" / "broaden" / "test.parquet",
+                tiny_benchmark / "data" / "broaden" / "silver.parquet")
     argv = ["--model", "bm25-unigram", "--benchmark", str(tiny_benchmark), "--fallback-to-test", "--k", "10",
             "--no-intervals"]
     assert evaluate_command.main(argv) == 0

@@ -98,7 +98,8 @@ def _env(installed: Installation) -> dict[str, str]:
     return env | ({"PYTHONPATH": str(installed.pythonpath)} if installed.pythonpath else {})
 
 
-def _run(installed: Installation, cwd: Path, script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def _run(installed: Installation, cwd: Path, script: str, *args: str,
+         timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run([str(installed.bin / script), *args], cwd=cwd, env=_env(installed), capture_output=True,
                           text=True, timeout=timeout)
 
@@ -119,8 +120,8 @@ def _free_port() -> int:
 def _serve(installed: Installation, cwd: Path, script: str, *args: str, ready: str,
            timeout: float = 180) -> subprocess.Popen:
     """A server command started in the background; returned once its stdout says `ready` (else the test fails)."""
-    process = subprocess.Popen([str(installed.bin / script), *args], cwd=cwd, env=_env(installed), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([str(installed.bin / script), *args], cwd=cwd, env=_env(installed),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline, seen = time.monotonic() + timeout, []
     while time.monotonic() < deadline:
         line = process.stdout.readline()
@@ -155,7 +156,8 @@ def test_the_scripts_run_the_installed_copy_not_the_checkout(installed, user_fol
     prompts = package / "resources" / "prompts"
     assert prompts.is_dir() and not prompts.is_symlink()
     judge = sorted(p.relative_to(prompts).as_posix() for p in prompts.rglob("*.md"))
-    assert judge == sorted(p.relative_to(CHECKOUT / "prompts").as_posix() for p in (CHECKOUT / "prompts").rglob("*.md"))
+    assert judge == sorted(p.relative_to(CHECKOUT / "prompts").as_posix()
+                           for p in (CHECKOUT / "prompts").rglob("*.md"))
     for name in judge:  # byte-identical: recorded LLM answers replay only on identical request texts
         assert (prompts / name).read_bytes() == (CHECKOUT / "prompts" / name).read_bytes(), name
 

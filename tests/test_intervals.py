@@ -1,5 +1,6 @@
-"""Interval cells (ratio_utils.evaluation.intervals): the dagger below thirty queries, the cache shared by the notebooks,
-and a cache key that changes with the statistics code, so an edit of `stats` never reuses an old interval."""
+"""Interval cells (ratio_utils.evaluation.intervals): the dagger below thirty queries, the cache shared by the
+notebooks, and a cache key that changes with the statistics code, so an edit of `stats` never reuses an old
+interval."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def computations(monkeypatch) -> list[str]:
     called: list[str] = []
     for name in ("bootstrap_ci", "paired_bootstrap_ci", "paired_permutation_test"):
         real = getattr(stats, name)
-        monkeypatch.setattr(stats, name, lambda *a, _real=real, _name=name, **k: called.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(stats, name,
+                            lambda *a, _real=real, _name=name, **k: called.append(_name) or _real(*a, **k))
     return called
 
 
@@ -85,7 +87,8 @@ def test_the_statistics_code_version_follows_the_source_of_stats(tmp_path):
     assert intervals.STATS_CODE_VERSION == intervals.code_version(stats)
     assert intervals.code_version(_load_copy(tmp_path / "same_stats.py", source)) == intervals.STATS_CODE_VERSION
     # another interval rule (a different quantile method) is another version
-    edited = source.replace("np.quantile(means, [alpha, 1 - alpha])", "np.quantile(means, [alpha, 1 - alpha], method='lower')")
+    edited = source.replace("np.quantile(means, [alpha, 1 - alpha])",
+                            "np.quantile(means, [alpha, 1 - alpha], method='lower')")
     assert edited != source
     assert intervals.code_version(_load_copy(tmp_path / "edited_stats.py", edited)) != intervals.STATS_CODE_VERSION
 

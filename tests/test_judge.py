@@ -125,7 +125,8 @@ def test_parse_verdict_rejects_non_boolean_answers(content):
 
 
 def test_parse_verdict_passes_on_failed_answers():
-    assert parse_verdict(_result("not json", error="content is not valid JSON: x")) == (None, None, "content is not valid JSON: x")
+    assert parse_verdict(_result("not json", error="content is not valid JSON: x")) == (None, None,
+                                                                                        "content is not valid JSON: x")
     assert parse_verdict(ChatResult("c", None, None, None, {}, False, "h")) == (None, None, "no JSON answer")
 
 
@@ -183,7 +184,8 @@ def test_judge_sample_sizes_must_be_a_number_or_a_list_of_numbers(size):
 
 def test_judge_sample_sizes_read_as_waves():
     params = JudgeParams(sample_sizes={"specify": [400, 800], "address": None, "broaden": 59})
-    assert params.waves("specify") == [400, 800] and params.waves("address") is None and params.waves("broaden") == [59]
+    assert (params.waves("specify") == [400, 800] and params.waves("address") is None
+            and params.waves("broaden") == [59])
 
 
 # -- label files and statistics ----------------------------------------------------------------
@@ -270,7 +272,8 @@ def test_panel_statistics_match_sklearn():
 
 
 def test_both_rule_is_a_conjunction_where_a_rejection_decides():
-    verdicts = pd.DataFrame({"a": [True, True, False, None, True], "b": [True, False, None, None, None]}, dtype="boolean")
+    verdicts = pd.DataFrame({"a": [True, True, False, None, True], "b": [True, False, None, None, None]},
+                            dtype="boolean")
     assert both_rule(verdicts, ["a", "b"]).tolist() == [True, False, False, pd.NA, pd.NA]
 
 
@@ -306,7 +309,8 @@ def test_offline_run_writes_no_silver_and_says_so(cfg, tiny_benchmark, monkeypat
     cfg.paths = dataclasses.replace(cfg.paths, shared=tmp_path / "shared_without_llm_cache")  # nothing to replay
     _install_benchmark(tiny_benchmark, cfg)
     stale = pairs_path(cfg.paths.benchmark, Move.ADDRESS, Split.SILVER)
-    write_pairs(load_benchmark(cfg.paths.benchmark).queries("address", "test"), cfg.paths.benchmark, "address", "silver")
+    write_pairs(load_benchmark(cfg.paths.benchmark).queries("address", "test"), cfg.paths.benchmark, "address",
+                "silver")
     sf = SilverFilterStage.from_config(cfg)
     status = sf.status()
     assert not sf.online and "OPENAI_API_KEY" in sf.why
@@ -354,7 +358,8 @@ def _fill_labels(sheets: pd.DataFrame, labels_dir: Path) -> None:
         for k, annotator in enumerate(annotators):
             filled = sheet.copy()
             filled["annotator"] = annotator
-            filled["label"] = [str(int((int(hashlib.md5(f"{pid}{k}".encode()).hexdigest(), 16) % 3) != 0)) for pid in sheet.pair_id]
+            filled["label"] = [str(int((int(hashlib.md5(f"{pid}{k}".encode()).hexdigest(), 16) % 3) != 0))
+                               for pid in sheet.pair_id]
             filled.to_csv(labels_dir / f"{annotator}__{Path(path).name}", index=False)
 
 
@@ -396,9 +401,11 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
     labels_long, _ = load_label_files(sf.labels_dir)
     for move in MOVES:
         # the retained prompts have the highest F1 against the calibration annotator (sklearn)
-        cal = labels_long[(labels_long.move == move.value) & (labels_long.set == "calibration")].set_index("pair_id")["label"]
+        cal = labels_long[(labels_long.move == move.value)
+                          & (labels_long.set == "calibration")].set_index("pair_id")["label"]
         part = judgements[judgements.move == move.value].pivot(index="pair_id", columns="prompt", values="accept")
-        f1 = {p: f1_score(cal.to_numpy(), part[p].reindex(cal.index).astype(int).to_numpy(), zero_division=0) for p in part.columns}
+        f1 = {p: f1_score(cal.to_numpy(), part[p].reindex(cal.index).astype(int).to_numpy(), zero_division=0)
+              for p in part.columns}
         retained = sf.retained[move]
         assert len(retained) == 2
         assert min(f1[p] for p in retained) >= max(f1[p] for p in f1 if p not in retained)
@@ -433,7 +440,8 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
     assert sha256_tree(cfg.paths.benchmark / "candidates") == pools_before  # rejected golds stay in the pool
     # the silver set's record says who judged it, with which prompts, and how many pairs got no verdict
     judge = read_silver_source(cfg.paths.benchmark)
-    assert (judge.role, judge.configured, judge.answered_by, judge.replayed_from) == ("judge", "judge-model", ("judge-model",), None)
+    assert (judge.role, judge.configured, judge.answered_by, judge.replayed_from) == ("judge", "judge-model",
+                                                                                      ("judge-model",), None)
     assert not judge.stand_in
     assert judge.detail["prompts"] == {m.value: sf.retained[m] for m in MOVES}
     assert judge.detail["prompts chosen by"] == "calibration F1"
@@ -446,7 +454,8 @@ def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch
     assert [sha[(m, p)] for m, p in zip(verdicts["move"], verdicts["prompt"])] == verdicts["prompt_sha256"].tolist()
     entries = list((cfg.paths.root / "cache" / "llm" / "responses").rglob("*.json"))
     entry = json.loads(entries[0].read_text())
-    assert entry["meta"]["prompt_sha256"] == sha[(entry["meta"]["move"], entry["meta"]["prompt"])] and entry["request"]["reasoning_effort"] == "medium"
+    assert (entry["meta"]["prompt_sha256"] == sha[(entry["meta"]["move"], entry["meta"]["prompt"])]
+            and entry["request"]["reasoning_effort"] == "medium")
     for path in cfg.paths.root.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
@@ -460,19 +469,22 @@ def _record_batch_files(folder: Path, sf: SilverFilterStage, model: str, *, skip
     for move in MOVES:
         for prompt in [p for p in sf.prompts[move] if p.label in sf.retained[move]]:
             for request in judge_requests(sf.samples[move], prompt, "gpt-5.4", sf.params):
-                inputs.append({"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions", "body": request.body()})
+                inputs.append({"custom_id": request.custom_id, "method": "POST", "url": "/v1/chat/completions",
+                               "body": request.body()})
                 if request.meta["pair_id"] in skip_pairs:
                     continue
                 accept = _stub_accepts(prompt.text, request.messages[1]["content"])
                 body = {"model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
                     "role": "assistant", "content": json.dumps({"accept": accept, "reason": "recorded"})}}]}
-                outputs.append({"custom_id": request.custom_id, "response": {"status_code": 200, "body": body}, "error": None})
+                outputs.append({"custom_id": request.custom_id, "response": {"status_code": 200, "body": body},
+                                "error": None})
     (folder / "run-input.jsonl").write_text("".join(json.dumps(x) + "\n" for x in inputs))
     (folder / "run-output.jsonl").write_text("".join(json.dumps(x) + "\n" for x in outputs))
     return len(inputs) - len(outputs)
 
 
-def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg, tiny_benchmark, monkeypatch, tmp_path):
+def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg, tiny_benchmark, monkeypatch,
+                                                                             tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg.paths = dataclasses.replace(cfg.paths, shared=tmp_path / "shared_without_llm_cache")
     _install_benchmark(tiny_benchmark, cfg)
@@ -502,7 +514,8 @@ def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg
     assert "specify: 2 request(s), 1 pair(s)" in notes
     # the unanswered pair: written as a request file, named in Table 9's notes, never counted as rejected
     assert sf.request_files and len(list(Path(sf.request_files).rglob("*.jsonl"))) >= 1
-    assert verdicts.loc[missing_pair, "unanswered"] and not verdicts.drop(index=missing_pair)["unanswered"].fillna(False).any()
+    assert (verdicts.loc[missing_pair, "unanswered"]
+            and not verdicts.drop(index=missing_pair)["unanswered"].fillna(False).any())
     sf.table9()
     table9_notes = (cfg.paths.tables / "table9_judge_agreement.md").read_text()
     assert "1 judged pair(s) are unanswered" in table9_notes and "specify: 1 of 3" in table9_notes
@@ -518,7 +531,8 @@ def test_partial_replay_counts_misses_per_move_and_names_the_answering_model(cfg
     assert judge.detail["prompts chosen by"] == FIXED_IN_PARAMS
 
 
-def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_branch(cfg, tiny_benchmark, monkeypatch, tmp_path):
+def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_branch(cfg, tiny_benchmark, monkeypatch,
+                                                                                    tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     _install_benchmark(tiny_benchmark, cfg)
     cfg.sections["judge"] = {"retained": {m.value: ["minimal", "ordered"] for m in MOVES}}
@@ -527,7 +541,8 @@ def test_replay_with_no_recorded_answer_for_these_requests_keeps_the_offline_bra
     sf = SilverFilterStage.from_config(cfg)
     sf.sample()
     sf.calibrate()
-    _record_batch_files(recorded, sf, "standin-model", skip_pairs=set().union(*(set(s["pair_id"]) for s in sf.samples.values())))
+    _record_batch_files(recorded, sf, "standin-model",
+                        skip_pairs=set().union(*(set(s["pair_id"]) for s in sf.samples.values())))
     sf = SilverFilterStage.from_config(cfg)
     sf.sample()
     sf.load_labels()

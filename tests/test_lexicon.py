@@ -88,8 +88,10 @@ def test_released_lexicon_reports_typo_clauses_and_conflicts(released, released_
 
 
 def test_split_trailing_clause():
-    assert lx.split_trailing_clause("to address these limitations, we propose") == ("to address these limitations", "we propose")
-    assert lx.split_trailing_clause("more generally, the same result holds for") == ("more generally", "the same result holds for")
+    assert lx.split_trailing_clause("to address these limitations, we propose") == ("to address these limitations",
+                                                                                     "we propose")
+    assert lx.split_trailing_clause("more generally, the same result holds for") == ("more generally",
+                                                                                     "the same result holds for")
     assert lx.split_trailing_clause("accordingly, to address this") == ("accordingly, to address this", None)
     assert lx.split_trailing_clause("at a macro scale, this") == ("at a macro scale, this", None)
     assert lx.split_trailing_clause("for example") == ("for example", None)
@@ -245,7 +247,8 @@ def test_table4_counts_sources_moves_and_data():
     )
     table = lx.table4(lexicon, pairs).set_index("source")
     moves = lexicon[lexicon["kind"] == "move"]
-    for label, source in [("Manual curation", "manual"), ("Extendable connective", "extendable"), ("LLM generation", "llm")]:
+    for label, source in [("Manual curation", "manual"), ("Extendable connective", "extendable"),
+                          ("LLM generation", "llm")]:
         for move in ("address", "broaden", "specify"):
             expected = int(((moves["source"] == source) & (moves["move"] == move)).sum())
             assert table.loc[label, f"{move}_lexicon"] == expected
@@ -327,8 +330,10 @@ def test_extension_matching():
     assert curation.extension_of("to addressing this", "to address") is None
     assert curation.extension_of("to address a b c d e f", "to address") is None  # six words
     assert curation.extension_of("to address a b c d e", "to address") == "a b c d e"
-    spans = pl.DataFrame({"span": ["to address this issue", "to address", "to addressing it", "zooming in on x"], "count": [5, 2, 9, 1]})
-    connectives = pd.DataFrame({"marker": ["to address", "zooming in"], "kind": ["move", "move"], "move": ["address", "specify"]})
+    spans = pl.DataFrame({"span": ["to address this issue", "to address", "to addressing it", "zooming in on x"],
+                          "count": [5, 2, 9, 1]})
+    connectives = pd.DataFrame({"marker": ["to address", "zooming in"], "kind": ["move", "move"],
+                                "move": ["address", "specify"]})
     found = curation.connective_extensions(spans, connectives, 5)
     assert found[["connective", "extension", "count"]].values.tolist() == [
         ["to address", "this issue", 5], ["to address", "", 2], ["zooming in", "on x", 1]]
@@ -338,10 +343,12 @@ def test_extension_matching():
 
 def test_span_status_uses_hand_made_rows():
     lexicon = lx.load_released_csv(FIXTURES / "good.csv").frame
-    top = pl.DataFrame({"span": ["for example", "to address this issue", "in contrast", "to this end", "we note"], "count": [9, 5, 4, 3, 2]})
+    top = pl.DataFrame({"span": ["for example", "to address this issue", "in contrast", "to this end", "we note"],
+                        "count": [9, 5, 4, 3, 2]})
     status = curation.span_status(top, lexicon).set_index("span")
-    assert status["status"].to_dict() == {"for example": "specify", "to address this issue": "address", "in contrast": "distractor",
-                                           "to this end": "rejected", "we note": "not reviewed"}
+    assert status["status"].to_dict() == {"for example": "specify", "to address this issue": "address",
+                                          "in contrast": "distractor", "to this end": "rejected",
+                                          "we note": "not reviewed"}
     summary = curation.status_summary(status.reset_index())
     assert summary["spans"].sum() == 5
 
@@ -365,38 +372,46 @@ def test_generation_requests_are_deterministic_and_seeded():
     prompts = marker_llm.Prompts.load()
     subcategories = marker_llm.load_subcategories()
     seeds = {Move.ADDRESS: ["to address this problem", "to this end"], Move.BROADEN: ["more generally"]}
-    kwargs = dict(models=("claude-opus-4-6", "gpt-5.4"), moves=(Move.ADDRESS, Move.BROADEN), subcategories=subcategories,
-                  seeds=seeds, n_markers=30, n_seeds=4, seed=13, prompts=prompts)
+    kwargs = dict(models=("claude-opus-4-6", "gpt-5.4"), moves=(Move.ADDRESS, Move.BROADEN),
+                  subcategories=subcategories, seeds=seeds, n_markers=30, n_seeds=4, seed=13, prompts=prompts)
     first = marker_llm.generation_requests(round_no=1, proposed=None, **kwargs)
     assert len(first) == 2 * (len(subcategories[Move.ADDRESS]) + len(subcategories[Move.BROADEN]))
     assert len({r.custom_id for r in first}) == len(first)
-    assert [r.messages for r in first] == [r.messages for r in marker_llm.generation_requests(round_no=1, proposed=None, **kwargs)]
+    assert [r.messages for r in first] == [
+        r.messages for r in marker_llm.generation_requests(round_no=1, proposed=None, **kwargs)]
     request = next(r for r in first if r.custom_id == "lexgen-r1-gpt-5-4-address-mitigate")
     assert "to this end" in request.messages[1]["content"] and "mitigate" in request.messages[1]["content"]
     assert "Address" in request.messages[0]["content"] and request.response_format_json
-    proposed = pd.DataFrame({"marker": ["to curb this risk"], "move": ["address"], "subcategory": ["mitigate"], "model": ["x"], "round": [1]})
+    proposed = pd.DataFrame({"marker": ["to curb this risk"], "move": ["address"], "subcategory": ["mitigate"],
+                             "model": ["x"], "round": [1]})
     second = marker_llm.generation_requests(round_no=2, proposed=proposed, **kwargs)
     request = next(r for r in second if r.custom_id == "lexgen-r2-gpt-5-4-address-mitigate")
     assert "to curb this risk" in request.messages[1]["content"]
 
 
 def test_generated_and_label_answers_are_parsed_strictly():
-    assert marker_llm.parse_generated({"markers": ["To Curb This Risk,", 3, "to curb this risk", ""]}) == ["to curb this risk"]
+    assert (marker_llm.parse_generated({"markers": ["To Curb This Risk,", 3, "to curb this risk", ""]})
+            == ["to curb this risk"])
     assert marker_llm.parse_generated({"phrases": ["x"]}) == [] and marker_llm.parse_generated(None) == []
     asked = ["to curb this risk", "in general", "to this end"]
     labels, problems = marker_llm.parse_labels(
-        {"labels": [{"phrase": "To curb this risk", "label": "strong-true"}, {"phrase": "in general", "label": "MAYBE"},
+        {"labels": [{"phrase": "To curb this risk", "label": "strong-true"},
+                    {"phrase": "in general", "label": "MAYBE"},
                     {"phrase": "other", "label": "FALSE"}]}, asked)
     assert labels == {"to curb this risk": "STRONG-TRUE"}
-    assert any("MAYBE" in p for p in problems) and any("not asked" in p for p in problems) and any("unlabelled" in p for p in problems)
+    assert (any("MAYBE" in p for p in problems) and any("not asked" in p for p in problems)
+            and any("unlabelled" in p for p in problems))
     candidates = pd.DataFrame({"marker": asked, "move": ["address"] * 3})
     requests = marker_llm.label_requests(candidates, "gpt-5.4", 2, marker_llm.Prompts.load())
     assert [len(r.meta["phrases"]) for r in requests] == [2, 1]
     assert json.loads(requests[0].messages[1]["content"])["phrases"] == sorted(asked)[:2]
-    results = [ChatResult(requests[0].custom_id, "", {"labels": [{"phrase": p, "label": "WEAK-TRUE"} for p in requests[0].meta["phrases"]]}, None, {}, False),
+    results = [ChatResult(requests[0].custom_id, "",
+                          {"labels": [{"phrase": p, "label": "WEAK-TRUE"} for p in requests[0].meta["phrases"]]},
+                          None, {}, False),
                ChatResult(requests[1].custom_id, None, None, "HTTP 500", {}, False)]
     table, problems = marker_llm.collect_labels(requests, results)
-    assert table["strength"].tolist() == ["WEAK-TRUE", "WEAK-TRUE"] and problems == [f"{requests[1].custom_id}: HTTP 500"]
+    assert (table["strength"].tolist() == ["WEAK-TRUE", "WEAK-TRUE"]
+            and problems == [f"{requests[1].custom_id}: HTTP 500"])
 
 
 def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path):
@@ -412,9 +427,11 @@ def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path):
         user = body["messages"][-1]["content"]
         if user.startswith("{"):  # a labelling batch: the phrases as JSON
             phrases = json.loads(user)["phrases"]
-            return json.dumps({"labels": [{"phrase": p, "label": "STRONG-TRUE" if "curb" in p else "FALSE"} for p in phrases]})
+            return json.dumps({"labels": [{"phrase": p, "label": "STRONG-TRUE" if "curb" in p else "FALSE"}
+                                          for p in phrases]})
         move = "address" if "Address" in body["messages"][0]["content"] else "broaden"
-        return json.dumps({"markers": [f"to curb this {move} issue", "more generally", f"{body['model']} says {move}"]})
+        return json.dumps({"markers": [f"to curb this {move} issue", "more generally",
+                                       f"{body['model']} says {move}"]})
 
     key = "sk-lexicon-test"
     monkeypatch.setenv("OPENAI_API_KEY", key)
@@ -459,9 +476,11 @@ def _pairs_in_memory(kept: pl.DataFrame, spans: list[str], k: int, seed: int) ->
     text = {(r[0], r[1], r[2]): r[3] for r in kept.iter_rows()}
     rows = [(pid, para, sent, first, text[(pid, para, sent + 1)], curation.span_of(text[(pid, para, sent + 1)]))
             for (pid, para, sent), first in text.items() if (pid, para, sent + 1) in text]
-    pairs = pl.DataFrame(rows, schema=kept.select("paper_id", "para", "sent").schema | {"first": pl.Utf8, "second": pl.Utf8, "span": pl.Utf8},
+    pairs = pl.DataFrame(rows, schema=kept.select("paper_id", "para", "sent").schema
+                         | {"first": pl.Utf8, "second": pl.Utf8, "span": pl.Utf8},
                          orient="row").filter(pl.col("span").is_in(spans))
-    key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)], separator="|")
+    key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)],
+                        separator="|")
     return (pairs.with_columns(key.hash(seed=seed).alias("_draw")).sort(["_draw", "paper_id", "para", "sent"])
             .group_by("span", maintain_order=True).head(k)
             .with_columns(pl.col("_draw").rank("ordinal").over("span").alias("pair_no")).drop("_draw"))
@@ -475,7 +494,8 @@ def test_streamed_spans_and_review_pairs_over_parts_equal_the_in_memory_join(sen
         scan = curation.scan_sentences(source)
         assert isinstance(scan, pl.LazyFrame) and curation.count_kept(scan) == kept.height
         counts = curation.count_spans(scan, 7)
-        assert dict(counts.iter_rows()) == dict(Counter(s for s in map(curation.span_of, kept["text_clean"]) if s is not None))
+        assert dict(counts.iter_rows()) == dict(Counter(s for s in map(curation.span_of, kept["text_clean"])
+                                                        if s is not None))
         assert counts.equals(curation.count_spans(kept, 7))
         spans = counts.head(12)["span"].to_list()
         streamed = curation.sample_review_pairs(scan, spans, 4, seed=3)
@@ -486,8 +506,10 @@ def test_streamed_spans_and_review_pairs_over_parts_equal_the_in_memory_join(sen
 
 def test_read_sentences_keeps_undropped_rows_and_checks_columns(tmp_path):
     frame = pl.DataFrame({
-        "corpus": ["c"] * 3, "paper_id": ["p"] * 3, "year": [2000] * 3, "date": [None] * 3, "para": [0, 0, 0], "sent": [0, 1, 2],
-        "text": ["Raw one, x.", "Raw two, y.", "Raw three, z."], "text_clean": ["Clean one, x.", None, "Clean three, z."],
+        "corpus": ["c"] * 3, "paper_id": ["p"] * 3, "year": [2000] * 3, "date": [None] * 3, "para": [0, 0, 0],
+        "sent": [0, 1, 2],
+        "text": ["Raw one, x.", "Raw two, y.", "Raw three, z."],
+        "text_clean": ["Clean one, x.", None, "Clean three, z."],
         "drop_reason": [None, None, "noise"],
     })
     frame.write_parquet(tmp_path / "s.parquet")
@@ -498,7 +520,8 @@ def test_read_sentences_keeps_undropped_rows_and_checks_columns(tmp_path):
         curation.read_sentences(tmp_path / "bad.parquet")
 
 
-def test_review_pairs_drawn_part_by_part_equal_the_in_memory_join_and_hold_one_part_at_a_time(sentences, tmp_path, monkeypatch):
+def test_review_pairs_drawn_part_by_part_equal_the_in_memory_join_and_hold_one_part_at_a_time(sentences, tmp_path,
+                                                                                               monkeypatch):
     """Per part the k lowest draws, carried on: the same sheet as joining all pairs at once, for any cut into parts,
     while no joined frame holds more than one part's pairs."""
     single, folder = _sentence_parts(sentences, tmp_path, n_parts=3)
@@ -514,18 +537,21 @@ def test_review_pairs_drawn_part_by_part_equal_the_in_memory_join_and_hold_one_p
     by_parts = curation.sample_review_pairs(parts, spans, 2, seed=5)
     assert by_parts.columns == reference.columns and by_parts.equals(reference)  # row for row, spans in the same order
     all_pairs = _pairs_in_memory(kept, spans, 10**6, seed=5).height
-    assert len(joined) == 3 and sum(f.height for f in joined) == all_pairs and max(f.height for f in joined) < all_pairs
+    assert (len(joined) == 3 and sum(f.height for f in joined) == all_pairs
+            and max(f.height for f in joined) < all_pairs)
     # a single-file table is its own one part: the draw is the one over the whole scan, row for row
     whole = curation.scan_sentence_parts(single)
     assert len(whole) == 1
-    assert curation.sample_review_pairs(whole, spans, 2, seed=5).equals(curation.sample_review_pairs(curation.scan_sentences(single), spans, 2, seed=5))
+    assert curation.sample_review_pairs(whole, spans, 2, seed=5).equals(
+        curation.sample_review_pairs(curation.scan_sentences(single), spans, 2, seed=5))
 
 
 def test_the_review_draw_keeps_no_part_text_beyond_its_own_rows():
     # Polars' strings are views into the buffers they were taken from: pairs kept from a part used to keep that
     # part's whole text alive, so notebook 01's memory grew with the number of parts (docs/scale.md, rehearsal).
     def part(i: int, n: int = 2000) -> pl.LazyFrame:
-        texts = [f"Background {i} {j} {'x' * 300}" if s == 0 else f"For example, case {i} {j} {'y' * 300}" for j in range(n) for s in (0, 1)]
+        texts = [f"Background {i} {j} {'x' * 300}" if s == 0 else f"For example, case {i} {j} {'y' * 300}"
+                 for j in range(n) for s in (0, 1)]
         return pl.DataFrame({"paper_id": [f"p{i}-{j}" for j in range(n) for _ in (0, 1)], "para": [0] * (2 * n),
                              "sent": [0, 1] * n, "text_clean": texts}).lazy()
 

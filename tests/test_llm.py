@@ -33,7 +33,8 @@ def requests_for(n: int, prefix: str = "r") -> list[ChatRequest]:
         ChatRequest(
             custom_id=f"{prefix}{i}",
             model="test-model",
-            messages=[{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": f"item number {i}" + ("" if prefix == "r" else f" ({prefix})")}],
+            messages=[{"role": "system", "content": "Answer in JSON."},
+                      {"role": "user", "content": f"item number {i}" + ("" if prefix == "r" else f" ({prefix})")}],
             extra={"reasoning_effort": "medium", "verbosity": "low"},
             meta={"prompt_sha256": "abc123"},
         )
@@ -71,7 +72,8 @@ def test_sync_answers_in_order_and_second_run_is_served_from_cache(stub, tmp_pat
     entries = sorted((tmp_path / "cache" / "responses").rglob("*.json"))
     assert len(entries) == 4
     entry = json.loads(entries[0].read_text())
-    assert entry["request"]["reasoning_effort"] == "medium" and entry["request"]["response_format"] == {"type": "json_object"}
+    assert (entry["request"]["reasoning_effort"] == "medium"
+            and entry["request"]["response_format"] == {"type": "json_object"})
     assert entry["meta"] == {"prompt_sha256": "abc123"}
     assert entry["request_hash"] == request_hash(entry["request"]) == entries[0].stem
 
@@ -136,7 +138,8 @@ def test_batch_splits_files_matches_shuffled_output_by_custom_id_and_resubmits_f
 
 def test_dry_run_writes_batch_files_within_the_limits_and_sends_nothing(stub, tmp_path):
     requests = requests_for(9)
-    one_line = len(json.dumps({"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions", "body": requests[0].body()}))
+    one_line = len(json.dumps({"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions",
+                               "body": requests[0].body()}))
     limit = 2 * one_line + 40  # room for two lines per file, not three
     client = LLMClient(settings(stub, mode="dry_run", batch_max_bytes=limit), tmp_path, api_key=KEY)
     results = client.run(requests, desc="dry")
@@ -233,7 +236,8 @@ def test_cost_accounting_uses_usage_and_the_batch_discount(stub, tmp_path, capsy
     used_out = sum(r.usage["completion_tokens"] for r in results)
     assert (report.input_tokens, report.output_tokens, report.reasoning_tokens) == (used_in, used_out, 18)
     assert report.cost_usd == pytest.approx((used_in * 2.0 + used_out * 8.0) / 1e6 * 0.5)
-    assert report.est_cost_usd == pytest.approx((report.est_input_tokens * 2.0 + report.est_output_tokens * 8.0) / 1e6 * 0.5)
+    assert report.est_cost_usd == pytest.approx((report.est_input_tokens * 2.0 + report.est_output_tokens * 8.0)
+                                                / 1e6 * 0.5)
     printed = capsys.readouterr().out
     assert "priced: 3 request(s)" in printed and "estimate" in printed and "used" in printed
 
@@ -263,7 +267,8 @@ def test_api_key_never_written_printed_or_raised(tmp_path, capsys):
         client.run(requests_for(3), mode="sync")
         client.run(requests_for(3, "b"), mode="batch")
         client.run(requests_for(2, "d"), mode="dry_run")
-        assert any({k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {KEY}" for h in stub.headers_seen)  # it was sent...
+        assert any({k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {KEY}"
+                   for h in stub.headers_seen)  # it was sent...
     assert "***" in failed[0].error and KEY not in failed[0].error  # ...and scrubbed from the error
     texts = [repr(client), json.dumps(client.describe()), capsys.readouterr().out]
     with pytest.raises(ReplayMiss) as miss:

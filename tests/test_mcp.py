@@ -48,8 +48,9 @@ def built(tmp_path_factory):
     corpus = root / "corpus"
     corpus.mkdir()
     pd.DataFrame(_SENTENCES, columns=["paper_id", "para", "sent", "text"]).to_parquet(corpus / "sentences.parquet")
-    pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"], "year": [2011, 2019],
-                  "venue": ["ACL", "EMNLP"], "source": ["invented", "invented"]}).to_parquet(corpus / "papers.parquet")
+    pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"],
+                  "year": [2011, 2019], "venue": ["ACL", "EMNLP"],
+                  "source": ["invented", "invented"]}).to_parquet(corpus / "papers.parquet")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RATIO_OUTPUT_ROOT", str(root))
         assert search.main(["index", "--model", MODEL, "--corpus", str(corpus), "--out",
@@ -79,7 +80,8 @@ async def _stdio_session(root: Path, indexes: Path, stub_url: str) -> dict:
     async with Client(params, read_timeout_seconds=120) as client:
         seen["tools"] = (await client.list_tools()).tools
         call = client.call_tool
-        seen["find"] = await call("find_inspirations", {"statement": "Annotating entities by hand is expensive.", "k": 2})
+        seen["find"] = await call("find_inspirations", {"statement": "Annotating entities by hand is expensive.",
+                                                        "k": 2})
         seen["year"] = await call("find_inspirations", {"statement": "Parsers overfit small treebanks.",
                                                         "moves": ["specify"], "k": 3, "from_year": 2015})
         seen["rerank"] = await call("find_inspirations", {"statement": "Parsers overfit small treebanks.",
@@ -227,4 +229,5 @@ def test_http_needs_the_bearer_token_and_says_rerank_is_unavailable_without_a_ke
     assert {tool.name for tool in tools} == TOOLS
     move = found.structured_content["moves"][0]
     assert move["rerank"]["status"] == "unavailable" and "no API key in $OPENAI_API_KEY" in move["rerank"]["message"]
-    assert [h["rank"] for h in move["inspirations"]] == [1, 2] and all(h["reranker"] is None for h in move["inspirations"])
+    assert ([h["rank"] for h in move["inspirations"]] == [1, 2]
+            and all(h["reranker"] is None for h in move["inspirations"]))

@@ -68,7 +68,8 @@ def test_every_metric_matches_ranx(seed, ties):
 def test_hand_computed_single_gold():
     # q1: gold at rank 3; q2: gold at rank 1; q3: gold not retrieved.
     run = pd.DataFrame(
-        [("q1", "a", 1, 0.9), ("q1", "b", 2, 0.8), ("q1", "g1", 3, 0.7), ("q2", "g2", 1, 5.0), ("q2", "x", 2, 1.0), ("q3", "y", 1, 1.0)],
+        [("q1", "a", 1, 0.9), ("q1", "b", 2, 0.8), ("q1", "g1", 3, 0.7), ("q2", "g2", 1, 5.0), ("q2", "x", 2, 1.0),
+         ("q3", "y", 1, 1.0)],
         columns=["qid", "docid", "rank", "score"],
     )
     qrels = pd.DataFrame([("q1", "g1"), ("q2", "g2"), ("q3", "g3")], columns=["qid", "docid"])
@@ -93,7 +94,8 @@ def test_ties_are_broken_by_docid_and_input_rank_is_ignored():
 
 
 def test_two_golds_recall_is_a_fraction():
-    run = pd.DataFrame([("q", "g1", 1, 3.0), ("q", "x", 2, 2.0), ("q", "g2", 3, 1.0)], columns=["qid", "docid", "rank", "score"])
+    run = pd.DataFrame([("q", "g1", 1, 3.0), ("q", "x", 2, 2.0), ("q", "g2", 3, 1.0)],
+                       columns=["qid", "docid", "rank", "score"])
     qrels = pd.DataFrame({"qid": ["q", "q"], "docid": ["g1", "g2"]})
     scores = evaluate_run(run, qrels, ks=(1, 3))
     assert scores["R@1"] == pytest.approx(0.5)
@@ -120,7 +122,8 @@ def test_per_query_metrics_match_ranx_per_query(ties):
     ours = per_query_metrics(run, qrels, ["R@10", "MRR@10", "HR@5", "MRR@100"])
     assert list(ours.index) == sorted(qrels["qid"].unique())
     ranx_qrels, ranx_run = _ranx_inputs(run, qrels)
-    for ours_name, ranx_name in (("R@10", "recall@10"), ("MRR@10", "mrr@10"), ("HR@5", "hit_rate@5"), ("MRR@100", "mrr@100")):
+    for ours_name, ranx_name in (("R@10", "recall@10"), ("MRR@10", "mrr@10"), ("HR@5", "hit_rate@5"),
+                                 ("MRR@100", "mrr@100")):
         evaluate(ranx_qrels, ranx_run, ranx_name, make_comparable=True)
         theirs = ranx_run.scores[ranx_name]
         for qid, value in ours[ours_name].items():
@@ -140,7 +143,8 @@ def test_ndcg_matches_ranx_and_ir_measures(seed, ties):
     ours = evaluate_run(run, qrels, ks=(10,), ndcg_ks=ks)
     ranx_values = evaluate(*_ranx_inputs(run, qrels), [f"ndcg@{k}" for k in ks], make_comparable=True)
     ordered = order_run(run)
-    ir_run = [ir_measures.ScoredDoc(q, d, 1.0 / r) for q, d, r in ordered[["qid", "docid", "rank"]].itertuples(index=False)]
+    ir_run = [ir_measures.ScoredDoc(q, d, 1.0 / r)
+              for q, d, r in ordered[["qid", "docid", "rank"]].itertuples(index=False)]
     ir_qrels = [ir_measures.Qrel(q, d, 1) for q, d in qrels.itertuples(index=False)]
     judged = set(qrels["qid"])
     ir_run = [s for s in ir_run if s.query_id in judged]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 import pytest
-
 import stage_steps
+
 from ratio_utils import mining
 from ratio_utils.io import InputError
 from ratio_utils.mining import (
@@ -34,7 +34,6 @@ from ratio_utils.mining import (
 )
 from ratio_utils.param_sections import MiningParams
 from ratio_utils.schema import GROUP_TO_MOVE, LEXICON_COLUMNS, normalize_marker, sentence_id
-
 
 HERE = Path(__file__).parent / "fixtures" / "mining"
 
@@ -103,7 +102,8 @@ def test_extendable_connective_takes_up_to_n_words_before_a_comma(lexicon):
     text = "to address this potential labelling bias, we bootstrap labels."
     five = build_matcher(lexicon, extension_max_words=5)[0]
     found = five.match(text)
-    assert found.entry.marker == "to address" and text[: found.phrase_end] == "to address this potential labelling bias"
+    assert (found.entry.marker == "to address"
+            and text[: found.phrase_end] == "to address this potential labelling bias")
     assert five.match_naive(text) == found
     too_long = "to address this one very potential labelling bias, we bootstrap labels."  # six more words
     # the extension fails, so the longest fixed prefix (`to address`, no comma after it) decides
@@ -122,7 +122,8 @@ def test_extendable_connective_takes_up_to_n_words_before_a_comma(lexicon):
 def test_rejected_markers_are_never_matched(lexicon):
     only_rejected = lexicon[lexicon.marker.isin(["for instance", "to this end"])].copy()
     only_rejected["kind"] = "rejected"
-    matcher = build_matcher(pd.concat([lexicon[~lexicon.marker.isin(["for instance", "to this end"])], only_rejected]))[0]
+    matcher = build_matcher(pd.concat([lexicon[~lexicon.marker.isin(["for instance", "to this end"])],
+                                       only_rejected]))[0]
     assert matcher.match("for instance, it labels sentences quickly.") is NO_MARKER
     assert matcher.match("to this end, the model is retrained.") is NO_MARKER
 
@@ -162,7 +163,8 @@ def test_lexicon_conflicts_are_reported(lexicon):
     assert ("for instance", "move_and_rejected") in issues
     assert ("specifically", "move_and_distractor") in issues
     assert ("to this end, we propose", "clause_marker") in issues
-    clash = pd.concat([lexicon, lexicon[lexicon.marker == "however"].assign(kind="move", move="broaden", category=None)])
+    clash = pd.concat([lexicon,
+                       lexicon[lexicon.marker == "however"].assign(kind="move", move="broaden", category=None)])
     matcher, check = build_matcher(clash)
     assert ("however", "ambiguous_key") in {(r.marker, r.issue) for r in check.conflicts.itertuples()}
     assert matcher.match("however, the tagger is fast.") is NO_MARKER  # left out, not silently resolved
@@ -180,7 +182,8 @@ def test_bad_lexicon_is_a_clear_error(lexicon):
 
 def test_query_prefix_of_at_most_four_words_is_stripped():
     assert strip_query_prefix("However, the tagger is fast.", 4) == ("However", "the tagger is fast.")
-    assert strip_query_prefix("In this particular paper, we add dropout.", 4) == ("In this particular paper", "we add dropout.")
+    assert strip_query_prefix("In this particular paper, we add dropout.", 4) == ("In this particular paper",
+                                                                                  "we add dropout.")
     five = "In order to overcome this, we reuse the gazetteer."
     assert strip_query_prefix(five, 4) == ("", five)
     assert strip_query_prefix("1, 2 and 3 are the ranks we use.", 4)[0] == ""
@@ -226,7 +229,8 @@ def test_gold_rules_drop_citations_single_words_and_short_golds():
     assert clean_candidate("we add dropout to it.", params).rule == "gold_too_short"
     kept = clean_candidate("  We add Dropout between the recurrent layers.", params)
     assert kept.text == "we add dropout between the recurrent layers." and kept.rule is None
-    assert clean_candidate("We add Dropout between the recurrent layers.", MiningParams(lowercase=False)).text.startswith("We add Dropout")
+    assert clean_candidate("We add Dropout between the recurrent layers.",
+                           MiningParams(lowercase=False)).text.startswith("We add Dropout")
     assert clean_candidate("we add dropout between layers.", MiningParams(min_chars=20)).rule is None
 
 
@@ -254,10 +258,12 @@ def test_pairs_rows_and_counts(mined, sentences):
     assert counts["pairs.modified.gold_prefix_stripped"] == 1
     matched = sum(v for k, v in counts.items() if k.startswith(("pairs.matched.", "distractors.matched.")))
     assert counts["pairs.no_marker"] + counts["pairs.dropped.marker_not_followed_by_comma"] + matched == 20
-    dropped = sum(v for k, v in counts.items() if ".dropped." in k and k != "pairs.dropped.marker_not_followed_by_comma")
+    dropped = sum(v for k, v in counts.items()
+                  if ".dropped." in k and k != "pairs.dropped.marker_not_followed_by_comma")
     assert matched == len(pairs) + len(mined.distractors) + dropped
     # ids are the ids of the final texts; every pair is (para, sent) -> (para, sent + 1) of one paper
-    assert (pairs.query_id == pairs["query"].map(sentence_id)).all() and (pairs.gold_id == pairs.gold.map(sentence_id)).all()
+    assert (pairs.query_id == pairs["query"].map(sentence_id)).all() and (pairs.gold_id
+                                                                          == pairs.gold.map(sentence_id)).all()
     index = sentences.set_index(["paper_id", "para", "sent"])
     for row in pairs.itertuples():
         assert index.loc[(row.paper_id, row.para, row.sent), "text"] == row.query_original
@@ -314,7 +320,8 @@ def test_dask_path_gives_the_same_rows(sentences, matcher):
 def released_lexicon(shared_dir) -> pd.DataFrame:
     """The authors' lexicon mapped to schema.LEXICON_COLUMNS (as the lexicon stage does, simplified)."""
     raw = pd.read_csv(shared_dir / "lexicon" / "all_query_terms5.csv")
-    sources = {"manual": "manual", "manual`": "manual", "special_word": "extendable", "LLMgenerated": "llm", "combo": "pattern"}
+    sources = {"manual": "manual", "manual`": "manual", "special_word": "extendable", "LLMgenerated": "llm",
+               "combo": "pattern"}
     rows = []
     for r in raw.itertuples():
         move = GROUP_TO_MOVE.get(r.group)
@@ -340,7 +347,8 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
     rng = random.Random(13)
     sample = rng.sample(texts, min(400, len(texts)))
     # plus every sentence that starts with a move marker, so the positive cases are exercised too
-    sample += [t for t in texts if t.startswith(("for example,", "to address", "more generally,", "specifically"))][:150]
+    sample += [t for t in texts
+               if t.startswith(("for example,", "to address", "more generally,", "specifically"))][:150]
     fast = [matcher.match(t) for t in sample]
     assert fast == [matcher.match_naive(t) for t in sample]
     assert matcher.match_series(pl.Series(sample, dtype=pl.String)) == fast  # the vectorised first test agrees
@@ -348,9 +356,11 @@ def test_trie_matcher_equals_naive_loop_on_real_sentences(shared_dir):
 
 
 def test_trie_matcher_equals_naive_loop_on_the_fixture_corpus(matcher):
-    """The same check on the invented corpus (tests/fixtures/corpus/mini) with the fixture lexicon, without ../shared."""
+    """The same check on the invented corpus (tests/fixtures/corpus/mini) with the fixture lexicon, without
+    ../shared."""
     with open(Path(__file__).parent / "fixtures" / "corpus" / "mini" / "papers.jsonl", encoding="utf-8") as handle:
-        texts = [" ".join(s.split()).lower() for line in handle for paragraph in json.loads(line)["paragraphs"] for s in paragraph[1:]]
+        texts = [" ".join(s.split()).lower() for line in handle for paragraph in json.loads(line)["paragraphs"]
+                 for s in paragraph[1:]]
     fast = [matcher.match(t) for t in texts]
     assert fast == [matcher.match_naive(t) for t in texts]
     assert matcher.match_series(pl.Series(texts, dtype=pl.String)) == fast
@@ -396,7 +406,8 @@ def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch,
     dask_cfg, on_dask = _mine_partitioned(tmp_path / "dask", monkeypatch, sentences, lexicon,
                                           {"engine": "dask", "dask_processes": False, "dask_workers": 2})
     for table in ("pairs", "distractors"):
-        local_parts, dask_parts = part_files(getattr(local_cfg.paths, table)), part_files(getattr(dask_cfg.paths, table))
+        local_parts, dask_parts = part_files(getattr(local_cfg.paths, table)), part_files(getattr(dask_cfg.paths,
+                                                                                                  table))
         assert len(local_parts) == len(dask_parts) == 3
         for a, b in zip(local_parts, dask_parts):
             pd.testing.assert_frame_equal(pd.read_parquet(a), pd.read_parquet(b))
@@ -407,9 +418,12 @@ def test_sentence_parts_mine_the_same_locally_and_on_dask(tmp_path, monkeypatch,
     # the result keeps, of the rows, what notebook 05 shows: moves and markers, categories, a sample of whole pairs
     assert list(local.pairs.columns) == ["move", "marker"] and list(local.distractors.columns) == ["category"]
     assert local.pairs.astype(str).value_counts().to_dict() == mined.pairs[["move", "marker"]].value_counts().to_dict()
-    assert local.distractors["category"].value_counts().to_dict() == mined.distractors["category"].value_counts().to_dict()
-    pd.testing.assert_frame_equal(local.examples, mined.pairs, check_dtype=False)  # fewer than the sample size: every pair
-    assert json.loads(local_cfg.paths.mining_report.read_text())["pairs"]["kept"] == {"address": 2, "broaden": 2, "specify": 4}
+    assert (local.distractors["category"].value_counts().to_dict()
+            == mined.distractors["category"].value_counts().to_dict())
+    # fewer than the sample size: every pair
+    pd.testing.assert_frame_equal(local.examples, mined.pairs, check_dtype=False)
+    assert json.loads(local_cfg.paths.mining_report.read_text())["pairs"]["kept"] == {"address": 2, "broaden": 2,
+                                                                                      "specify": 4}
 
 
 def test_dataset_stage_reads_mined_parts_like_the_single_file(tmp_path, monkeypatch, sentences, lexicon, cfg):
@@ -444,7 +458,8 @@ def test_a_partitioned_run_keeps_a_seeded_sample_of_whole_pairs_per_move(tmp_pat
         candidates = pairs[pairs["move"] == move]
         lowest = pd.util.hash_pandas_object(candidates["query_id"], index=False, hash_key="0000000000000013").idxmin()
         assert rows["query_id"].tolist() == [candidates.loc[lowest, "query_id"]]
-    others = [mining.sample_mined_pairs(tmp_path / "two", per_move=1, seed=seed)["query_id"].tolist() for seed in range(1, 9)]
+    others = [mining.sample_mined_pairs(tmp_path / "two", per_move=1, seed=seed)["query_id"].tolist()
+              for seed in range(1, 9)]
     assert any(ids != two["query_id"].tolist() for ids in others)
 
 
@@ -454,7 +469,8 @@ def _stamps(paths) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize("engine", ["local", "dask"])
-def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_path, monkeypatch, sentences, lexicon, mined, engine):
+def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_path, monkeypatch, sentences, lexicon,
+                                                                            mined, engine):
     """A run killed after part 1 (part 2's pairs written, its report not yet) redoes only part 2; a changed lexicon
     or rule param redoes every part, and the counts and rows equal mining the whole table at once every time."""
     from ratio_utils.config import load_config
@@ -471,7 +487,8 @@ def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_
     result, _ = stage_steps.mine(cfg)
     after = _stamps(tables())
     rewritten = sorted(name for name, stamp in after.items() if killed.get(name) != stamp)
-    assert rewritten == ["distractors.parquet/part-00002.parquet", "mining_parts/part-00002.json", "pairs.parquet/part-00002.parquet"]
+    assert rewritten == ["distractors.parquet/part-00002.parquet", "mining_parts/part-00002.json",
+                         "pairs.parquet/part-00002.parquet"]
     assert result.counts == mined.counts
     assert json.loads(cfg.paths.mining_report.read_text())["parts"] == {"total": 3, "skipped_unchanged": 2, "built": 1}
     pd.testing.assert_frame_equal(mining.read_mined(cfg.paths.pairs), mined.pairs, check_dtype=False)
@@ -484,7 +501,8 @@ def test_a_killed_partitioned_mining_resumes_without_redoing_finished_parts(tmp_
     stage_steps.mine(stricter)
     assert json.loads(cfg.paths.mining_report.read_text())["parts"]["built"] == 3
     # execution settings are not in the key: the same run on the other engine reuses every part
-    other = load_config(overrides={"mining": {"progress": False, "min_chars": 60, "engine": "local" if engine == "dask" else "dask",
+    other = load_config(overrides={"mining": {"progress": False, "min_chars": 60,
+                                              "engine": "local" if engine == "dask" else "dask",
                                               "dask_processes": False, "dask_workers": 1}})
     before = _stamps(tables())
     stage_steps.mine(other)

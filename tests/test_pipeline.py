@@ -26,9 +26,11 @@ def test_plan_expands_fanout_and_filters(tmp_path):
     for name in ("00_a", "01_b", "02_c"):
         _notebook(tmp_path / f"{name}.ipynb", "params_file = ''")
     params = tmp_path / "p.yaml"
-    jobs = pipeline.plan_jobs(params, {"01_b": {"move": ["address", "specify"], "model": "minilm"}}, directory=tmp_path)
+    jobs = pipeline.plan_jobs(params, {"01_b": {"move": ["address", "specify"], "model": "minilm"}},
+                              directory=tmp_path)
     names = [job.output_name for job in jobs]
-    assert names == ["00_a.ipynb", "01_b__model=minilm__move=address.ipynb", "01_b__model=minilm__move=specify.ipynb", "02_c.ipynb"]
+    assert names == ["00_a.ipynb", "01_b__model=minilm__move=address.ipynb", "01_b__model=minilm__move=specify.ipynb",
+                     "02_c.ipynb"]
     assert jobs[1].parameters == {"params_file": str(params), "model": "minilm", "move": "address"}
     assert [j.number for j in pipeline.plan_jobs(params, {}, start="01", directory=tmp_path)] == ["01", "02"]
     assert [j.number for j in pipeline.plan_jobs(params, {}, only={"02"}, directory=tmp_path)] == ["02"]
@@ -119,7 +121,8 @@ def test_run_prints_one_line_per_notebook_and_publishes_it_without_machine_paths
         nbdir / "00_show.ipynb",
         "params_file = ''\noverrides = {}",
         "from ratio_utils.publish.run_records import record_reused\nrecord_reused('the cached thing')",
-        "from ratio_utils.config import REPO_ROOT, load_config\nprint(REPO_ROOT / 'tables', load_config(params_file).paths.root)",
+        "from ratio_utils.config import REPO_ROOT, load_config\nprint(REPO_ROOT / 'tables', "
+        "load_config(params_file).paths.root)",
         "from tqdm import tqdm\nfor _ in tqdm(range(300), mininterval=0):\n    pass",
     )
     assert pipeline.main(["--notebooks", str(nbdir), "--run-id", "t"]) == 0
@@ -201,8 +204,8 @@ def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_process
     assert pipeline.torchrun_pass(job, load_config()) is None
     paper_like = load_config(overrides={"train": {"nproc_per_node": 4}})
     command = pipeline.torchrun_pass(job, paper_like)
-    assert command[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "-m", "ratio_utils.train",
-                           "--params", "params/default.yaml", "--move", "broaden", "--no-tables"]
+    assert command[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "-m",
+                           "ratio_utils.train", "--params", "params/default.yaml", "--move", "broaden", "--no-tables"]
     assert pipeline.torchrun_pass(other, paper_like) is None
 
     params = tmp_path / "four.yaml"
@@ -213,11 +216,13 @@ def test_notebook_09_trains_under_torchrun_first_when_the_params_ask_for_process
     for name in ("08_y", "09_x"):
         _notebook(nbdir / f"{name}.ipynb", "params_file = ''")
     order = []
-    monkeypatch.setattr(pipeline, "run_torchrun_pass", lambda command, log: order.append(("torchrun", command[-3:], log.name)))
+    monkeypatch.setattr(pipeline, "run_torchrun_pass",
+                        lambda command, log: order.append(("torchrun", command[-3:], log.name)))
     monkeypatch.setattr(pipeline, "execute", lambda job, out_dir: order.append(("notebook", job.output_name)) or 1.0)
     monkeypatch.setattr(pipeline, "publish_executed", lambda executed, cfg: executed)
     assert pipeline.main(["--params", str(params), "--notebooks", str(nbdir), "--run-id", "t"]) == 0
-    assert order == [("notebook", "08_y.ipynb"), ("torchrun", ["--move", "broaden", "--no-tables"], "09_x__move=broaden.torchrun.log"),
+    assert order == [("notebook", "08_y.ipynb"),
+                     ("torchrun", ["--move", "broaden", "--no-tables"], "09_x__move=broaden.torchrun.log"),
                      ("notebook", "09_x__move=broaden.ipynb")]
 
 
@@ -235,7 +240,8 @@ def _unavailable_except_minilm(monkeypatch, tmp_path):
         hub_id = entry.hub_id if entry else spec
         raise models.ModelNotAvailableError(
             f"model {spec!r} ({hub_id}) is not available: not in the local Hugging Face cache. Ways to get it: "
-            f"(1) `hf download {hub_id}`; (2) pass a local folder holding the model", model=str(spec), reason="not cached")
+            f"(1) `hf download {hub_id}`; (2) pass a local folder holding the model", model=str(spec),
+            reason="not cached")
 
     monkeypatch.setattr(models, "resolve_model", resolve)
     monkeypatch.setattr(availability, "resolve_model", resolve)
@@ -243,14 +249,16 @@ def _unavailable_except_minilm(monkeypatch, tmp_path):
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path / "out"))
 
 
-def test_a_params_file_naming_models_this_machine_cannot_get_stops_before_the_first_notebook(monkeypatch, tmp_path, capsys):
+def test_a_params_file_naming_models_this_machine_cannot_get_stops_before_the_first_notebook(monkeypatch, tmp_path,
+                                                                                             capsys):
     _unavailable_except_minilm(monkeypatch, tmp_path)
     monkeypatch.setattr(pipeline, "install_missing_models", lambda cfg, notebooks=None: None)
     monkeypatch.setattr(pipeline, "execute", lambda job, out_dir: pytest.fail("a notebook ran"))
     assert pipeline.main(["--params", "params/paper.yaml", "--run-id", "t"]) == 2
     err = capsys.readouterr().err.splitlines()
     wanted = ["all-mpnet-base-v2", "ModernBERT-embed-large", "Stella-en-1.5B-v5", "EmbeddingGemma-300m",
-              "Qwen3-Embedding-0.6B", "ReasonIR-8B", "answerai-colbert-small-v1", "GTE-ModernColBERT-v1", "Reason-ModernColBERT"]
+              "Qwen3-Embedding-0.6B", "ReasonIR-8B", "answerai-colbert-small-v1", "GTE-ModernColBERT-v1",
+              "Reason-ModernColBERT"]
     assert err[0] == f"paper.yaml names {len(wanted)} model(s) this machine cannot get; nothing was run:"
     assert [line.split(": ")[1] for line in err[1:]] == wanted  # one line per model, in the params' order
     qwen = err[1 + wanted.index("Qwen3-Embedding-0.6B")]

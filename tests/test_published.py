@@ -16,8 +16,10 @@ from ratio_utils.publish.published import save_figure, write_table
 def test_write_table_writes_every_format_with_notes_and_blank_missing_cells(cfg, tmp_path):
     source = tmp_path / "input.txt"
     source.write_text("x")
-    frame = pd.DataFrame({"system": ["BM25", "ColBERT"], "M@10": [12.345, None], "n": pd.array([3, None], dtype="Int64")})
-    written = write_table(frame, "demo", cfg, caption="Demo", notes=["ColBERT: not available offline"], inputs=[source])
+    frame = pd.DataFrame({"system": ["BM25", "ColBERT"], "M@10": [12.345, None],
+                          "n": pd.array([3, None], dtype="Int64")})
+    written = write_table(frame, "demo", cfg, caption="Demo", notes=["ColBERT: not available offline"],
+                          inputs=[source])
     md = written["md"].read_text()
     assert "12.3" in md and "<NA>" not in md and "nan" not in md
     assert "- ColBERT: not available offline" in md
@@ -93,7 +95,8 @@ def test_commit_is_dirty_only_when_code_changed(tmp_path):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
-    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "results/ml/tables/t.md", "ratio_utils/m.py"):
+    for name in ("tables/t.md", "reports/summary.md", "notebooks/executed/00.ipynb", "results/ml/tables/t.md",
+                 "ratio_utils/m.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("v1\n")
     git("add", ".")

@@ -16,8 +16,8 @@ import pytest
 
 from ratio_utils.config import REPO_ROOT
 from ratio_utils.corpora import IngestLog
-from ratio_utils.io import write_parquet_atomic
 from ratio_utils.corpora.s2orc import S2orcReader
+from ratio_utils.io import write_parquet_atomic
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import rehearsal  # noqa: E402
@@ -39,7 +39,8 @@ def test_synthetic_release_holds_what_the_reader_must_filter_and_quarantine(tmp_
     pool = paragraph_pool(fixture_sentences)
     shape = ReleaseShape(text_dataset=layout, last_date="2026-05-05", other_field_share=0.3, undated_share=0.3,
                          duplicated_span_share=0.5, bad_records_per_shard=2)
-    made = generate(tmp_path / "release", 1500, 300, pool, seed=5, shape=shape)  # two papers (>= 150 sentences each) a shard
+    # two papers (>= 150 sentences each) a shard
+    made = generate(tmp_path / "release", 1500, 300, pool, seed=5, shape=shape)
     log = IngestLog()
     reader = S2orcReader(tmp_path / "release", text_dataset=layout, metadata_path=tmp_path / "meta.parquet")
     papers = list(reader.papers(log))
@@ -61,7 +62,8 @@ def test_synthetic_release_holds_what_the_reader_must_filter_and_quarantine(tmp_
 
 def test_distinct_copies_make_every_drawn_paragraph_new_and_keep_its_openings(tmp_path, fixture_sentences):
     pool = paragraph_pool(fixture_sentences)
-    generate(tmp_path / "release", 6 * sum(map(len, pool)), 300, pool, seed=5, shape=ReleaseShape(distinct_copies=True))
+    generate(tmp_path / "release", 6 * sum(map(len, pool)), 300, pool, seed=5,
+             shape=ReleaseShape(distinct_copies=True))
     reader = S2orcReader(tmp_path / "release", metadata_path=tmp_path / "meta.parquet")
     paragraphs = [" ".join(p) for paper in reader.papers(IngestLog()) for p in paper.paragraphs]
     assert len(paragraphs) > 2 * len(pool) and len(set(paragraphs)) == len(paragraphs)  # drawn again, never repeated
@@ -73,14 +75,17 @@ def test_distinct_copies_make_every_drawn_paragraph_new_and_keep_its_openings(tm
 def test_issue_17_records_are_a_dated_paper_without_year_and_an_escaped_lone_surrogate(tmp_path, fixture_sentences):
     import gzip
 
-    made = generate(tmp_path / "release", 300, 150, paragraph_pool(fixture_sentences), shape=ReleaseShape(issue_17_records=True))
+    made = generate(tmp_path / "release", 300, 150, paragraph_pool(fixture_sentences),
+                    shape=ReleaseShape(issue_17_records=True))
     assert made["year_null"] == made["lone_surrogate"] == made["shards"] == 2
     with gzip.open(tmp_path / "release" / "papers" / "shard-0000.jsonl.gz", "rt") as handle:
         meta = [json.loads(line) for line in handle]
     with gzip.open(tmp_path / "release" / "s2orc" / "shard-0000.jsonl.gz", "rt") as handle:
         text = handle.read().splitlines()
-    assert meta[0]["year"] is None and meta[0]["publicationdate"] and meta[0]["s2fieldsofstudy"][0]["category"] == "Computer Science"
-    assert "\\ud800" in text[1] and "\ud800" in json.loads(text[1])["content"]["text"]  # escaped on disk, lone once parsed
+    assert (meta[0]["year"] is None and meta[0]["publicationdate"]
+            and meta[0]["s2fieldsofstudy"][0]["category"] == "Computer Science")
+    # escaped on disk, lone once parsed
+    assert "\\ud800" in text[1] and "\ud800" in json.loads(text[1])["content"]["text"]
 
 
 def _measured(notebook, peak_mb, wall_s, rows_in):
@@ -111,7 +116,8 @@ def test_marginal_time_cancels_a_fixed_cost():
         size.notebooks = [_measured("01", 500, 30 + 20e-6 * size.sentences, size.sentences)]
     lines = rehearsal.goals(sizes, [])
     assert "01: wall time per sentence 16x / 4x = 0.55 (NOT MET" in lines[1]
-    assert lines[2] == "01: marginal time per sentence 4x->16x / 1x->4x = 20.0 / 20.0 us = 1.00 (fixed cost cancelled; within +-25%: yes)"
+    assert lines[2] == ("01: marginal time per sentence 4x->16x / 1x->4x = 20.0 / 20.0 us = 1.00 "
+                        "(fixed cost cancelled; within +-25%: yes)")
     sizes[2].notebooks = [_measured("01", 500, 50 + 40e-6 * 3_000_000, sizes[2].sentences)]  # 40 us per added sentence
     assert "= 2.00 (fixed cost cancelled; within +-25%: no)" in rehearsal.goals(sizes, [])[2]
     assert not any("marginal" in line for line in rehearsal.goals(sizes[1:], []))  # two sizes: no third to cancel with
@@ -140,14 +146,17 @@ def test_resume_check_sees_an_atomic_rewrite(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_sentences, capsys, shared_dir):
-    # shared_dir: notebook 05's Table 4 reads the authors' query-term lists from ../shared (else it would download them)
+    # shared_dir: notebook 05's Table 4 reads the authors' query-term lists from ../shared (else it would download
+    # them)
     # the mining fixture's lexicon with one row per marker, as notebook 01's artefact has (its raw variants are there
     # for the matcher's tests; notebook 05's Table 4 refuses a marker listed twice)
-    lexicon = pd.read_csv(MINING_FIXTURES / "lexicon.csv", keep_default_na=False, na_values=[""]).drop_duplicates("marker")
+    lexicon = pd.read_csv(MINING_FIXTURES / "lexicon.csv", keep_default_na=False,
+                          na_values=[""]).drop_duplicates("marker")
     lexicon.astype(object).where(lexicon.notna(), None).to_parquet(tmp_path / "lexicon.parquet", index=False)
     workdir = tmp_path / "rehearsal"
     rehearsal.main(["--base", "600", "--sizes", "1", "--shard-sentences", "150", "--notebooks", "00", "05",
-                    "--sentences", str(fixture_sentences), "--lexicon", str(tmp_path / "lexicon.parquet"), "--workdir", str(workdir)])
+                    "--sentences", str(fixture_sentences), "--lexicon", str(tmp_path / "lexicon.parquet"),
+                    "--workdir", str(workdir)])
     printed = capsys.readouterr().out
     result = json.loads((workdir / "rehearsal.json").read_text())
     size = result["sizes"][0]
@@ -163,7 +172,8 @@ def test_tiny_rehearsal_of_00_and_05_with_the_resume_checks(tmp_path, fixture_se
     assert by_notebook["00"]["rows_out"] == by_notebook["05"]["rows_in"] == size["sentences"] >= 600
     assert by_notebook["05"]["rows_out"] > 0
     # issue 17's records (on by default): each shard's paper with year null and lone surrogate quarantined, not fatal
-    quarantined = json.loads((workdir / "1x" / "out" / "data" / "interim" / "corpus_report.json").read_text())["quarantine"]["s2orc"]
+    quarantined = json.loads((workdir / "1x" / "out" / "data" / "interim"
+                              / "corpus_report.json").read_text())["quarantine"]["s2orc"]
     assert size["made"]["year_null"] == size["made"]["lone_surrogate"] == size["made"]["shards"]
     assert quarantined["missing_year"] == quarantined["invalid_text"] == size["made"]["shards"]
     assert all(m["driver_mb"] > 100 and m["worker_mb"] > 100 for m in by_notebook.values())

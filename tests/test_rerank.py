@@ -46,7 +46,8 @@ TOP_N, K = 5, 2
 def test_request_has_the_moves_prompt_and_numbered_candidates_in_first_stage_order():
     params = RerankParams(top_n=3, k=2)
     prompt = load_rerank_prompt(REPO_ROOT / "prompts" / "rerank", Move.BROADEN, "listwise", params.k)
-    request = rerank_request("c1", prompt, "Noise helps taggers.", ["first  text", "second", "third"], "gpt-5-mini", params)
+    request = rerank_request("c1", prompt, "Noise helps taggers.", ["first  text", "second", "third"], "gpt-5-mini",
+                             params)
     body = request.body()
     system, user = body["messages"][0]["content"], body["messages"][1]["content"]
     assert body["model"] == "gpt-5-mini" and body["reasoning_effort"] == "medium"
@@ -60,7 +61,8 @@ def test_request_has_the_moves_prompt_and_numbered_candidates_in_first_stage_ord
 
 
 def test_every_move_has_a_versioned_prompt_with_its_relation_line():
-    relation = {"address": "solution, improvement or mitigation", "broaden": "MORE GENERAL", "specify": "MORE SPECIFIC"}
+    relation = {"address": "solution, improvement or mitigation", "broaden": "MORE GENERAL",
+                "specify": "MORE SPECIFIC"}
     for move in MOVES:
         prompt = load_rerank_prompt(REPO_ROOT / "prompts" / "rerank", move, "listwise", 10)
         assert prompt.version >= 1 and relation[move.value] in prompt.text
@@ -172,7 +174,8 @@ def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup
         path = run_path(cfg.paths.retrieval_runs, RERANKED, move, "test")
         assert path.parent.parent.name == "BM25-test_+_rerank"
         info = read_run_info(path)
-        assert (info.system, info.setup, info.first_stage, info.family) == (RERANKED, "Baseline + rerank", SYSTEM, "llm-rerank")
+        assert (info.system, info.setup, info.first_stage, info.family) == (RERANKED, "Baseline + rerank", SYSTEM,
+                                                                            "llm-rerank")
         assert info.benchmark_checksum == bench.checksum() and info.stage == "10_llm_rerank"
         reranked = read_run(path)
         for qid, group in reranked.groupby("qid"):
@@ -223,10 +226,12 @@ def test_offline_with_nothing_to_replay_writes_request_files_and_no_run_file(set
     # nothing was sent: every request was written as a request file
     assert summary["sent"].sum() == 0 and summary["request_files"].to_dict() == summary["to_rerank"].to_dict()
     report = json.loads(cfg.paths.rerank_report.read_text())
-    assert report["mode"] == "replay" and report["answered_by"] == [] and report["request_files"].startswith("cache/llm/batches/")
+    assert (report["mode"] == "replay" and report["answered_by"] == []
+            and report["request_files"].startswith("cache/llm/batches/"))
     files = sorted((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))
     lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
-    assert len(lines) == 7 and all(x["url"] == "/v1/chat/completions" and x["body"]["model"] == "rerank-model" for x in lines)
+    assert (len(lines) == 7
+            and all(x["url"] == "/v1/chat/completions" and x["body"]["model"] == "rerank-model" for x in lines))
     assert all(x["body"]["messages"][1]["content"].startswith("Query: ") for x in lines)
     notes = (cfg.paths.tables / "rerank_summary.md").read_text()
     assert "request files" in notes and str(cfg.paths.root) not in notes
@@ -282,7 +287,8 @@ def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
     assert summary["missing"].sum() == 7 and summary["replay_misses"].sum() == 0
     assert summary["sent"].sum() == 0 and summary["request_files"].sum() == 7
     report = json.loads(cfg.paths.rerank_report.read_text())
-    assert report["mode"] == "dry_run" and len(list((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))) == 1
+    assert (report["mode"] == "dry_run"
+            and len(list((cfg.paths.root / report["request_files"]).glob("r0_input_*.jsonl"))) == 1)
     assert not (cfg.paths.retrieval_runs / "BM25-test_+_rerank").exists()
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.io import InputError
 from ratio_utils.evaluation.run_scoring import run_and_score
+from ratio_utils.io import InputError
 from ratio_utils.retrieval import BM25Retriever, DenseRetriever, read_run, run_path, write_run
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
 from ratio_utils.schema import GENERIC_PREFIXES, MOVE_INSTRUCTIONS, Move, instructed_query_prefix
@@ -81,7 +81,8 @@ def test_instruction_prefix_carries_the_move_instruction():
 
 
 def test_run_files_round_trip(tmp_path):
-    run = pd.DataFrame({"qid": ["q1", "q1", "q2"], "docid": ["a", "b", "a"], "rank": [1, 2, 1], "score": [0.5, 0.25, 1.0]})
+    run = pd.DataFrame({"qid": ["q1", "q1", "q2"], "docid": ["a", "b", "a"], "rank": [1, 2, 1],
+                        "score": [0.5, 0.25, 1.0]})
     paths = write_run(run, run_path(tmp_path, "My System (v1)", "address", "test"), "My System (v1)")
     assert paths["parquet"] == tmp_path / "My_System_v1" / "address" / "test.parquet"
     pd.testing.assert_frame_equal(read_run(paths["parquet"]), run)
@@ -164,7 +165,8 @@ def test_embedding_cache_second_run_encodes_nothing(tiny_benchmark, minilm, tmp_
     assert scores_second == scores_first
     # another query prefix reuses the pool embeddings and encodes only the queries
     third_model = _CountingModel(minilm)
-    third = DenseRetriever("all-MiniLM-L6-v2", instructed_query_prefix("address"), GENERIC_PREFIXES[1], cache_dir=tmp_path / "emb")
+    third = DenseRetriever("all-MiniLM-L6-v2", instructed_query_prefix("address"), GENERIC_PREFIXES[1],
+                           cache_dir=tmp_path / "emb")
     third._model = third_model
     run_and_score(third, bench, "address", "test", k=10)
     n_queries = len(bench.eval_set("address", "test").queries)
@@ -207,10 +209,12 @@ def test_fp16_storage_halves_the_cache_and_keeps_the_ranking(tiny_benchmark, min
     pool = bench.pool("test")
     full = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb").search(queries, pool, k=5)
     # a live model gets a cache key from its weights
-    half = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb", fp16_storage=True).search(queries, pool, k=5)
+    half = DenseRetriever(minilm, *GENERIC_PREFIXES, cache_dir=tmp_path / "emb",
+                          fp16_storage=True).search(queries, pool, k=5)
     assert list(full.docid) == list(half.docid)
     assert half.score.to_numpy() == pytest.approx(full.score.to_numpy(), abs=2e-3)
-    sizes = {p.name.split(".")[1]: p.stat().st_size for p in (tmp_path / "emb").rglob("*.npy") if len(np.load(p, mmap_mode="r")) == len(pool)}
+    sizes = {p.name.split(".")[1]: p.stat().st_size for p in (tmp_path / "emb").rglob("*.npy")
+             if len(np.load(p, mmap_mode="r")) == len(pool)}
     assert sizes["float16"] < 0.6 * sizes["float32"]
 
 
@@ -251,10 +255,12 @@ def test_baselines_draw_one_progress_bar_and_no_nested_ones(cfg, tiny_benchmark,
     many["gold_id"] = many["goldSentence"].map(sentence_id)
     write_pairs(many, tiny_benchmark, Move.SPECIFY, Split.TEST)
     pool = load_benchmark(tiny_benchmark).pool("test")
-    golds = pd.DataFrame({"docid": many["gold_id"], "text": many["goldSentence"], "source": "specify", "corpusid": many["corpusid"]})
+    golds = pd.DataFrame({"docid": many["gold_id"], "text": many["goldSentence"], "source": "specify",
+                          "corpusid": many["corpusid"]})
     write_pool(pd.concat([pool[list(golds.columns)], golds], ignore_index=True), tiny_benchmark, Split.TEST)
 
-    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"], tuned_models=False)
+    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"],
+                             tuned_models=False)
     done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
     assert done.set_index("move").loc["specify", "queries"].tolist() == [1100, 1100]
     err = capfd.readouterr().err
@@ -286,7 +292,8 @@ def test_baselines_build_each_retriever_once_and_hold_one_at_a_time(cfg, tiny_be
 
     monkeypatch.setattr(retrieval_baselines, "build_retriever", make)
     monkeypatch.setattr(retrieval_baselines, "record_run", record)
-    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"], tuned_models=False)
+    params = RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], move_instructions=False, splits=["test"],
+                             tuned_models=False)
     done = run_baselines(cfg, load_benchmark(tiny_benchmark), params)
     assert len(done) == 6 and len(made) == 2  # two BM25 systems, each searched for the three moves
     assert alive_at_search == [1] * 6

@@ -4,8 +4,8 @@ chunk and searched block by block gives the exact top-k of one flat faiss index 
 from __future__ import annotations
 
 import faiss
-import pytest
 import numpy as np
+import pytest
 
 from ratio_utils.retrieval.blocks import encode_to_memmap, search_blocks
 from ratio_utils.retrieval.dense import texts_checksum
@@ -72,7 +72,8 @@ def test_an_interrupted_pool_encoding_resumes_at_its_first_unwritten_chunk(tmp_p
     whole = encode_to_memmap(encode, texts, tmp_path / "whole.float16.npy", dim=16, chunk=300)
     np.testing.assert_array_equal(resumed, whole)
     # no partial file or progress record is left (only the writers' lock files, empty)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".lock") == ["pool.float16.npy", "whole.float16.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".lock") == ["pool.float16.npy",
+                                                                                   "whole.float16.npy"]
 
 
 def _pool_and_queries(n_docs: int = 300, n_queries: int = 25):
@@ -104,7 +105,8 @@ def test_dense_retriever_beyond_its_memory_budget_ranks_like_the_in_memory_index
     assert FakeEncoder(fp16_storage=fp16).pool_bytes(len(pool)) == len(pool) * DIM * itemsize
 
     indexes = []
-    monkeypatch.setattr(dense, "build_inner_product_index", lambda *a, **k: indexes.append(a) or pytest.fail("in-memory index"))
+    monkeypatch.setattr(dense, "build_inner_product_index",
+                        lambda *a, **k: indexes.append(a) or pytest.fail("in-memory index"))
     blocks = FakeEncoder(fp16_storage=fp16, cache_dir=cache, max_pool_bytes=len(pool) * DIM * itemsize - 1,
                          block_rows=37, encode_chunk=41)  # one byte under the pool: the block path
     run = blocks.search(queries, pool, k=20)
@@ -128,7 +130,8 @@ def test_dense_pool_file_is_written_chunk_by_chunk_into_the_cache(tmp_path):
     encoder.encode = lambda texts, prefix, desc="encoding": calls.append(len(texts)) or encode(texts, prefix, desc)
     encoder.search(queries, pool, k=5)
     assert calls[:3] == [100, 100, 100] and sum(calls[:-1]) == len(pool)  # the pool in chunks, then the queries
-    (stored,) = [np.load(p, mmap_mode="r") for p in tmp_path.rglob("*.float16.npy") if np.load(p, mmap_mode="r").shape[0] == len(pool)]
+    (stored,) = [np.load(p, mmap_mode="r") for p in tmp_path.rglob("*.float16.npy")
+                 if np.load(p, mmap_mode="r").shape[0] == len(pool)]
     assert stored.dtype == np.float16 and any(tmp_path.rglob("prefix.json"))
 
 

@@ -13,9 +13,9 @@ import pytest
 from test_dataset import YEARS, distractor, frames, pair
 
 from ratio_utils import dataset, mining
+from ratio_utils.apps.evaluate import main as evaluate_main
 from ratio_utils.dataset import LeakageError, build_benchmark
 from ratio_utils.dataset.benchmark import load_benchmark
-from ratio_utils.apps.evaluate import main as evaluate_main
 from ratio_utils.lexicon import markers as lexicon
 from ratio_utils.param_sections import DatasetParams
 from ratio_utils.schema import Move
@@ -30,7 +30,8 @@ def _leaky_inputs():
         [
             pair("A", 2004, None, "specify", "a training query about treebanks of many languages.", shared),
             pair("C", 2012, None, "specify", shared, "a test gold about rouge counting n-grams of the references."),
-            pair("B", 2008, None, "broaden", "a validation query about noise in embeddings.", "a validation gold about regularisers."),
+            pair("B", 2008, None, "broaden", "a validation query about noise in embeddings.",
+                 "a validation gold about regularisers."),
         ],
         [distractor("C", 2012, None, "common_irrelevant", "a distractor of the test papers about metrics.")],
     )
@@ -46,7 +47,8 @@ def test_build_catches_an_injected_leak_when_its_repair_is_gone(monkeypatch):
     """With the train/test repair disabled, the leaky inputs must stop the build with a LeakageError.
 
     Fails if build_benchmark stops calling its leakage checks (test_dataset tests the checks alone)."""
-    monkeypatch.setattr(dataset.in_memory, "_remove_test_sentences_from_train", lambda pairs, pools, counts: (pairs, pools))
+    monkeypatch.setattr(dataset.in_memory, "_remove_test_sentences_from_train",
+                        lambda pairs, pools, counts: (pairs, pools))
     with pytest.raises(LeakageError):
         build_benchmark(*_leaky_inputs(), DatasetParams(split_by="year", splits=YEARS))
 
@@ -66,9 +68,11 @@ def test_drop_count_table_lists_every_counted_rule():
 
 
 def test_marker_frequencies_count_pairs_per_move_and_marker():
-    pairs = _pairs([("specify", "for example")] * 3 + [("specify", "in particular")] + [("address", "to this end")] * 2)
+    pairs = _pairs([("specify", "for example")] * 3 + [("specify", "in particular")]
+                   + [("address", "to this end")] * 2)
     table = mining.marker_frequencies(pairs)
-    assert table.values.tolist() == [["address", "to this end", 2], ["specify", "for example", 3], ["specify", "in particular", 1]]
+    assert table.values.tolist() == [["address", "to this end", 2], ["specify", "for example", 3],
+                                     ["specify", "in particular", 1]]
     assert mining.marker_frequencies(pairs.iloc[:0]).empty
 
 
@@ -90,13 +94,15 @@ def test_cleaning_table_gives_one_row_per_rule_and_corpus():
 def test_marker_frequency_figure_draws_the_counts_once():
     import matplotlib.pyplot as plt
 
-    pairs = _pairs([("specify", "for example")] * 3 + [("specify", "in particular")] + [("address", "to this end")] * 2)
+    pairs = _pairs([("specify", "for example")] * 3 + [("specify", "in particular")]
+                   + [("address", "to this end")] * 2)
     fig = dataset.marker_frequency_figure(pairs, top=5)
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["address (2 pairs)", "broaden (0 pairs)", "specify (4 pairs)"]
     specify = fig.axes[2]
     assert sorted(bar.get_width() for bar in specify.patches) == [1, 3]
-    assert [t.get_text() for t in specify.get_yticklabels()] == ["in particular", "for example"]  # most frequent on top
+    # most frequent on top
+    assert [t.get_text() for t in specify.get_yticklabels()] == ["in particular", "for example"]
     # closed before it is returned: a notebook displays the returned figure, and only that once
     assert fig.number not in plt.get_fignums()
 
@@ -120,8 +126,10 @@ def test_primary_metric_summary_keeps_the_mrr10_cells_of_systems_that_ran():
 def test_table5_notes_say_when_a_query_has_two_golds_and_why_paper_counts_differ():
     pairs, distractors = frames(
         [
-            pair("C", 2012, None, "specify", "one general query with two specific follow-ups.", "the first specific gold."),
-            pair("D", 2013, None, "specify", "one general query with two specific follow-ups.", "the second specific gold."),
+            pair("C", 2012, None, "specify", "one general query with two specific follow-ups.",
+                 "the first specific gold."),
+            pair("D", 2013, None, "specify", "one general query with two specific follow-ups.",
+                 "the second specific gold."),
             pair("A", 2004, None, "address", "a training problem statement.", "a training solution sentence."),
         ],
         [distractor("E", 2011, None, "common_irrelevant", "a distractor from a paper without any pair.")],
@@ -142,7 +150,8 @@ def test_table4_notes_reconcile_llm_and_pattern_rows_with_the_paper():
         {"source": "Pattern expansion", "total_lexicon": 40, "broaden_lexicon": 40},
     ])
     notes = lexicon.table4_notes(table)
-    assert "3,994 vs the paper's 3,779" in notes[0] and "3,994 - 257 = 3,737" in notes[0] and "Broaden's 40" in notes[0]
+    assert ("3,994 vs the paper's 3,779" in notes[0] and "3,994 - 257 = 3,737" in notes[0]
+            and "Broaden's 40" in notes[0])
     assert "4,034 here vs 4,076 in the paper; the 42 missing" in notes[1]
 
 
@@ -161,7 +170,8 @@ def _direct_dense_scores(bench, move: Move, query_prefix: str, doc_prefix: str) 
     q = model.encode([query_prefix + t for t in queries["querySentence"]], normalize_embeddings=True)
     d = model.encode([doc_prefix + t for t in pool["text"]], normalize_embeddings=True)
     sims = q @ d.T
-    return {(qid, docid): float(sims[i, j]) for i, qid in enumerate(queries["query_id"]) for j, docid in enumerate(pool["docid"])}
+    return {(qid, docid): float(sims[i, j]) for i, qid in enumerate(queries["query_id"])
+            for j, docid in enumerate(pool["docid"])}
 
 
 def _run_scores(runs_dir, name: str, move: Move) -> dict[tuple[str, str], float]:
@@ -176,9 +186,10 @@ def test_evaluate_dense_and_instruction_branches_match_a_direct_computation(tiny
     bench = load_benchmark(tiny_benchmark)
     move = Move.SPECIFY
     runs = tmp_path / "runs"
-    common = ["--model", "all-MiniLM-L6-v2", "--benchmark", str(tiny_benchmark), "--split", "test", "--move", move.value,
-              "--runs-dir", str(runs), "--device", "cpu"]
-    assert evaluate_main([*common, "--query-prefix", "query: ", "--doc-prefix", "document: ", "--name", "generic"]) == 0
+    common = ["--model", "all-MiniLM-L6-v2", "--benchmark", str(tiny_benchmark), "--split", "test",
+              "--move", move.value, "--runs-dir", str(runs), "--device", "cpu"]
+    assert evaluate_main([*common, "--query-prefix", "query: ", "--doc-prefix", "document: ",
+                          "--name", "generic"]) == 0
     assert evaluate_main([*common, "--instruction", "--name", "instructed"]) == 0
 
     generic = _run_scores(runs, "generic", move)
@@ -207,9 +218,9 @@ def test_evaluate_colbert_branch_matches_maxsim_computed_directly(tiny_benchmark
     load_colbert("all-MiniLM-L6-v2", 32, 64, "cpu", embedding_size=32).save(str(checkpoint))
     move = Move.BROADEN
     out = tmp_path / "result.json"
-    assert evaluate_main(["--model", str(checkpoint), "--colbert", "--benchmark", str(tiny_benchmark), "--split", "test",
-                          "--move", move.value, "--runs-dir", str(tmp_path / "runs"), "--name", "colbert",
-                          "--device", "cpu", "--out", str(out)]) == 0
+    assert evaluate_main(["--model", str(checkpoint), "--colbert", "--benchmark", str(tiny_benchmark),
+                          "--split", "test", "--move", move.value, "--runs-dir", str(tmp_path / "runs"),
+                          "--name", "colbert", "--device", "cpu", "--out", str(out)]) == 0
     run = _run_scores(tmp_path / "runs", "colbert", move)
 
     bench = load_benchmark(tiny_benchmark)
@@ -229,7 +240,8 @@ def test_evaluate_colbert_branch_matches_maxsim_computed_directly(tiny_benchmark
 def test_span_status_figure_shows_spans_and_the_sentences_they_cover():
     from ratio_utils.lexicon import curation
 
-    summary = pd.DataFrame({"status": ["address", "specify", "not reviewed"], "spans": [2, 1, 5], "sentences": [90, 10, 5]})
+    summary = pd.DataFrame({"status": ["address", "specify", "not reviewed"], "spans": [2, 1, 5],
+                            "sentences": [90, 10, 5]})
     fig = curation.plot_status(summary, top_n=8)
     spans, sentences = fig.axes
     assert [bar.get_height() for bar in spans.patches] == [2, 1, 5]
@@ -263,6 +275,7 @@ def test_table4_says_why_a_moves_manual_count_differs_from_the_paper():
                              "marker": ["to address", "to address", "to solve", "to tackle", "for example"]})
     notes = lexicon.manual_count_notes(table, released)
     assert len(notes) == 1  # Broaden and Specify match the paper's 13 and 72
-    assert notes[0].startswith("Manual curation Address: 3 here vs the paper's 84: the released file has 4 Address rows")
+    assert notes[0].startswith("Manual curation Address: 3 here vs the paper's 84: the released file has "
+                               "4 Address rows")
     assert "3 distinct markers" in notes[0] and "the 81 missing are not in it" in notes[0]
     assert "with its 1 Address extendable connectives, counted in their own row, 4 is still 80 short of 84" in notes[0]

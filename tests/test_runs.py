@@ -30,7 +30,8 @@ class Counter:
 
     def __call__(self):
         self.calls += 1
-        return _ranking(f"{self.tag}{self.calls}"), {"name": "x", "query_prefix": self.prefixes[0], "doc_prefix": self.prefixes[1]}
+        return _ranking(f"{self.tag}{self.calls}"), {"name": "x", "query_prefix": self.prefixes[0],
+                                                     "doc_prefix": self.prefixes[1]}
 
 
 def test_a_run_is_computed_once_and_read_back_while_its_key_holds(tmp_path):
@@ -39,8 +40,8 @@ def test_a_run_is_computed_once_and_read_back_while_its_key_holds(tmp_path):
     assert compute.calls == 1 and not first.reused
     assert first.path == run_path(tmp_path, WANTED.system, "address", "test")
     assert read_run_info(first.path).retriever["query_prefix"] == "query: "  # the sidecar records what ran
-    again = get_or_compute(tmp_path, dataclasses.replace(WANTED, stage="12_human_eval_stats", notes=["other"]), compute,
-                           prefixes=PREFIXES)
+    again = get_or_compute(tmp_path, dataclasses.replace(WANTED, stage="12_human_eval_stats", notes=["other"]),
+                           compute, prefixes=PREFIXES)
     assert compute.calls == 1 and again.reused  # the stage and the notes are not part of the key
     pd.testing.assert_frame_equal(again.run, first.run)
     shallower = get_or_compute(tmp_path, dataclasses.replace(WANTED, k=5), compute, prefixes=PREFIXES)
@@ -88,7 +89,8 @@ def test_a_stand_in_of_another_stage_is_read_under_its_own_name_and_never_writte
     shared, own = tmp_path / "retrieval_runs", tmp_path / "human_eval_runs"
     tuned = dataclasses.replace(WANTED, model="all-MiniLM-L6-v2__address", setup="Tuned", stage="09_finetune",
                                 retriever={"query_prefix": PREFIXES[0], "doc_prefix": PREFIXES[1]})
-    stand_in = write_system_run(_ranking("09"), shared, dataclasses.replace(tuned, model="all-MiniLM-L6-v2"))["parquet"]
+    stand_in = write_system_run(_ranking("09"), shared,
+                                dataclasses.replace(tuned, model="all-MiniLM-L6-v2"))["parquet"]
     before = stand_in.stat().st_mtime_ns
     compute = Counter()
     stored = get_or_compute(own, tuned, compute, prefixes=PREFIXES, stand_ins=[stand_in])

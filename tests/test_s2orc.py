@@ -1,6 +1,6 @@
-"""S2ORC (ratio_utils.corpora.s2_api, ratio_utils.corpora.s2orc, ratio_utils.corpora.download): the Datasets API client and the shard downloader
-against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags, pre-signed-style
-query strings), and the shard parser on fixture shards written in the S2ORC schema."""
+"""S2ORC (ratio_utils.corpora.s2_api, ratio_utils.corpora.s2orc, ratio_utils.corpora.download): the Datasets API
+client and the shard downloader against an HTTP server on 127.0.0.1 started in the test (Range requests, MD5 ETags,
+pre-signed-style query strings), and the shard parser on fixture shards written in the S2ORC schema."""
 
 from __future__ import annotations
 
@@ -74,22 +74,25 @@ def test_download_release_and_rerun(server, tmp_path):
     client = S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0)
     params = S2orcParams(release="2026-05-05")
     manifest = download_release(client, params, tmp_path, progress=False)
-    assert sorted(manifest["papers"]) == ["shard-000.gz", "shard-001.gz"] and list(manifest["s2orc"]) == ["shard-000.gz"]
+    assert (sorted(manifest["papers"]) == ["shard-000.gz", "shard-001.gz"]
+            and list(manifest["s2orc"]) == ["shard-000.gz"])
     body = server.files["/bucket/s2orc/shard-000.gz"]
     assert (tmp_path / "s2orc" / "shard-000.gz").read_bytes() == body
     assert manifest["s2orc"]["shard-000.gz"] == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest(),
                                                  "mtime_ns": (tmp_path / "s2orc" / "shard-000.gz").stat().st_mtime_ns}
     assert json.loads((tmp_path / "manifest.json").read_text())["release"] == "2026-05-05"
-    assert SIGNATURE not in (tmp_path / "manifest.json").read_text() and API_KEY not in (tmp_path / "manifest.json").read_text()
+    assert (SIGNATURE not in (tmp_path / "manifest.json").read_text()
+            and API_KEY not in (tmp_path / "manifest.json").read_text())
     # A second run checks the files against the manifest and downloads no shard again.
     before = len([r for r in server.requests if r[0].startswith("/bucket/")])
     download_release(client, params, tmp_path, progress=False)
     assert len([r for r in server.requests if r[0].startswith("/bucket/")]) == before
-    limited = download_release(client, S2orcParams(release="2026-05-05", shard_limit=1), tmp_path / "one", progress=False)
+    limited = download_release(client, S2orcParams(release="2026-05-05", shard_limit=1), tmp_path / "one",
+                               progress=False)
     assert len(limited["papers"]) == 1
 
 
-# --- resumable, checksummed downloads --------------------------------------------------------------------------------------
+# --- resumable, checksummed downloads --------------------------------------------------------------------------------
 
 
 def test_download_resumes_a_partial_file(server, tmp_path):
@@ -125,7 +128,8 @@ def test_checksum_mismatch_deletes_the_download(server, tmp_path):
     assert not (tmp_path / "shard.gz").exists() and not (tmp_path / "shard.gz.part").exists()
     server.etags.clear()
     with pytest.raises(ChecksumError, match="sha256"):
-        download_file(f"{server.base}/bucket/s2orc/shard-000.gz", tmp_path / "shard.gz", expected=Checksums(sha256="ab" * 32))
+        download_file(f"{server.base}/bucket/s2orc/shard-000.gz", tmp_path / "shard.gz",
+                      expected=Checksums(sha256="ab" * 32))
     assert not (tmp_path / "shard.gz").exists()
 
 
@@ -133,13 +137,14 @@ def test_existing_verified_file_is_not_downloaded_again(server, tmp_path):
     body = server.files["/bucket/papers/shard-000.gz"]
     target = tmp_path / "p.gz"
     target.write_bytes(body)
-    result = download_file(f"{server.base}/bucket/missing.gz", target, expected=Checksums(sha256=hashlib.sha256(body).hexdigest()))
+    result = download_file(f"{server.base}/bucket/missing.gz", target,
+                           expected=Checksums(sha256=hashlib.sha256(body).hexdigest()))
     assert result.skipped
     with pytest.raises(DownloadError, match="HTTP 404"):
         download_file(f"{server.base}/bucket/missing.gz", tmp_path / "other.gz")
 
 
-# --- the shard parser --------------------------------------------------------------------------------------------------
+# --- the shard parser ------------------------------------------------------------------------------------------------
 
 
 def test_annotation_spans_are_json_encoded_lists():
@@ -153,8 +158,10 @@ def test_s2orc_paragraphs_in_reading_order_without_back_matter():
     record = json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0])
     paragraphs, sections, counts = s2orc_paragraphs(record)
     assert paragraphs == [
-        "Mixture-of-experts models route each token to a few experts. We study how routing decisions transfer across tasks.",
-        "Sparse models scale parameters without scaling compute. However, their routers collapse onto a few experts during fine-tuning [3].",
+        "Mixture-of-experts models route each token to a few experts. "
+        "We study how routing decisions transfer across tasks.",
+        "Sparse models scale parameters without scaling compute. "
+        "However, their routers collapse onto a few experts during fine-tuning [3].",
         "To address this issue, we add a load-balancing penalty that is annealed over training.",
     ]
     assert sections == ["Abstract", "1 Introduction", "1 Introduction"]
@@ -186,7 +193,8 @@ def test_s2orc_reader_joins_metadata_filters_and_quarantines(tmp_path):
 
 
 def test_s2orc_reader_output_goes_through_the_builder(tmp_path):
-    papers, _ = read_papers([S2orcReader(FIXTURES, metadata_path=tmp_path / "meta.parquet")], IngestLog(), progress=False)
+    papers, _ = read_papers([S2orcReader(FIXTURES, metadata_path=tmp_path / "meta.parquet")], IngestLog(),
+                            progress=False)
     assert [p.paper_id for p in papers] == ["1001"]
 
 
@@ -202,20 +210,23 @@ def test_notebook_00_under_the_paper_params_names_the_download_command(tmp_path,
     with pytest.raises(FileNotFoundError) as info:
         CorpusStage.from_params("params/paper.yaml").build()
     message = str(info.value)
-    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpora.s2_api --params params/paper.yaml")
+    assert "\n" not in message and message.endswith("S2_API_KEY=... python -m ratio_utils.corpora.s2_api "
+                                                   "--params params/paper.yaml")
 
 
 # --- the real service: rate limits, expiring URLs, multipart ETags ---------------------------------------------------
 
 
 def _fast_client(server) -> S2DatasetsClient:
-    return S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0, max_retries=5, backoff_seconds=0.01)
+    return S2DatasetsClient(f"{server.base}/datasets/v1", API_KEY, min_interval=0.0, max_retries=5,
+                            backoff_seconds=0.01)
 
 
 def test_429_and_5xx_are_retried_with_backoff(server, tmp_path):
     server.fail["/datasets/v1/release/2026-05-05/dataset/papers"] = [429, 503]
     server.fail["/bucket/papers/shard-000.gz"] = [429, 502, 503]
-    manifest = download_release(_fast_client(server), S2orcParams(release="2026-05-05", datasets=["papers", "s2orc"]), tmp_path, progress=False)
+    manifest = download_release(_fast_client(server), S2orcParams(release="2026-05-05", datasets=["papers", "s2orc"]),
+                                tmp_path, progress=False)
     assert (tmp_path / "papers" / "shard-000.gz").read_bytes() == server.files["/bucket/papers/shard-000.gz"]
     assert len([r for r in server.requests if r[0].startswith("/bucket/papers/shard-000.gz")]) == 4
     assert len(manifest["papers"]) == 2
@@ -250,7 +261,8 @@ def test_expired_url_is_listed_again_and_the_shard_resumes_from_its_part(server,
 
 
 def _s3_error(code: str) -> bytes:
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>The provided token has expired.'
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f'<Message>The provided token has expired.'
             f'</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>').encode()
 
 
@@ -304,7 +316,7 @@ def test_multipart_etag_is_not_mistaken_for_an_md5(server, tmp_path):
     assert result.sha256 == hashlib.sha256(body).hexdigest() and (tmp_path / "shard.gz").read_bytes() == body
 
 
-# --- the paper's selection rule, the s2orc_v2 layout, duplicated spans, streamed metadata --------------------------------
+# --- the paper's selection rule, the s2orc_v2 layout, duplicated spans, streamed metadata ----------------------------
 
 
 def test_paper_rule_keeps_papers_dated_from_2015_and_paragraph_spans_only(tmp_path):
@@ -345,7 +357,8 @@ def test_s2orc_v2_layout_and_duplicated_spans():
     spans = json.loads(record["content"]["annotations"]["paragraph"])
     record["content"]["annotations"]["paragraph"] = json.dumps(spans + spans[:2])
     paragraphs, _, doubled = s2orc_paragraphs(record)
-    assert paragraphs == s2orc_paragraphs(json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0]))[0]
+    assert paragraphs == s2orc_paragraphs(json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text()
+                                                     .splitlines()[0]))[0]
     assert doubled["duplicate_paragraph_spans_removed"] == 2 and doubled["records_s2orc"] == 1
 
 
@@ -375,7 +388,8 @@ def _many_papers_shards(root: Path, n: int = 7) -> Path:
     record = json.loads((FIXTURES / "s2orc" / "shard-000.jsonl").read_text().splitlines()[0])
     with open(root / "papers" / "shard-000.jsonl", "a") as papers:
         for i in range(n):
-            papers.write(json.dumps({"corpusid": 3001 + i, "title": f"Paper {i}", "year": 2020, "publicationdate": "2020-03-01",
+            papers.write(json.dumps({"corpusid": 3001 + i, "title": f"Paper {i}", "year": 2020,
+                                     "publicationdate": "2020-03-01",
                                      "s2fieldsofstudy": [{"category": "Computer Science"}]}) + "\n")
     lines = [json.dumps(record | {"corpusid": 3001 + i}) for i in range(n)]
     (root / "s2orc" / "shard-001.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
@@ -401,9 +415,11 @@ def test_parts_are_record_ranges_of_a_shard_read_from_its_line_index(tmp_path, m
     whole_log = IngestLog()
     whole = [(p.paper_id, p.origin_line, p.paragraphs) for p in reader.papers(whole_log)]
     logs = [IngestLog() for _ in parts]
-    in_parts = [(p.paper_id, p.origin_line, p.paragraphs) for part, log in zip(parts, logs) for p in reader.read_part(part, log)]
+    in_parts = [(p.paper_id, p.origin_line, p.paragraphs)
+                for part, log in zip(parts, logs) for p in reader.read_part(part, log)]
     assert in_parts == whole and [pid for pid, _, _ in whole] == ["1001"] + [str(3001 + i) for i in range(7)]
-    assert sum(log.counts["s2orc"]["papers_records"] for log in logs) == whole_log.counts["s2orc"]["papers_records"] == 12
+    assert (sum(log.counts["s2orc"]["papers_records"] for log in logs)
+            == whole_log.counts["s2orc"]["papers_records"] == 12)
     assert sum(log.counts["s2orc"]["s2orc_records"] for log in logs) == whole_log.counts["s2orc"]["s2orc_records"]
     assert [q for log in logs for q in log.quarantined["s2orc"]] == whole_log.quarantined["s2orc"] != []
 
@@ -421,7 +437,8 @@ def test_a_downloaded_shard_is_indexed_with_the_sha256_its_manifest_recorded(tmp
     expected = S2orcReader(hashed, metadata_path=tmp_path / "hashed.parquet").parts(papers_per_part=3)
     shards = _many_papers_shards(tmp_path / "shards")
     gz = shards / "s2orc" / "shard-001.jsonl.gz"
-    entry = {"size": gz.stat().st_size, "sha256": hashlib.sha256(gz.read_bytes()).hexdigest(), "mtime_ns": gz.stat().st_mtime_ns}
+    entry = {"size": gz.stat().st_size, "sha256": hashlib.sha256(gz.read_bytes()).hexdigest(),
+             "mtime_ns": gz.stat().st_mtime_ns}
     (shards / s2_api.MANIFEST_NAME).write_text(json.dumps({"release": "r", "s2orc": {gz.name: entry}}))
     (shards / "s2orc" / "shard-000.jsonl").unlink()  # a shard without a manifest entry would be hashed: left out here
     def no_hashing(*args):

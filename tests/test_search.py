@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
 
-from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.apps import search
+from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.schema import Move
 
 # (paper, para, sent, text, drop_reason) — invented for the test.
@@ -30,7 +30,8 @@ def corpus_tables():
     sentences = pd.DataFrame(_SENTENCES, columns=["paper_id", "para", "sent", "text", "drop_reason"])
     sentences["text_clean"] = sentences["text"]
     sentences["year"] = sentences["paper_id"].map({"P1": 2011, "P2": 2015})
-    papers = pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"], "year": [2011, 2015]})
+    papers = pd.DataFrame({"paper_id": ["P1", "P2"], "title": ["Regularising parsers", "Cheap NER labels"],
+                           "year": [2011, 2015]})
     return sentences, papers
 
 
@@ -48,8 +49,10 @@ def test_sentence_rows_keep_original_case_previous_sentence_and_count_what_is_le
                       "repeated text (indexed once)": 1, "indexed": 5}
     dropout = rows[rows.sentence.str.startswith("Dropout")].iloc[0]
     assert dropout["text"] == dropout["sentence"].lower()  # embedded as the benchmark's (lower-cased) sentences
-    assert (dropout["previous"], dropout["title"], dropout["year"]) == ("Neural Parsers need large Treebanks.", "Regularising parsers", 2011)
-    assert rows[rows.sentence.str.startswith("We evaluate")]["previous"].iloc[0] == "Table 3"  # reading order, dropped ones too
+    assert (dropout["previous"], dropout["title"], dropout["year"]) == ("Neural Parsers need large Treebanks.",
+                                                                        "Regularising parsers", 2011)
+    # reading order, dropped ones too
+    assert rows[rows.sentence.str.startswith("We evaluate")]["previous"].iloc[0] == "Table 3"
     assert dropout["next"] == "Table 3" and rows[rows.sentence.str.startswith("We evaluate")]["next"].iloc[0] == ""
 
 
@@ -57,7 +60,8 @@ def test_search_returns_ranked_sentences_with_paper_context(fixture_index):
     folder, meta = fixture_index
     assert meta["size"] == 5 and meta["model_fingerprint"] == "fake-model-1"
     index = search.SearchIndex.open(folder, "fake-model-1")
-    results = search.search_index("How can parsers avoid overfitting?", "address", FakeEncoder(), index, "query: ", top=3)
+    results = search.search_index("How can parsers avoid overfitting?", "address", FakeEncoder(), index, "query: ",
+                                  top=3)
     assert list(results.columns) == list(search.HIT_COLUMNS)
     assert list(results["rank"]) == [1, 2, 3]
     assert results["score"].is_monotonic_decreasing
@@ -217,8 +221,8 @@ def test_cli_builds_an_index_and_answers_with_a_real_model(cfg, tmp_path, corpus
 def _other_rows(corpus_tables):
     sentences, papers = corpus_tables
     other = sentences[sentences.paper_id == "P2"].copy()
-    other["text"] = other["text_clean"] = ["Crowd workers label entities fast.", "Active learning picks what to label.",
-                                           "Label noise hurts recall."]
+    other["text"] = other["text_clean"] = ["Crowd workers label entities fast.",
+                                           "Active learning picks what to label.", "Label noise hurts recall."]
     return search.sentence_rows(other, papers)[0]
 
 
@@ -397,7 +401,8 @@ def test_rerank_says_unavailable_without_a_key_and_failed_on_a_bad_answer_or_tim
 
 
 @pytest.mark.models
-def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tmp_path, corpus_tables, capsys, llm_env):
+def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tmp_path, corpus_tables, capsys,
+                                                                         llm_env):
     from openai_stub_server import StubOpenAI
 
     sentences, papers = corpus_tables
@@ -426,7 +431,7 @@ def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tm
     assert [r["docid"] for r in payload["results"]] == [order[2], order[0], order[1]]
 
 
-# --- index types (issue 47, 3) -----------------------------------------------------------------------------------------
+# --- index types (issue 47, 3) ---------------------------------------------------------------------------------------
 
 
 def test_index_types_build_record_their_parameters_load_and_answer(tmp_path, corpus_tables):
@@ -455,7 +460,8 @@ def test_index_types_build_record_their_parameters_load_and_answer(tmp_path, cor
         assert recorded == meta["index_type"] and recorded["type"] == kind
         index = search.SearchIndex.open(folder, "fake-model-1")
         if kind == "hnsw":
-            assert isinstance(index.index, faiss.IndexHNSWSQ) and index.index.hnsw.efSearch == recorded["search"]["efSearch"]
+            assert (isinstance(index.index, faiss.IndexHNSWSQ)
+                    and index.index.hnsw.efSearch == recorded["search"]["efSearch"])
         if kind == "ivfpq":
             assert faiss.extract_index_ivf(index.index).nprobe == recorded["search"]["nprobe"] == 128
         answers[kind] = [set(search.search_index(q, "address", FakeEncoder(), index, "query: ", top=10)["docid"])

@@ -109,7 +109,8 @@ def _pairs_file(cfg, move: str, split: str) -> pd.DataFrame:
 
 
 def _scored_queries(cfg, move: str, split: str) -> int:
-    """Queries a run of this move and split scores: the file's distinct query sentences, at most retrieval.max_queries."""
+    """Queries a run of this move and split scores: the file's distinct query sentences, at most
+    retrieval.max_queries."""
     n = _pairs_file(cfg, move, split)["querySentence"].nunique()
     cap = cfg.sections["retrieval"].get("max_queries")
     return n if cap is None else min(n, cap)
@@ -141,7 +142,8 @@ def test_paper_tables_hold_a_row_per_system_and_the_query_counts_of_the_smoke_be
     for system in bm25:  # notebook 08 ranks every move with every BM25 variant of the params
         for move in MOVES:
             query_set = _headline_split(cfg, move) if split == "headline" else split
-            assert rows.loc[(system, "-", "Baseline"), f"{move.capitalize()} queries"] == _scored_queries(cfg, move, query_set)
+            assert (rows.loc[(system, "-", "Baseline"), f"{move.capitalize()} queries"]
+                    == _scored_queries(cfg, move, query_set))
     filled = table[[f"{m.capitalize()} queries" for m in MOVES]].notna().any(axis=1)
     assert set(table.loc[filled & table.System.str.startswith("BM25"), "System"]) == set(bm25)
     tuned = table[(table.Setup == "Tuned") & filled]  # notebook 09 trains only train.moves: no cell for the others
@@ -160,7 +162,8 @@ def test_paper_table_cells_are_percentages_inside_their_intervals_and_ordered_by
             cells = table[[column, f"{column} low", f"{column} high"]].dropna()
             n_cells += len(cells)
             assert cells.stack().between(0, 100).all(), column
-            assert ((cells[f"{column} low"] <= cells[column] + 1e-9) & (cells[column] <= cells[f"{column} high"] + 1e-9)).all(), column
+            assert ((cells[f"{column} low"] <= cells[column] + 1e-9)
+                    & (cells[column] <= cells[f"{column} high"] + 1e-9)).all(), column
         m = lambda metric: table.get(f"{move.capitalize()} {metric}")  # noqa: E731
         recalls = [m(f"R@{k}") for k in (1, 3, 5, 10, 100) if m(f"R@{k}") is not None]
         for smaller, larger in zip(recalls, recalls[1:]):  # recall cannot fall as the cutoff grows
@@ -205,11 +208,13 @@ def test_table5_counts_are_the_smoke_benchmarks_files(smoke_run):
     table5 = _table(cfg, "table5_split_and_pool").set_index(["section", "item"])
     splits = ("train", "validation", "test")
     for move in MOVES:
-        assert [table5.loc[("pairs", move), s] for s in splits] == [len(_pairs_file(cfg, move, s)) for s in splits], move
+        assert ([table5.loc[("pairs", move), s] for s in splits]
+                == [len(_pairs_file(cfg, move, s)) for s in splits]), move
     pools = {s: pd.read_parquet(cfg.paths.benchmark / "candidates" / f"{s}.parquet") for s in splits}
     assert [table5.loc[("pool", "all sources"), s] for s in splits] == [len(pools[s]) for s in splits]
     for source in set().union(*(set(p.source) for p in pools.values())):
-        assert [table5.loc[("pool", source), s] for s in splits] == [int((pools[s].source == source).sum()) for s in splits]
+        assert ([table5.loc[("pool", source), s] for s in splits]
+                == [int((pools[s].source == source).sum()) for s in splits])
     # the smoke corpus is corpus.max_papers papers, and each of them lies in one split window
     assert table5.loc[("papers", "in the corpus"), "total"] == cfg.sections["corpus"]["max_papers"]
     assert table5.loc[("papers", "in the corpus"), list(splits)].sum() == cfg.sections["corpus"]["max_papers"]

@@ -19,7 +19,8 @@ def _reciprocal_ranks(n: int, seed: int) -> np.ndarray:
 def test_bootstrap_ci_matches_scipy_percentile():
     values = _reciprocal_ranks(200, seed=1)
     ours = stats.bootstrap_ci(values, n_resamples=20_000, seed=3)
-    ref = sps.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile", random_state=5).confidence_interval
+    ref = sps.bootstrap((values,), np.mean, n_resamples=20_000, method="percentile",
+                        random_state=5).confidence_interval
     # Two Monte Carlo estimates of the same quantiles: equal up to resampling noise.
     assert ours[0] == pytest.approx(ref.low, abs=0.01)
     assert ours[1] == pytest.approx(ref.high, abs=0.01)
@@ -91,7 +92,8 @@ def test_format_p_prints_the_floor_of_the_permutation_count_never_zero():
 
 
 def test_format_p_blank_for_missing_and_errors_for_impossible_values():
-    assert stats.format_p(None) == "" and stats.format_p(float("nan")) == "" and stats.format_p(np.float64("nan")) == ""
+    assert (stats.format_p(None) == "" and stats.format_p(float("nan")) == ""
+            and stats.format_p(np.float64("nan")) == "")
     with pytest.raises(ValueError, match="lies in"):
         stats.format_p(1.2)
     with pytest.raises(ValueError, match="lies in"):

@@ -15,14 +15,14 @@ from ratio_utils.config import load_config
 from ratio_utils.dataset.benchmark import load_benchmark
 from ratio_utils.param_sections import DatasetParams, RetrievalParams
 from ratio_utils.pipeline import RUN_DIR_ENV
-from ratio_utils.reporting.paper_tables import Expected, assemble_tables
 from ratio_utils.publish.published import RECORD_COLUMNS, read_records, records_frame, write_table
 from ratio_utils.reporting import summary, summary_figure, summary_headline, summary_provenance, summary_setting
-from ratio_utils.stages.summary import SummaryStage
+from ratio_utils.reporting.paper_tables import Expected, assemble_tables
 from ratio_utils.retrieval import read_run
 from ratio_utils.retrieval.runs import RunInfo, run_path, system_name, write_system_run
 from ratio_utils.schema import MOVES, Move, Split
 from ratio_utils.stages.retrieval_baselines import run_baselines
+from ratio_utils.stages.summary import SummaryStage
 from ratio_utils.systems.spec import SystemSpec
 
 TABLE1 = "table1_silver_main"
@@ -31,8 +31,8 @@ TABLE1 = "table1_silver_main"
 BM25_ROWS = (SystemSpec("BM25-unigram", "-", "bm25", "1"), SystemSpec("BM25-bigram", "-", "bm25", "2"))
 
 
-def _cell(move: str, metric: str, value: float, low: float | None, high: float | None, n: int, *, model: str = "BM25-unigram",
-          prefix: str = "-", setup: str = "Baseline", **keys) -> dict:
+def _cell(move: str, metric: str, value: float, low: float | None, high: float | None, n: int, *,
+          model: str = "BM25-unigram", prefix: str = "-", setup: str = "Baseline", **keys) -> dict:
     return {"table": TABLE1, "move": move, "query_set": "silver", "metric": metric, "subject": model, "model": model,
             "prefix": prefix, "setup": setup, "value": value, "low": low, "high": high, "n": n, **keys}
 
@@ -120,7 +120,8 @@ def test_collect_reads_the_headline_from_the_records_not_the_csv(tmp_path, monke
     result = summary.collect(cfg, SummaryStage.from_config(cfg).params)
     ours = result.headline[result.headline.source == "this run"].set_index(["system", "move"])
     assert ours.loc[("BM25-unigram", "address"), "M@10"] == "19.2 [15.0, 23.5]"
-    assert ours.loc[("all-MiniLM-L6-v2 (generic)", "address"), ["setup", "R@10"]].tolist() == ["Tuned", "30.3 [25.0, 35.0]"]
+    assert (ours.loc[("all-MiniLM-L6-v2 (generic)", "address"), ["setup", "R@10"]].tolist()
+            == ["Tuned", "30.3 [25.0, 35.0]"])
     assert ours.loc[("BM25-unigram", "broaden"), "M@10"] == "30.8 [20.0, 41.0]†"
     assert "??" not in set(result.headline["system"]) and result.table1_caption == "Table 1 (crafted)"
     assert result.headline_test.set_index("source").loc["this run", "M@10"] == "99.0 [98.0, 99.5]"  # Table 7's record
@@ -139,7 +140,8 @@ def test_headline_cells_are_the_cells_of_the_written_table(cfg, tiny_benchmark):
     assert set(long["setup"]) == {"Baseline"} and len(long) == 2 * 3 * 7  # two rows, three moves, seven columns
     for cell in long.itertuples():
         column = f"{cell.move.capitalize()} {cell.metric}"
-        assert (cell.value, cell.low, cell.high) == tuple(csv.loc[cell.system, [column, f"{column} low", f"{column} high"]])
+        assert (cell.value, cell.low, cell.high) == tuple(
+            csv.loc[cell.system, [column, f"{column} low", f"{column} high"]])
         assert cell.queries == csv.loc[cell.system, f"{cell.move.capitalize()} queries"]
 
 
@@ -155,7 +157,8 @@ def test_reductions_are_collected_from_table_notes_and_grouped_by_reason(tmp_pat
     _provenance(cfg.paths.tables, "table1_silver_main", [f"Stella-en-1.5B-v5 (generic, Baseline): {offline}",
                                                          f"ReasonIR-8B (generic, Baseline): {offline}",
                                                          "Ties in a ranking are broken by candidate id."])
-    _provenance(cfg.paths.tables, "table9", [f"No human label files in {tmp_path}/data/interim/judge/labels: cannot be computed."])
+    _provenance(cfg.paths.tables, "table9",
+                [f"No human label files in {tmp_path}/data/interim/judge/labels: cannot be computed."])
     table = summary_provenance.reductions(cfg)
     grouped = table[table["why / how"] == offline].iloc[0]
     assert grouped["what"] == "Stella-en-1.5B-v5 (generic, Baseline); ReasonIR-8B (generic, Baseline)"
@@ -185,15 +188,19 @@ def test_write_summary_end_to_end(tmp_path, monkeypatch, tiny_benchmark):
     shutil.copytree(tiny_benchmark, cfg.paths.benchmark)
     cfg.paths.tables.mkdir(parents=True)
     _garbled_table1(cfg)
-    _provenance(cfg.paths.tables, "table1_silver_main", ["Silver split absent for address: the unfiltered test set instead."])
+    _provenance(cfg.paths.tables, "table1_silver_main",
+                ["Silver split absent for address: the unfiltered test set instead."])
     run_dir = tmp_path / "runs" / "default-1"
     run_dir.mkdir(parents=True)
-    (run_dir / "timings.csv").write_text("notebook,seconds\n00_corpus.ipynb,60.0\n08_retrieval_baselines.ipynb,120.5\n")
+    (run_dir / "timings.csv").write_text(
+        "notebook,seconds\n00_corpus.ipynb,60.0\n08_retrieval_baselines.ipynb,120.5\n")
     monkeypatch.setenv(RUN_DIR_ENV, str(run_dir))
 
-    pd.DataFrame([{"move": "broaden", "split": "test", "config": 1, "beats_baseline_on_validation": False, "queries": 13,
+    pd.DataFrame([{"move": "broaden", "split": "test", "config": 1, "beats_baseline_on_validation": False,
+                   "queries": 13,
                    "baseline": 0.135, "baseline_low": 0.05, "baseline_high": 0.25, "tuned": 0.135, "tuned_low": 0.05,
-                   "tuned_high": 0.25, "difference": 0.0, "difference_low": 0.0, "difference_high": 0.0, "p_value": 1.0,
+                   "tuned_high": 0.25, "difference": 0.0, "difference_low": 0.0, "difference_high": 0.0,
+                   "p_value": 1.0,
                    "indicative": True}]).to_csv(cfg.paths.tables / "finetune_tuned_vs_baseline.csv", index=False)
     result = SummaryStage.from_config(cfg).summary
     paired = result.tuned_vs_baseline.iloc[0]
@@ -301,7 +308,8 @@ def _rerank_summary(cfg) -> dict:
              "broaden": promotion_cells("broaden", [0.0] * 6, [], seed=cfg.seed)}
     frame = pd.DataFrame([{"first stage": "all-MiniLM-L6-v2 (tuned)", "move": move, "split": "silver", "queries": 50,
                            "answered": 40 if move == "specify" else 0, **row} for move, row in cells.items()])
-    write_table(frame, "rerank_summary", cfg, caption="LLM reranking (notebook 10)", float_format="{:.0f}", latex=False)
+    write_table(frame, "rerank_summary", cfg, caption="LLM reranking (notebook 10)", float_format="{:.0f}",
+                latex=False)
     return cells
 
 
@@ -328,7 +336,8 @@ def test_the_reranking_section_shows_gold_promotion_beside_the_papers_rate(tmp_p
     assert broaden[summary_headline.PROMOTION_GAP] == ""
     report = cfg.paths.summary_report.read_text(encoding="utf-8")
     section = report.split("## LLM reranking: the reranker's own statistic", 1)[1].split("\n## ", 1)[0]
-    assert "bounded by the first stage's recall@100" in section and "says more about the model that answered" in section
+    assert ("bounded by the first stage's recall@100" in section
+            and "says more about the model that answered" in section)
     assert cells["specify"][names["promoted"]] in section and cells["specify"][names["recall"]] in section
     assert "86.6" in section and "71.6" in section and "+8.4" in section
 
@@ -424,7 +433,8 @@ def test_a_reranked_row_is_read_as_a_paired_gain_on_its_sample(cfg, tiny_benchma
     lines = summary_headline.reranked_rows(records)
     assert len(lines) == 1
     line = lines[0]
-    assert line.startswith("all-MiniLM-L6-v2 (tuned) + rerank, Specify (test): paired gain over all-MiniLM-L6-v2 (tuned)")
+    assert line.startswith("all-MiniLM-L6-v2 (tuned) + rerank, Specify (test): paired gain over all-MiniLM-L6-v2 "
+                           "(tuned)")
     # the reranked run keeps its first stage's ranking: every query of the sample is a tie, none is effective
     assert f"+ rerank, n {len(sample)}, effective n 0; a seeded sample of {len(sample)} of the {n_queries}" in line
     assert "queries +0.0 [0.0, 0.0]† (" in line
@@ -452,7 +462,8 @@ def test_a_silver_set_of_two_judge_waves_shows_acceptance_and_scores_per_wave(cf
     assert acceptance[["wave", "sampled", "silver"]].values.tolist() == [[1, 1, 1], [2, 2, 1]]
     assert acceptance["accepted % [95% CI]"].tolist()[1].startswith("50.0 [1.3, 98.7]")  # Clopper–Pearson 1 of 2
     row = scores.set_index(["system", "move"]).loc[("BM25-unigram", "specify")]
-    per_query = per_query_metrics(pd.read_parquet(run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify", "silver")),
+    per_query = per_query_metrics(pd.read_parquet(run_path(cfg.paths.retrieval_runs, "BM25-unigram", "specify",
+                                                           "silver")),
                                   bench.eval_set("specify", "silver").qrels, ["MRR@10"])["MRR@10"]
     wave_one = test.loc[pair_ids(test) == accepted[0], "query_id"].item()
     assert row["wave 1"].startswith(f"{100 * per_query[wave_one]:.1f}") and row["wave 1"].endswith("(n 1)")

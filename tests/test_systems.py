@@ -21,7 +21,14 @@ from ratio_utils.retrieval.runs import RunInfo, read_run, read_run_info, run_pat
 from ratio_utils.schema import NOTEBOOKS, Move, Split
 from ratio_utils.systems import families
 from ratio_utils.systems.families import (
-    FAMILIES, Family, RetrieverSettings, build_retriever, parse_system, plan_systems, register, unregister,
+    FAMILIES,
+    Family,
+    RetrieverSettings,
+    build_retriever,
+    parse_system,
+    plan_systems,
+    register,
+    unregister,
 )
 from ratio_utils.systems.runs import get_or_record_run, record_run
 from ratio_utils.systems.spec import SystemSpec
@@ -79,7 +86,8 @@ def _colbert_checkpoint(tmp_path: Path) -> str:
 # family -> the retrieval params that plan its rows (a function of tmp_path: a ColBERT checkpoint is made there)
 CASES = {
     "bm25": lambda tmp: RetrievalParams(dense_models=[], bm25_ngrams=[1, 2], k=10, splits=["test"]),
-    "dense": lambda tmp: RetrievalParams(dense_models=[{"model": "all-MiniLM-L6-v2", "prefixes": ["generic", "per-move"]}],
+    "dense": lambda tmp: RetrievalParams(dense_models=[{"model": "all-MiniLM-L6-v2",
+                                                        "prefixes": ["generic", "per-move"]}],
                                          bm25_ngrams=[], k=10, splits=["test"]),
     "colbert": lambda tmp: RetrievalParams(dense_models=[], bm25_ngrams=[], k=10, splits=["test"],
                                            colbert_checkpoints={"Toy-ColBERT": _colbert_checkpoint(tmp)}),
@@ -148,7 +156,8 @@ def test_get_or_record_run_searches_once_and_reuses_the_file(cfg, tiny_benchmark
     first = get_or_record_run(make, bench, info, cfg.paths.retrieval_runs)
     again = get_or_record_run(make, bench, info, cfg.paths.retrieval_runs)
     assert (first.reused, again.reused, len(built)) == (False, True, 1)
-    pd.testing.assert_frame_equal(first.run.reset_index(drop=True), again.run.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(first.run.reset_index(drop=True), again.run.reset_index(drop=True),
+                                  check_dtype=False)
 
 
 # -- a family added by registration alone ------------------------------------------------------------------------

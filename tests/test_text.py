@@ -17,10 +17,14 @@ def cleaner() -> SentenceCleaner:
 @pytest.mark.parametrize(
     "raw, clean",
     [
-        ("Tree Adjoin\u00ad ing Grammars capture the syntax of each verb class.", "Tree Adjoining Grammars capture the syntax of each verb class."),
-        ("The decoder\x07 reads the source sentence\ufffd from left to right.", "The decoder reads the source sentence from left to right."),
-        ("Zero\u200bwidth marks and a BOM\ufeff are invisible but split tokens.", "Zerowidth marks and a BOM are invisible but split tokens."),
-        ("Form\x0cfeed characters become a plain space between words.", "Form feed characters become a plain space between words."),
+        ("Tree Adjoin\u00ad ing Grammars capture the syntax of each verb class.",
+         "Tree Adjoining Grammars capture the syntax of each verb class."),
+        ("The decoder\x07 reads the source sentence\ufffd from left to right.",
+         "The decoder reads the source sentence from left to right."),
+        ("Zero\u200bwidth marks and a BOM\ufeff are invisible but split tokens.",
+         "Zerowidth marks and a BOM are invisible but split tokens."),
+        ("Form\x0cfeed characters become a plain space between words.",
+         "Form feed characters become a plain space between words."),
     ],
 )
 def test_invalid_characters(cleaner, raw, clean):
@@ -50,9 +54,12 @@ def test_linebreak_hyphenation_closes_gap_but_keeps_suspended_hyphens(cleaner):
 @pytest.mark.parametrize(
     "raw, clean",
     [
-        ("Dense retrievers [12] outperform sparse ones on most benchmarks [3, 4].", "Dense retrievers outperform sparse ones on most benchmarks."),
-        ("Earlier systems [1-3; 7] relied on hand-written features alone.", "Earlier systems relied on hand-written features alone."),
-        ("Earlier systems ([1-3]; [7]) relied on hand-written features alone.", "Earlier systems relied on hand-written features alone."),
+        ("Dense retrievers [12] outperform sparse ones on most benchmarks [3, 4].",
+         "Dense retrievers outperform sparse ones on most benchmarks."),
+        ("Earlier systems [1-3; 7] relied on hand-written features alone.",
+         "Earlier systems relied on hand-written features alone."),
+        ("Earlier systems ([1-3]; [7]) relied on hand-written features alone.",
+         "Earlier systems relied on hand-written features alone."),
     ],
 )
 def test_bracketed_numbers(cleaner, raw, clean):
@@ -68,7 +75,8 @@ def test_bracketed_text_is_not_a_bracketed_number(cleaner):
 
 @pytest.mark.parametrize(
     "raw",
-    ["1) {s}", "(a) {s}", "b) {s}", "(iv) {s}", "\u2022 {s}", "- {s}", "3. {s}", "2.3.1 {s}", "iii. {s}", "\u2022 1) {s}"],
+    ["1) {s}", "(a) {s}", "b) {s}", "(iv) {s}", "\u2022 {s}", "- {s}", "3. {s}", "2.3.1 {s}", "iii. {s}",
+     "\u2022 1) {s}"],
 )
 def test_list_marker(cleaner, raw):
     sentence = "The tagger is retrained on the combined corpus."
@@ -142,7 +150,8 @@ def test_counts_name_every_rule(cleaner):
 def test_splitter_splits_paragraphs_without_crossing_them():
     splitter = SentenceSplitter()
     out = splitter.split_many([
-        "Large models memorise parts of their training data. To mitigate this risk, we filter near-duplicates. It works.",
+        "Large models memorise parts of their training data. To mitigate this risk, we filter near-duplicates. "
+        "It works.",
         "Our filter uses minhash signatures over word five-grams.",
         "   ",
     ])
@@ -156,7 +165,8 @@ def test_splitter_splits_paragraphs_without_crossing_them():
     assert splitter.nlp.pipe_names == ["senter"]
 
 
-NOTEBOOK_05_GOLD = "In particular, for any (F, t) E T, F n FS1 -=I- ..l, since FSo n FS1 -=/- ..l, and Io n FS1 F n FS1."
+NOTEBOOK_05_GOLD = ("In particular, for any (F, t) E T, F n FS1 -=I- ..l, since FSo n FS1 -=/- ..l, "
+                    "and Io n FS1 F n FS1.")
 WORD_SHARE = SentenceCleaner(CleaningRules(min_word_token_ratio=0.35))
 
 

@@ -144,7 +144,8 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     calls = []
     train_configuration = train.train_configuration
     # finetune looks train_configuration up in the module that calls it (ratio_utils.train.selection)
-    monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
+    monkeypatch.setattr(train.selection, "train_configuration",
+                        lambda *a, **k: calls.append(a) or pytest.fail("trained again"))
     plan = train.finetune_plan(cfg, "specify").set_index("config")
     assert plan["this run"].str.startswith("reuse").all()
     (second,) = train.finetune(cfg, "specify")
@@ -158,7 +159,8 @@ def test_rerun_trains_nothing_and_selection_uses_validation(tiny_benchmark, tmp_
     assert trained["reused from an earlier run"] == "nothing" and first.reused() == []
     assert reused["trained in this run"] == "nothing"
     assert reused["reused from an earlier run"] == (f"configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]}); "
-                                                    f"the selected model and its test scores ({Path(second.model_dir).name})")
+                                                    "the selected model and its test scores "
+                                                    f"({Path(second.model_dir).name})")
     assert second.reused()[0] == f"specify: configuration(s) 1 (run key {keys[1]}), 2 (run key {keys[2]})"
 
     # New settings mean new runs; Table 6 then lists the runs of the new selection only.
@@ -191,13 +193,15 @@ def test_colbert_row_trains_saves_and_resumes(tiny_benchmark, tmp_path, monkeypa
     from ratio_utils.train import colbert as train_colbert
 
     configs = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5)])
-    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_moves=None, colbert_max_train_pairs=3,
+    cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, colbert=True, colbert_moves=None,
+               colbert_max_train_pairs=3,
                colbert_epochs=3, colbert_batch_size=3, colbert_learning_rate=2e-5, colbert_evaluate_test=True)
     (result,) = train_colbert.train_colbert(cfg, "address")
     losses = [entry["loss"] for entry in result.loss_history]
     assert result.trained_now and len(losses) == 3 and losses[-1] < losses[0]
     model_dir = Path(result.model_dir)
-    assert (model_dir / "README.md").exists() and json.loads((model_dir / "results.json").read_text())["train_pairs"] == 3
+    assert ((model_dir / "README.md").exists()
+            and json.loads((model_dir / "results.json").read_text())["train_pairs"] == 3)
     # Evaluable by the benchmark's late-interaction retriever, scored by the same metrics.
     assert 0.0 <= result.test["MRR@10"] <= 1.0 and set(result.test) >= {"R@10", "R@100"}
     mtime = (model_dir / "results.json").stat().st_mtime_ns
@@ -223,7 +227,8 @@ def test_training_schedule_gives_tiny_moves_real_steps():
         assert schedule.batch_size == 32  # a batch cannot hold more pairs than there are
         assert schedule.total_steps >= 10 and schedule.repeats == 10
         assert 0 <= schedule.warmup_steps < schedule.total_steps  # steps at a learning rate above zero remain
-    one_step = train.training_schedule(32, train.HyperParams(id=1, batch_size=32, warmup_ratio=0.1), min_steps_per_epoch=1)
+    one_step = train.training_schedule(32, train.HyperParams(id=1, batch_size=32, warmup_ratio=0.1),
+                                       min_steps_per_epoch=1)
     assert (one_step.total_steps, one_step.warmup_steps) == (1, 0)  # warm-up rounds down, never takes the only step
     large = train.training_schedule(1000, train.HyperParams(id=1, batch_size=32, epochs=2, warmup_ratio=0.1))
     assert (large.repeats, large.steps_per_epoch, large.total_steps, large.warmup_steps) == (1, 32, 64, 6)
@@ -233,7 +238,8 @@ def test_training_schedule_gives_tiny_moves_real_steps():
 
 @pytest.mark.models
 def test_tiny_move_training_changes_the_weights(tiny_benchmark, tmp_path, monkeypatch):
-    """The configuration that trained nothing on Broaden (batch 64 on a handful of pairs, 10% warm-up) now moves the weights."""
+    """The configuration that trained nothing on Broaden (batch 64 on a handful of pairs, 10% warm-up) now moves the
+    weights."""
     configs = _configs_file(tmp_path, [{**_row(1, epochs=1, lr=2e-5, batch=64), "warmup_ratio": 0.1}])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs, moves=["broaden"], min_steps_per_epoch=4)
     (result,) = train.finetune(cfg, "broaden")
@@ -372,7 +378,8 @@ def test_trainer_gets_timeout_precision_and_checkpointing(tmp_path, monkeypatch)
     pairs = pd.DataFrame({"anchor": ["a", "b"], "positive": ["c", "d"]})
     with pytest.raises(Stop):
         evaluator = __import__("types").SimpleNamespace(metric_for_best_model="eval_validation_MRR@10")
-        train.train_configuration(tmp_path, pairs, evaluator, train.HyperParams(id=1), tmp_path, params, move=Move.ADDRESS,
+        train.train_configuration(tmp_path, pairs, evaluator, train.HyperParams(id=1), tmp_path, params,
+                                  move=Move.ADDRESS,
                                   run_key="k", seed=1)
     assert (seen["ddp_timeout"], seen["bf16"], seen["gradient_checkpointing"]) == (123, True, True)
     assert TrainParams().ddp_timeout == 28_800  # the authors' value, not transformers' 1800
@@ -449,7 +456,8 @@ def _edit_pairs(bench, move: Move, split: Split, column: str = "goldSentence") -
     """Change one pair's sentence of (move, split) in place (as a new judge or a new split would)."""
     frame = bench.queries(move, split)
     frame.loc[0, column] = frame.loc[0, column] + " (edited)"
-    frame["query_id"], frame["gold_id"] = frame["querySentence"].map(sentence_id), frame["goldSentence"].map(sentence_id)
+    frame["query_id"], frame["gold_id"] = (frame["querySentence"].map(sentence_id),
+                                           frame["goldSentence"].map(sentence_id))
     write_pairs(frame, bench.root, move, split)
 
 
@@ -485,7 +493,8 @@ def _finished_runs(cfg, params, bench, move: Move, configs, scores: dict[int, fl
         run_dir = runs_dir / f"{hp.name}-{keys[hp.id]}"
         (run_dir / "model").mkdir(parents=True)
         (run_dir / "model" / "weights.bin").write_bytes(bytes([hp.id]))
-        result = train.RunResult(move.value, dataclasses.asdict(hp), keys[hp.id], 4, 1.0, {"MRR@10": scores[hp.id]}, [], [],
+        result = train.RunResult(move.value, dataclasses.asdict(hp), keys[hp.id], 4, 1.0, {"MRR@10": scores[hp.id]},
+                                 [], [],
                                  0.0, 0.0, 1.0, 1, "cpu", str(run_dir / "model"))
         (run_dir / train.RESULT_FILE).write_text(json.dumps(result.to_json()))
     best = max(scores, key=scores.get)
@@ -499,7 +508,8 @@ def _finished_runs(cfg, params, bench, move: Move, configs, scores: dict[int, fl
 
 
 @pytest.mark.models
-def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraining(tiny_benchmark, tmp_path, monkeypatch):
+def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraining(tiny_benchmark, tmp_path,
+                                                                                   monkeypatch):
     configs_file = _configs_file(tmp_path, [_row(1, epochs=1, lr=1e-5), _row(2, epochs=1, lr=2e-4)])
     cfg = _cfg(tiny_benchmark, tmp_path, monkeypatch, configs_file, moves=["specify"])
     params, bench = train.load_train_params(cfg), load_benchmark(cfg.paths.benchmark)
@@ -514,7 +524,8 @@ def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraini
     monkeypatch.setattr(train.selection, "_evaluate_saved", fake_scores)
     base_path = resolve_model_path(params.base_model)
     scored_on = train.benchmark_fingerprints(model_fingerprint(base_path), bench)
-    train.baseline_scores(cfg, params, bench, Move.SPECIFY, base_path, scored_on)  # the baseline.json an earlier run wrote
+    train.baseline_scores(cfg, params, bench, Move.SPECIFY, base_path,
+                          scored_on)  # the baseline.json an earlier run wrote
     evaluated.clear()
     monkeypatch.setattr(train.selection, "train_configuration", lambda *a, **k: pytest.fail("trained again"))
 
@@ -531,7 +542,8 @@ def test_finished_runs_are_reused_and_a_new_silver_set_rescores_without_retraini
     rescored = train.finetune_move(cfg, "specify", params, bench)
     assert rescored.trained_now == [] and rescored.published_now
     assert rescored.selected.run_key == keys[2] and rescored.test == {"MRR@10": 0.2}
-    assert json.loads((Path(rescored.model_dir) / train.FINAL_RESULTS_FILE).read_text())["benchmark_checksum"] == bench.checksum()
+    assert (json.loads((Path(rescored.model_dir) / train.FINAL_RESULTS_FILE).read_text())["benchmark_checksum"]
+            == bench.checksum())
 
 
 def _finished_setup(cfg, setup, move: Move, scores: list[float], tuned: list[float], base: list[float]) -> None:
@@ -575,7 +587,8 @@ def test_table6_and_tuned_vs_baseline_cover_every_setup(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     cfg = load_config(overrides={"train": {"moves": ["address"], "configs": None, "max_train_pairs": None,
-                                           "setups": [{"base_model": "ModernBERT-embed-large", "prefixes": "recommended"}]}})
+                                           "setups": [{"base_model": "ModernBERT-embed-large",
+                                                       "prefixes": "recommended"}]}})
     two = train.load_train_params(cfg)
     one = dataclasses.replace(two, setups=[])
     minilm, modernbert = training_setups(two)
@@ -586,8 +599,10 @@ def test_table6_and_tuned_vs_baseline_cover_every_setup(tmp_path, monkeypatch):
     table6 = collect_runs(cfg, two)
     assert list(zip(table6["Model"], table6["#"], table6["Selected"])) == [
         ("all-MiniLM-L6-v2", 1, ""), ("all-MiniLM-L6-v2", 2, "✓"),
-        ("ModernBERT-embed-large (recommended prefixes)", 1, "✓"), ("ModernBERT-embed-large (recommended prefixes)", 2, "")]
-    pd.testing.assert_frame_equal(collect_runs(cfg, one), table6[table6["Model"] == "all-MiniLM-L6-v2"].reset_index(drop=True))
+        ("ModernBERT-embed-large (recommended prefixes)", 1, "✓"),
+        ("ModernBERT-embed-large (recommended prefixes)", 2, "")]
+    pd.testing.assert_frame_equal(collect_runs(cfg, one),
+                                  table6[table6["Model"] == "all-MiniLM-L6-v2"].reset_index(drop=True))
 
     both = collect_tuned_vs_baseline(cfg, two)
     assert list(zip(both["model"], both["prefix"], both["split"])) == [
@@ -609,12 +624,14 @@ def test_table6_and_tuned_vs_baseline_cover_every_setup(tmp_path, monkeypatch):
     def resolve(spec, *args, download=True, **kwargs):
         assert download is False
         raise ModelNotAvailableError(f"{spec}", model=str(spec),
-                                     reason="not in the local Hugging Face cache (/home/x/.cache/hub), and the hub is unreachable")
+                                     reason="not in the local Hugging Face cache (/home/x/.cache/hub), "
+                                            "and the hub is unreachable")
 
     monkeypatch.setattr(models, "resolve_model", resolve)
     note = table6_notes(two)[1]
-    assert note.startswith("Reduced relative to the paper: base models all-MiniLM-L6-v2, ModernBERT-embed-large instead of "
-                           "the paper's all-mpnet-base-v2 (it does not resolve here: not in the local Hugging Face cache, "
+    assert note.startswith("Reduced relative to the paper: base models all-MiniLM-L6-v2, "
+                           "ModernBERT-embed-large instead of the paper's all-mpnet-base-v2 "
+                           "(it does not resolve here: not in the local Hugging Face cache, "
                            "and the hub is unreachable); Stella-en-1.5B-v5 (it does not resolve here: ")
     assert "/home/x" not in note and "not available offline" not in note
     monkeypatch.setattr(models, "resolve_model", lambda spec, *a, **k: None)

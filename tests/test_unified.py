@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ratio_utils.retrieval_analysis import move_sensitivity
 from ratio_utils.param_sections import UnifiedParams
-from ratio_utils.schema import MOVE_INSTRUCTIONS
-from ratio_utils.schema import Move
+from ratio_utils.retrieval_analysis import move_sensitivity
+from ratio_utils.schema import MOVE_INSTRUCTIONS, Move
 from ratio_utils.train import unified
 
 
@@ -21,7 +20,8 @@ def test_format_query_puts_the_move_instruction_before_the_statement():
     text = "Parsers overfit small treebanks."
     formatted = unified.format_query(text, "broaden")
     assert formatted == f"Instruct: {MOVE_INSTRUCTIONS[Move.BROADEN]}\nQuery: {text}"
-    assert unified.format_query(text, Move.ADDRESS, "{instruction} || ") == MOVE_INSTRUCTIONS[Move.ADDRESS] + " || " + text
+    assert (unified.format_query(text, Move.ADDRESS, "{instruction} || ")
+            == MOVE_INSTRUCTIONS[Move.ADDRESS] + " || " + text)
     assert len({unified.query_prefix(m) for m in Move}) == 3  # each move asks differently
 
 
@@ -33,7 +33,8 @@ def test_instruction_template_without_slot_and_unknown_move_are_errors():
 
 
 def _pairs(n: int, tag: str) -> pd.DataFrame:
-    return pd.DataFrame({"anchor": [f"{tag} query {i}" for i in range(n)], "positive": [f"{tag} gold {i}" for i in range(n)]})
+    return pd.DataFrame({"anchor": [f"{tag} query {i}" for i in range(n)],
+                         "positive": [f"{tag} gold {i}" for i in range(n)]})
 
 
 def test_balanced_pairs_gives_each_move_the_same_share_and_caps_repeats():
@@ -57,7 +58,8 @@ def test_balanced_pairs_gives_each_move_the_same_share_and_caps_repeats():
     by_move = report.set_index("move")
     assert by_move["used"].to_dict() == {"specify": 128, "address": 96, "broaden": 128}
     assert by_move["share (%)"].to_dict() == {"specify": round(12800 / 352, 1), "address": round(9600 / 352, 1),
-                                              "broaden": round(12800 / 352, 1)} == {"specify": 36.4, "address": 27.3, "broaden": 36.4}
+                                              "broaden": round(12800 / 352, 1)} == {"specify": 36.4, "address": 27.3,
+                                                                                    "broaden": 36.4}
 
 
 def test_balanced_pairs_without_cap_matches_the_largest_move():
@@ -80,7 +82,8 @@ def test_move_mixed_batches_keep_proportions_mix_moves_and_cover_every_row():
 
 def test_move_mixed_batches_follow_unequal_shares_and_never_repeat_a_text_in_a_batch():
     moves = ["specify"] * 80 + ["broaden"] * 40
-    texts = [(f"q{i}", f"g{i}") for i in range(80)] + [(f"bq{i % 10}", f"bg{i % 10}") for i in range(40)]  # broaden repeated 4x
+    # broaden repeated 4x
+    texts = [(f"q{i}", f"g{i}") for i in range(80)] + [(f"bq{i % 10}", f"bg{i % 10}") for i in range(40)]
     batches = unified.move_mixed_batches(moves, texts, batch_size=12, rng=np.random.default_rng(0))
     assert sorted(i for b in batches for i in b) == list(range(120))
     for batch in batches[:-2]:
@@ -97,7 +100,8 @@ def test_sampler_class_yields_the_library_batches(tmp_path):
 
     frame = pd.DataFrame({"anchor": [f"q{i}" for i in range(9)], "positive": [f"g{i}" for i in range(9)]})
     moves = ["address", "broaden", "specify"] * 3
-    sampler = unified.MoveMixingBatchSampler(Dataset.from_pandas(frame), batch_size=3, drop_last=False, seed=5, moves=moves)
+    sampler = unified.MoveMixingBatchSampler(Dataset.from_pandas(frame), batch_size=3, drop_last=False, seed=5,
+                                             moves=moves)
     batches = list(sampler)
     assert len(batches) == len(sampler) == 3
     assert all(sorted(moves[i] for i in b) == ["address", "broaden", "specify"] for b in batches)
@@ -124,7 +128,8 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
         evalset = bench.eval_set(own, "test")
         queries, qrels = evalset.queries, evalset.qrels
         for issued in Move:
-            run = FakeEncoder(query_prefix=unified.query_prefix(issued, template), doc_prefix="document: ").search(queries, pool, k=len(pool))
+            run = FakeEncoder(query_prefix=unified.query_prefix(issued, template),
+                              doc_prefix="document: ").search(queries, pool, k=len(pool))
             expected = relevant_ranks(run, qrels).set_index("qid")["rank"]
             got = ranks[ranks.move == own.value].set_index("qid")[f"rank_{issued.value}"]
             assert got.sort_index().tolist() == expected.sort_index().astype(float).tolist()
@@ -138,7 +143,8 @@ def test_sensitivity_ranks_equal_the_ranks_of_a_full_search_under_each_instructi
     assert shares.round(6).eq(100).all()
     assert summary["Pairs"].tolist() == [3, 2, 3, 8]
     pairwise = move_sensitivity.pairwise_own_vs_other(ranks, list(Move))
-    assert set(zip(pairwise["own move"], pairwise["other move"])) == {(a.value, b.value) for a in Move for b in Move if a is not b}
+    assert set(zip(pairwise["own move"], pairwise["other move"])) == {(a.value, b.value) for a in Move for b in Move
+                                                                      if a is not b}
     # the values of the summary and of the pairwise shares from hand-made ranks: test_sensitivity_shares_by_hand
 
 
@@ -146,10 +152,14 @@ def test_sensitivity_shares_by_hand():
     """Four pairs whose ranks under each instruction are written out, so every share is known."""
     ranks = pd.DataFrame([
         # own move, its rank; the gold's rank under the other moves' instructions
-        {"qid": "q1", "move": "specify", "rank_specify": 1, "rank_address": 3, "rank_broaden": 2, "changed": True},  # higher
-        {"qid": "q2", "move": "specify", "rank_specify": 2, "rank_address": 2, "rank_broaden": 5, "changed": False},  # tied
-        {"qid": "q3", "move": "specify", "rank_specify": 4, "rank_address": 1, "rank_broaden": 6, "changed": True},  # lower
-        {"qid": "q4", "move": "address", "rank_specify": 2, "rank_address": 1, "rank_broaden": 3, "changed": True},  # higher
+        {"qid": "q1", "move": "specify", "rank_specify": 1, "rank_address": 3, "rank_broaden": 2,
+         "changed": True},  # higher
+        {"qid": "q2", "move": "specify", "rank_specify": 2, "rank_address": 2, "rank_broaden": 5,
+         "changed": False},  # tied
+        {"qid": "q3", "move": "specify", "rank_specify": 4, "rank_address": 1, "rank_broaden": 6,
+         "changed": True},  # lower
+        {"qid": "q4", "move": "address", "rank_specify": 2, "rank_address": 1, "rank_broaden": 3,
+         "changed": True},  # higher
     ]).assign(gold_id="g", overlap_specify=[10, 6, 2, 4], overlap_address=[4, 10, 8, 10], overlap_broaden=[6, 4, 2, 8])
     moves = [Move.ADDRESS, Move.BROADEN, Move.SPECIFY]
     summary = move_sensitivity.sensitivity_summary(ranks, moves).set_index("Move")
@@ -163,11 +173,16 @@ def test_sensitivity_shares_by_hand():
     # mean overlap with the other two moves' top 10: q1 5, q2 7, q3 5 (specify); q4 6 (address)
     assert summary.loc["Specify", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(17 / 3)
     assert summary.loc["All", "Mean top-10 overlap with other moves (of 10)"] == pytest.approx(23 / 4)
-    assert summary.loc["Specify", "Median gold rank, own move"] == 2 and summary.loc["Specify", "Median gold rank, best other move"] == 2
-    pairwise = move_sensitivity.pairwise_own_vs_other(ranks, moves, paired_test=False).set_index(["own move", "other move"])
-    assert pairwise.loc[("specify", "address"), ["higher under own", "equal", "lower under own"]].tolist() == pytest.approx([100 / 3] * 3)
-    assert pairwise.loc[("specify", "broaden"), ["higher under own", "equal", "lower under own"]].tolist() == [100.0, 0.0, 0.0]
-    assert pairwise.loc[("address", "specify"), "higher under own"] == 100.0 and pairwise.loc[("address", "specify"), "pairs"] == 1
+    assert (summary.loc["Specify", "Median gold rank, own move"] == 2
+            and summary.loc["Specify", "Median gold rank, best other move"] == 2)
+    pairwise = (move_sensitivity.pairwise_own_vs_other(ranks, moves, paired_test=False)
+                .set_index(["own move", "other move"]))
+    assert (pairwise.loc[("specify", "address"), ["higher under own", "equal", "lower under own"]].tolist()
+            == pytest.approx([100 / 3] * 3))
+    assert (pairwise.loc[("specify", "broaden"), ["higher under own", "equal", "lower under own"]].tolist()
+            == [100.0, 0.0, 0.0])
+    assert (pairwise.loc[("address", "specify"), "higher under own"] == 100.0
+            and pairwise.loc[("address", "specify"), "pairs"] == 1)
     assert len(pairwise) == 4  # Broaden has no pair of its own
 
 
@@ -197,13 +212,16 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
     fmt = json.loads((result.model_dir / unified.FORMAT_FILE).read_text())
     assert fmt["query_prefixes"]["broaden"] == unified.query_prefix("broaden")
     assert "MRR@10" in result.selected.validation and "broaden/MRR@10" in result.selected.validation
-    assert result.reused() == [] and unified.unified_summary(result)["this run"].tolist() == ["trained"] * len(result.runs)
+    assert (result.reused() == []
+            and unified.unified_summary(result)["this run"].tolist() == ["trained"] * len(result.runs))
     again = unified.train_unified(cfg, params)  # resumes: nothing trained, the test score reused
     assert again.trained_now == [] and again.final["test"] == result.final["test"]
     keys = ", ".join(f"{r.config['id']} (run key {r.run_key})" for r in result.runs)
     assert again.reused() == [f"unified: configuration(s) {keys}",
-                              f"unified: the selected model, its test scores and move-sensitivity ranks ({result.model_dir.name})"]
-    assert unified.unified_summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})" for r in result.runs]
+                              f"unified: the selected model, its test scores and move-sensitivity ranks "
+                              f"({result.model_dir.name})"]
+    assert unified.unified_summary(again)["this run"].tolist() == [f"reused (run key {r.run_key})"
+                                                                   for r in result.runs]
     runs_dir = unified.unified_runs_dir(cfg, params)
     assert runs_dir.is_relative_to(cfg.paths.models / "unified") and not (cfg.paths.models / "_runs").exists()
 
@@ -215,7 +233,8 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
 
     plt.close("all")
     shown = move_sensitivity.sensitivity_figure(cfg, params, again.sensitivity, stage.result_name(params))
-    assert isinstance(shown, Image) and plt.get_fignums() == [] and (cfg.paths.figures / "unified_move_sensitivity.png").exists()
+    assert (isinstance(shown, Image) and plt.get_fignums() == []
+            and (cfg.paths.figures / "unified_move_sensitivity.png").exists())
     table = move_sensitivity.sensitivity_table(cfg, params, again.sensitivity)
     cells = stage.formatted(table)["Top 10 changes with the move (%)"]
     assert cells.tolist() == [f"{v:.1f}" for v in table["Top 10 changes with the move (%)"]]
@@ -223,7 +242,8 @@ def test_tiny_unified_training_selects_publishes_and_scores_each_move(cfg, tiny_
 
 
 def _per_query(values, qids):
-    return pd.DataFrame({"MRR@10": values, "R@10": np.asarray(values) > 0}, index=pd.Index(qids, name="qid")).astype(float)
+    return pd.DataFrame({"MRR@10": values, "R@10": np.asarray(values) > 0},
+                        index=pd.Index(qids, name="qid")).astype(float)
 
 
 def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
@@ -233,7 +253,8 @@ def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
 
     rng = np.random.default_rng(0)
     qids = [f"q{i}" for i in range(40)]
-    base, per_move, uni = (np.where(rng.random(40) < share, 1 / rng.integers(1, 11, 40), 0.0) for share in (0.2, 0.5, 0.3))
+    base, per_move, uni = (np.where(rng.random(40) < share, 1 / rng.integers(1, 11, 40), 0.0)
+                           for share in (0.2, 0.5, 0.3))
     pairs = {"Per-move training pairs": 1000, "Unified training pairs": 128, "Unified unique pairs": 128}
     # the per-move values come in another query order (results.json): paired by qid, not by position
     shuffled = _per_query(per_move, qids).iloc[::-1]
@@ -245,7 +266,8 @@ def test_comparison_row_pairs_the_same_queries_and_names_each_models_pairs():
     assert numbers["p vs per-move"] == pytest.approx(expected_p)
     assert shown["p vs per-move"] == stats.format_p(expected_p, 500)
     low, high = stats.paired_bootstrap_ci(uni[by_qid], base[by_qid], n_resamples=500, seed=13)
-    assert (numbers["Unified − baseline M@10 low"], numbers["Unified − baseline M@10 high"]) == pytest.approx((100 * low, 100 * high))
+    assert (numbers["Unified − baseline M@10 low"],
+            numbers["Unified − baseline M@10 high"]) == pytest.approx((100 * low, 100 * high))
     assert numbers["Per-move training pairs"] == 1000 and shown["Unified M@10"].count("[") == 1
     with pytest.raises(ValueError, match="other queries"):
         comparison_row("specify", "test", _per_query(base, qids), _per_query(per_move[:30], qids[:30]),
@@ -256,15 +278,18 @@ def test_confound_note_says_when_the_pair_budgets_differ():
     from ratio_utils.train.unified import confound_notes
 
     frame = pd.DataFrame([
-        {"Move": "Address", "Per-move training pairs": 108, "Unified training pairs": 108, "Unified unique pairs": 108},
-        {"Move": "Specify", "Per-move training pairs": 1000, "Unified training pairs": 128, "Unified unique pairs": 128},
+        {"Move": "Address", "Per-move training pairs": 108, "Unified training pairs": 108,
+         "Unified unique pairs": 108},
+        {"Move": "Specify", "Per-move training pairs": 1000, "Unified training pairs": 128,
+         "Unified unique pairs": 128},
     ])
     notes = " ".join(confound_notes(frame, {"address": "2", "specify": "4"}, "1"))
     assert "Not a matched comparison" in notes and "Specify 1,000 per-move vs 128 unified (128 unique)" in notes
     assert "Address" not in notes.split("(", 1)[1].split(")")[0]  # a matched move is not listed as unmatched
     assert "Configurations also differ" in notes
     matched = confound_notes(frame.iloc[:1], {"address": "1"}, "1")
-    assert matched == ["Pair budgets match: each move's per-move model and the unified model saw the same number of training pairs."]
+    assert matched == ["Pair budgets match: each move's per-move model and the unified model saw the same number of "
+                       "training pairs."]
 
 
 def test_pairwise_test_and_the_reading_come_from_the_ranks():
@@ -282,11 +307,13 @@ def test_pairwise_test_and_the_reading_come_from_the_ranks():
     vs_address = pairwise.set_index("other move").loc["address"]
     higher = (ranks["rank_specify"] < ranks["rank_address"]).to_numpy(float)
     lower = (ranks["rank_specify"] > ranks["rank_address"]).to_numpy(float)
-    assert vs_address["higher - lower"] == pytest.approx(vs_address["higher under own"] - vs_address["lower under own"])
+    assert vs_address["higher - lower"] == pytest.approx(vs_address["higher under own"]
+                                                         - vs_address["lower under own"])
     assert vs_address["p"] == stats.paired_permutation_test(higher, lower, n_permutations=2_000, seed=13)
     assert vs_address["higher - lower low"] > 0
     assert own_vs_other_shown(pairwise)["p"].iloc[0] == stats.format_p(pairwise["p"].iloc[0])
-    summary = move_sensitivity.sensitivity_summary(ranks.assign(overlap_specify=10, overlap_address=5, overlap_broaden=5), moves)
+    summary = move_sensitivity.sensitivity_summary(ranks.assign(overlap_specify=10, overlap_address=5,
+                                                                overlap_broaden=5), moves)
     reading = " ".join(sensitivity_reading(summary, pairwise))
     lower_share = summary.set_index("Move").loc["All", "Lower under own move than under another (%)"]
     assert f"lower under its own move than under another move for {lower_share:.1f}% of the pairs" in reading
@@ -330,7 +357,8 @@ def test_the_notebook_shows_the_comparison_with_its_notes_and_formatted_numbers(
     """Notebook 13 passes the unified-vs-per-move Comparison (not a frame) to `formatted`."""
     from ratio_utils.stages import unified_retriever as stage
 
-    shown = pd.DataFrame({"Move": ["Address"], "Unified training pairs": [128.0], "Unified M@10": ["25.4 [14.0, 37.9]"]})
+    shown = pd.DataFrame({"Move": ["Address"], "Unified training pairs": [128.0],
+                          "Unified M@10": ["25.4 [14.0, 37.9]"]})
     comparison = stage.Comparison(shown.assign(x=0.123456), shown, ["not matched: budgets differ"])
     out = stage.formatted(comparison)
     assert out.shown.loc[0, "Unified training pairs"] == "128.0" and out.notes == comparison.notes

@@ -45,8 +45,10 @@ LIST_B = [
     "We thank the anonymous reviewers for their comments.",
 ]
 OTHER_QUERIES = [  # so that the progress squares show a finished and an open query
-    ("Labelling emotions in text by hand is slow.", ["Weak labels come from emoji in the posts.", "The data are in English."]),
-    ("Topic models ignore the order of words.", ["A recurrent layer adds word order to the topic model.", "We use ten topics."]),
+    ("Labelling emotions in text by hand is slow.",
+     ["Weak labels come from emoji in the posts.", "The data are in English."]),
+    ("Topic models ignore the order of words.",
+     ["A recurrent layer adds word order to the topic model.", "We use ten topics."]),
 ]
 
 
@@ -59,9 +61,11 @@ def fixture_packets(folder: Path) -> Path:
         return {"item": f"address/q{number}", "move": "address", "query_id": f"q{number}", "query": query,
                 "lists": lists, "subfield": None}
 
-    items = [item(1, QUERY, LIST_A, LIST_B)] + [item(n, q, c, c[::-1]) for n, (q, c) in enumerate(OTHER_QUERIES, start=2)]
+    items = [item(1, QUERY, LIST_A, LIST_B)] + [item(n, q, c, c[::-1])
+                                                for n, (q, c) in enumerate(OTHER_QUERIES, start=2)]
     packets = StudyPackets(items, {"demo": [i["item"] for i in items]}, key=[], report={"notes": []})
-    write_packets(packets, folder / "study" / "packets", folder / "key" / "unblinding_key.jsonl", folder / "study" / "report.json", k=10)
+    write_packets(packets, folder / "study" / "packets", folder / "key" / "unblinding_key.jsonl",
+                  folder / "study" / "report.json", k=10)
     return folder / "study" / "packets"
 
 
@@ -77,13 +81,16 @@ def screenshot(url: str, out: Path, width: int = 1400) -> None:
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},1000", "--hide-scrollbars"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},1000",
+                "--hide-scrollbars"):
         options.add_argument(arg)
-    browser = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
+    browser = webdriver.Chrome(options=options,
+                               service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"))
     try:
         browser.get(url)
         WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "query").text != "")
-        size = browser.execute_script("return [document.documentElement.clientWidth, document.documentElement.scrollHeight]")
+        size = browser.execute_script("return [document.documentElement.clientWidth, "
+                                      "document.documentElement.scrollHeight]")
         # the whole page, not only the window: Chrome DevTools' screenshot beyond the viewport
         shot = browser.execute_cdp_cmd("Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": True,
@@ -95,7 +102,8 @@ def screenshot(url: str, out: Path, width: int = 1400) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "annotation_app.png")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parents[1] / "docs" / "annotation_app.png")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = annotate.open_store(fixture_packets(Path(tmp)), "demo")

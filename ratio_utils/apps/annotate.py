@@ -1,6 +1,6 @@
 """The annotation app of the blinded inspiration study: `ratio-annotate --packets DIR --annotator NAME` serves one
-packet in the browser and saves every answer (ratio_utils.human_eval.annotation_app; docs/human_eval.md). Through an SSH
-tunnel or JupyterHub's proxy: `--allow-host NAME[:PORT]` (docs/tunnels.md).
+packet in the browser and saves every answer (ratio_utils.human_eval.annotation_app; docs/human_eval.md). Through an
+SSH tunnel or JupyterHub's proxy: `--allow-host NAME[:PORT]` (docs/tunnels.md).
 
 Reads: the packet folder notebook 12 writes. Writes: the annotator's label file (default <packets>/labels/).
 """
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Annotating as {args.annotator}: {progress['complete']} of {progress['assigned']} queries complete.\n"
           f"Open {server.url} in your browser; labels are saved to {store.path} after every answer. Ctrl+C stops.")
     if server.allowed_hosts:
-        print(f"Also answers a page opened at {', '.join(sorted(server.allowed_hosts))} (--allow-host: a tunnel or a proxy).")
+        print(f"Also answers a page opened at {', '.join(sorted(server.allowed_hosts))} "
+              "(--allow-host: a tunnel or a proxy).")
     try:
         server.serve_until_interrupted()
     finally:

@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--licence", action="append", default=[], metavar="CORPUS=TEXT",
                         help="the licence of a corpus its pairs name (repeatable; built-in sources are known)")
     parser.add_argument("--license", dest="licence_id", default=None, metavar="HUB_ID",
-                        help="the card's Hub licence id (e.g. cc-by-4.0), where the pairs name no corpus to derive it from")
+                        help="the card's Hub licence id (e.g. cc-by-4.0), where the pairs name no corpus to derive it "
+                             "from")
     args = parser.parse_args(argv)
     try:
         licences = dict(item.split("=", 1) for item in args.licence)
@@ -34,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--licence takes CORPUS=TEXT")
     try:
         bench = load_benchmark(args.benchmark)
-        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name, {**LICENCES, **licences},
-                                                      args.licence_id))
+        path = write_dataset_card(bench, CardSources(args.name or args.benchmark.resolve().name,
+                                                      {**LICENCES, **licences}, args.licence_id))
     except (FileNotFoundError, ValueError) as exc:
         print(f"ratio-card: error: {exc}", file=sys.stderr)
         return 2

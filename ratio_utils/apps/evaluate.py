@@ -20,10 +20,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..io import write_json_atomic
 from ..evaluation.metrics import DEFAULT_KS, NDCG_KS
 from ..evaluation.scoring import EvaluationError, evaluate
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_ci
+from ..io import write_json_atomic
 from .cli import add_allow_invalid_flag, add_debug_flag, one_line_errors, report_problems
 
 PROG = "ratio-evaluate"
@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fallback-to-test", action="store_true",
                         help="when the silver split is absent, evaluate the unfiltered test split instead (recorded).")
     parser.add_argument("--query-prefix", default=None,
-                        help="text put before every query (e.g. 'query: '); default: the model's stored 'query' prompt "
-                             "(config_sentence_transformers.json), else none; '' forces none.")
+                        help="text put before every query (e.g. 'query: '); default: the model's stored 'query' "
+                             "prompt (config_sentence_transformers.json), else none; '' forces none.")
     parser.add_argument("--doc-prefix", default=None,
                         help="text put before every candidate (e.g. 'document: '); default: the model's stored "
                              "'document' prompt, else none; '' forces none.")
@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default=None, help="torch device (default: sentence-transformers' choice).")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--cache-dir", type=Path, default=None,
-                       help="embedding cache folder (default: $RATIO_EMBEDDING_CACHE, else ~/.cache/ratio/embeddings).")
+                       help="embedding cache folder (default: $RATIO_EMBEDDING_CACHE, else "
+                            "~/.cache/ratio/embeddings).")
     cache.add_argument("--no-cache", action="store_true", help="keep no embeddings on disk (encodes every run).")
     parser.add_argument("--fp16-storage", action="store_true", help="store pool embeddings as float16.")
     parser.add_argument("--runs-dir", type=Path, default=None, help="write run files (parquet + TREC) here.")
@@ -106,7 +107,8 @@ def format_result(result: dict) -> str:
     queries (n; † under 30 queries), one row per metric with its 95 % bootstrap interval — then the prefixes used."""
     first = next(iter(result["scores"].values()))
     ks = [k for k in DEFAULT_KS if f"R@{k}" in first]
-    metrics = [f"R@{k}" for k in ks] + [f"MRR@{k}" for k in ks] + [f"nDCG@{k}" for k in NDCG_KS if f"nDCG@{k}" in first]
+    metrics = ([f"R@{k}" for k in ks] + [f"MRR@{k}" for k in ks]
+               + [f"nDCG@{k}" for k in NDCG_KS if f"nDCG@{k}" in first])
     labels = {m: m.replace("MRR@", "M@") for m in metrics}
     moves = list(result["scores"])
     queries = result.get("queries", {})
@@ -120,7 +122,8 @@ def format_result(result: dict) -> str:
             low, high = intervals.get(move, {}).get(metric, (None, None))
             cells.append(format_ci(result["scores"][move][metric], low, high))
         rows.append([labels[metric]] + cells)
-    widths = [max(len(r[0]) for r in rows)] + [max(len(h), *(len(r[i + 1]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max(len(r[0]) for r in rows)] + [max(len(h), *(len(r[i + 1]) for r in rows))
+                                                for i, h in enumerate(headers)]
     lines = [format_heading(result)]
     lines.append("  ".join([" " * widths[0]] + [h.rjust(w) for h, w in zip(headers, widths[1:])]))
     lines += ["  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]) for r in rows]
@@ -148,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     (ratio_utils.apps.cli; argparse exits with 2 itself on a bad flag)."""
     args = build_parser().parse_args(argv)
     if args.out is not None and args.out.is_dir():  # found before the evaluation, not after it
-        raise IsADirectoryError(f"--out {args.out} is a folder; name the JSON file to write (e.g. {args.out}/result.json)")
+        raise IsADirectoryError(f"--out {args.out} is a folder; name the JSON file to write "
+                                f"(e.g. {args.out}/result.json)")
     result = evaluate(
         args.model, args.benchmark, args.split, args.move,
         params_file=args.params, fallback_to_test=args.fallback_to_test,

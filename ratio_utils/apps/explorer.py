@@ -42,11 +42,21 @@ import pandas as pd
 
 from ..io import InputError, atomic_path, iter_jsonl, sha256_file
 from ..local_server import LocalServer, NotFound, RequestError, add_host_arguments
-from ..schema import MOVES, Move
 from ..retrieval.dense import DenseRetriever
+from ..schema import MOVES, Move
 from .search import (
-    MAX_STATEMENT, META_FILE, QueryModel, SearchError, SearchIndex, build_index_from_corpus, checked_statement,
-    default_index_dir, load_search_config, query_encoder, resolve_query_model, search_and_rerank,
+    MAX_STATEMENT,
+    META_FILE,
+    QueryModel,
+    SearchError,
+    SearchIndex,
+    build_index_from_corpus,
+    checked_statement,
+    default_index_dir,
+    load_search_config,
+    query_encoder,
+    resolve_query_model,
+    search_and_rerank,
 )
 
 PROG = "ratio-explorer"
@@ -81,8 +91,8 @@ def corpus_problem(meta: dict, expected: dict[str, str] | None) -> str | None:
     built = meta.get("sources_sha256") or {}
     for name, digest in (expected or {}).items():
         if name in built and built[name] != digest:
-            return (f"its index was built from another {name} (sha256 {built[name][:12]}, the run's is {digest[:12]}): "
-                    "rebuild it with ratio-search index")
+            return (f"its index was built from another {name} (sha256 {built[name][:12]}, "
+                    f"the run's is {digest[:12]}): rebuild it with ratio-search index")
     return None
 
 
@@ -113,7 +123,8 @@ def open_column(move: Move, retrievers: str, model: QueryModel, folder: Path, en
 class Explorer:
     """Every column the page can show, loaded once at start-up, and the answer to one statement."""
 
-    def __init__(self, columns: dict[str, dict[Move, Column]], top: int = 10, reranker: Callable[[], object] | None = None):
+    def __init__(self, columns: dict[str, dict[Move, Column]], top: int = 10,
+                 reranker: Callable[[], object] | None = None):
         """columns: {retrievers: {move: Column}}. top: hits per column by default. reranker: builds the
         `search_rerank.SearchReranker` of the "rerank with LLM" switch, on its first use (None: the switch answers
         that reranking is not set up)."""
@@ -136,7 +147,8 @@ class Explorer:
         """Per-move and unified retrievers of the run `cfg` (and `model` for all moves, when given), each with its
         index under `indexes` (default: the run's data/search_index/<model folder>). `build_missing`: build the index
         of a trained model that has none, over the run's sentence table (papers from `from_year` on, when given)."""
-        expected = {cfg.paths.sentences.name: sha256_file(cfg.paths.sentences)} if cfg.paths.sentences.exists() else None
+        expected = ({cfg.paths.sentences.name: sha256_file(cfg.paths.sentences)} if cfg.paths.sentences.exists()
+                    else None)
         encoders: dict[str, DenseRetriever] = {}
         opened: dict[tuple[str, str], SearchIndex] = {}
         label = model if isinstance(model, str) or model is None else getattr(model, "name", type(model).__name__)
@@ -292,7 +304,8 @@ class JudgmentLog:
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.path) as tmp:
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows.values()), encoding="utf-8")
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows.values()),
+                           encoding="utf-8")
 
 
 class ExplorerServer(LocalServer):
@@ -338,15 +351,18 @@ def listen_address(host: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROG, description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"examples:\n  {PROG} --model all-MiniLM-L6-v2 --build-missing --from-year 2019\n  {PROG} --port 8771\n\n"
-               "Each model is loaded once and each index opened once; a statement is encoded once per (model, prefix).")
+        epilog=f"examples:\n  {PROG} --model all-MiniLM-L6-v2 --build-missing --from-year 2019\n"
+               f"  {PROG} --port 8771\n\n"
+               "Each model is loaded once and each index opened once; a statement is encoded once per "
+               "(model, prefix).")
     parser.add_argument("--model", default=None,
                         help="also offer this model for all three moves (a folder, a packaged or registry name or a "
                              "Hugging Face hub id; generic prefix)")
     parser.add_argument("--indexes", type=Path, default=None,
                         help="folder of index folders, one per model folder name (default: data/search_index)")
     parser.add_argument("--build-missing", action="store_true",
-                        help="build the index of every trained model that has none (one encode of the sentence table each)")
+                        help="build the index of every trained model that has none "
+                             "(one encode of the sentence table each)")
     parser.add_argument("--from-year", type=int, default=None,
                         help="with --build-missing: index only the papers from this year on (a smaller, faster index)")
     parser.add_argument("--top", type=int, default=10, help="hits per column (default: %(default)s)")
@@ -355,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8770)
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s, this machine only)")
     add_host_arguments(parser)
-    parser.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
+    parser.add_argument("--params", default=None,
+                        help="params file locating models and indexes (default: params/default.yaml)")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     try:

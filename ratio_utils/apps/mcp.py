@@ -1,7 +1,7 @@
 """`ratio-mcp`: move-typed inspiration retrieval for research agents, as an MCP server (the official `mcp` SDK).
 
-    ratio-mcp [--model NAME|PATH|unified] [--indexes DIR] [--params FILE]                 # stdio (an agent starts it)
-    ratio-mcp --http [--host 127.0.0.1] [--port 8771] [--allow-host NAME[:PORT]] ...      # streamable HTTP, bearer token
+    ratio-mcp [--model NAME|PATH|unified] [--indexes DIR] [--params FILE]          # stdio (an agent starts it)
+    ratio-mcp --http [--host 127.0.0.1] [--port 8771] [--allow-host NAME[:PORT]] ...  # streamable HTTP, bearer token
 
 (`python -m ratio_utils.apps.mcp` is the same command; docs/agents.md registers it with a client.) The server answers
 from the indexes `ratio-search index` builds (data/search_index/<model>/ of the run, or `--indexes DIR`), loaded
@@ -21,8 +21,8 @@ otherwise, requires `Authorization: Bearer <token>` on every request (the token 
 one printed on stderr at start), and answers only requests whose Host is its own address or one named with
 `--allow-host` (the explorer's rule, `local_server`; DNS rebinding protection of the SDK's transport security).
 
-Reads: index folders, model folders, the run's lexicon or mined pairs (markers), the rerank prompt files, the LLM answer
-cache. Writes: the LLM answer cache (with `rerank`).
+Reads: index folders, model folders, the run's lexicon or mined pairs (markers), the rerank prompt files, the LLM
+answer cache. Writes: the LLM answer cache (with `rerank`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,17 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from ..local_server import add_host_arguments
 from ..schema import MOVE_INSTRUCTIONS, MOVES, Move
 from .search import (
-    MAX_STATEMENT, META_FILE, INDEX_FORMAT, QueryModel, SearchError, SearchIndex, checked_statement,
-    load_search_config, query_encoder, resolve_query_model, search_index,
+    INDEX_FORMAT,
+    MAX_STATEMENT,
+    META_FILE,
+    QueryModel,
+    SearchError,
+    SearchIndex,
+    checked_statement,
+    load_search_config,
+    query_encoder,
+    resolve_query_model,
+    search_index,
 )
 
 PROG = "ratio-mcp"
@@ -218,7 +227,8 @@ class InspirationLibrary:
             return self.default_model
         if model.strip().lower() == "unified" or model == self.default_model:
             return model
-        built = sorted(p.name for p in self.indexes.iterdir() if (p / META_FILE).is_file()) if self.indexes.is_dir() else []
+        built = (sorted(p.name for p in self.indexes.iterdir() if (p / META_FILE).is_file())
+                 if self.indexes.is_dir() else [])
         if model not in built:
             raise SearchError(f"no index named {model!r} in {self.indexes} (built: {', '.join(built) or 'none'}); "
                               f"build it with `ratio-search index --model {model}`")
@@ -350,7 +360,8 @@ class InspirationLibrary:
 
     def list_indexes(self) -> IndexesAnswer:
         described = []
-        folders = sorted(p for p in self.indexes.iterdir() if (p / META_FILE).is_file()) if self.indexes.is_dir() else []
+        folders = (sorted(p for p in self.indexes.iterdir() if (p / META_FILE).is_file())
+                   if self.indexes.is_dir() else [])
         for folder in folders:
             try:
                 meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
@@ -468,7 +479,8 @@ def build_server(library: InspirationLibrary):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer(PROG, log_level="WARNING", instructions="Move-typed inspiration retrieval over full-text scientific papers: call "
+    server = MCPServer(PROG, log_level="WARNING",
+                       instructions="Move-typed inspiration retrieval over full-text scientific papers: call "
                        "describe_moves once, then find_inspirations; get_paper reads around a hit.")
 
     def answering(call):
@@ -499,7 +511,8 @@ def build_server(library: InspirationLibrary):
     @server.tool(name="get_paper", description=PAPER_DESCRIPTION)
     def get_paper(
         paper_id: _arg({"type": "string", "minLength": 1}, "a paper id as find_inspirations returns it"),
-        docid: _arg({"anyOf": [{"type": "string"}, {"type": "null"}]}, "a sentence id of that paper (a hit's docid)") = None,
+        docid: _arg({"anyOf": [{"type": "string"}, {"type": "null"}]},
+                    "a sentence id of that paper (a hit's docid)") = None,
         window: _arg({"type": "integer", "minimum": 0, "maximum": MAX_WINDOW}, "sentences either side") = 3,
         model: _arg({"anyOf": [{"type": "string"}, {"type": "null"}]},
                     "the index to read (default: the server's first with an index)") = None,
@@ -566,10 +579,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="the retriever when a call names none: a model name, folder or "
                                                       "'unified' (default: each move's fine-tuned retriever)")
-    parser.add_argument("--indexes", type=Path, default=None, help="folder of index folders (default: data/search_index)")
+    parser.add_argument("--indexes", type=Path, default=None,
+                        help="folder of index folders (default: data/search_index)")
     parser.add_argument("--params", default=None, help="params file (default: params/default.yaml)")
-    parser.add_argument("--http", action="store_true", help=f"serve streamable HTTP at /mcp (bearer token from ${TOKEN_ENV})")
-    parser.add_argument("--host", default="127.0.0.1", help="with --http: the address to listen on (default: %(default)s)")
+    parser.add_argument("--http", action="store_true",
+                        help=f"serve streamable HTTP at /mcp (bearer token from ${TOKEN_ENV})")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="with --http: the address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="with --http (default: %(default)s)")
     add_host_arguments(parser)
     return parser

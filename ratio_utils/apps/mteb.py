@@ -22,13 +22,20 @@ from pathlib import Path
 
 from ..dataset.benchmark import benchmark_dir, load_benchmark
 from ..evaluation.metrics import PRIMARY_METRIC
-from ..evaluation.scoring import EvaluationError
-from ..io import write_json_atomic
 from ..evaluation.mteb_tasks import (
-    MAIN_SCORE, SCORE_NAMES, default_output, generic_prompts, mteb_model, mteb_scores, project_scores, ratio_tasks,
+    MAIN_SCORE,
+    SCORE_NAMES,
+    default_output,
+    generic_prompts,
+    mteb_model,
+    mteb_scores,
+    project_scores,
+    ratio_tasks,
     side_by_side,
 )
+from ..evaluation.scoring import EvaluationError
 from ..evaluation.stats import DAGGER, INDICATIVE_BELOW, format_ci
+from ..io import write_json_atomic
 from .cli import add_allow_invalid_flag, add_debug_flag, one_line_errors, report_problems
 
 PROG = "ratio-mteb"
@@ -46,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True,
-                        help="a local folder, a packaged or registry name (all-MiniLM-L6-v2) or a Hugging Face hub id.")
+                        help="a local folder, a packaged or registry name (all-MiniLM-L6-v2) or a Hugging Face "
+                             "hub id.")
     parser.add_argument("--benchmark", type=Path, default=None,
                         help="a directory in the release layout (default: the rebuilt benchmark of --params).")
     parser.add_argument("--params", default=None,
@@ -57,11 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instruction", action=argparse.BooleanOptionalAction, default=None,
                         help="put the move's instruction (the task's query prompt) after the query prompt "
                              "(default: when the model registry says the model takes one).")
-    parser.add_argument("--compare", action="store_true", help="also run ratio_utils.evaluate and print the differences.")
+    parser.add_argument("--compare", action="store_true",
+                        help="also run ratio_utils.evaluate and print the differences.")
     parser.add_argument("--output", type=Path, default=None,
                         help="MTEB's results folder (default: mteb_results/ under the working directory).")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="embedding cache folder (default: $RATIO_EMBEDDING_CACHE, else ~/.cache/ratio/embeddings).")
+                        help="embedding cache folder (default: $RATIO_EMBEDDING_CACHE, else "
+                             "~/.cache/ratio/embeddings).")
     parser.add_argument("--no-cache", action="store_true", help="keep no embeddings on disk.")
     parser.add_argument("--batch-size", type=int, default=64, help="texts encoded per batch (default 64).")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table.")
@@ -82,7 +92,8 @@ def format_table(frame, compare: bool) -> str:
         for name in SCORE_NAMES:
             if compare:
                 row[f"{name} MTEB"] = f"{record[f'{name} (MTEB)']:.2f}"
-                row[f"{name} ratio [95% CI]"] = format_ci(record[f"{name} (ratio_utils)"] / 100, record[f"{name} low"] / 100,
+                row[f"{name} ratio [95% CI]"] = format_ci(record[f"{name} (ratio_utils)"] / 100,
+                                                          record[f"{name} low"] / 100,
                                                           record[f"{name} high"] / 100, digits=2)
                 row[f"{name} diff"] = f"{record[f'{name} difference']:+.2f}"
             else:

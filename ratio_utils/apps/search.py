@@ -1,8 +1,9 @@
 """Inspiration search: sentences that address, broaden or specify a researcher's own statement.
 
-    ratio-search query "your statement" --move broaden --top 10 [--model PATH|NAME|HUB_ID|unified] [--index DIR] [--json] [--rerank]
-    ratio-search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|NAME|HUB_ID|unified] [--out DIR] [--papers ID,...]
-                       [--index-type flat|hnsw|ivfpq]
+    ratio-search query "your statement" --move broaden --top 10 [--model PATH|NAME|HUB_ID|unified] [--index DIR]
+                       [--json] [--rerank]
+    ratio-search index [--corpus DIR|SENTENCES.parquet] [--move M | --model PATH|NAME|HUB_ID|unified] [--out DIR]
+                       [--papers ID,...] [--index-type flat|hnsw|ivfpq]
     ratio-search "your statement" ...     # short for `ratio-search query "your statement" ...`
 
 (`python -m ratio_utils.apps.search` is the same command.) The same indexes in the browser, three moves side by side:
@@ -49,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import InputError, replace_folder, require_columns, sha256_file, write_json_atomic
-from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 from ..retrieval.dense import DenseRetriever, build_inner_product_index
+from ..schema import GENERIC_DOC_PREFIX, GENERIC_QUERY_PREFIX, MODEL_RESULTS_FILE, Move, sentence_id
 
 PROG = "ratio-search"
 
@@ -200,7 +201,8 @@ class QueryModel:
         return self.ref
 
 
-def query_encoder(model: QueryModel, *, batch_size: int = 64, cache_dir: "Path | None | bool" = None) -> DenseRetriever:
+def query_encoder(model: QueryModel, *, batch_size: int = 64,
+                  cache_dir: "Path | None | bool" = None) -> DenseRetriever:
     """The dense encoder of `model`: its resolved reference (never resolved again), its candidate prefix, the
     process's embedding memo and the on-disk cache (default: `retrieval.dense.default_embedding_cache()`)."""
     from ..retrieval.dense import default_embedding_cache
@@ -222,14 +224,16 @@ def describe_model(path: Path, name: str = "", ref: Any = None) -> QueryModel:
     from ..train.unified import FORMAT_FILE
 
     if path is None:
-        return QueryModel(Path(name), "other", {m.value: GENERIC_QUERY_PREFIX for m in Move}, GENERIC_DOC_PREFIX, name, ref)
+        return QueryModel(Path(name), "other", {m.value: GENERIC_QUERY_PREFIX for m in Move}, GENERIC_DOC_PREFIX, name,
+                          ref)
     path = Path(path)
     unified = path / FORMAT_FILE
     if unified.exists():
         fmt = json.loads(unified.read_text(encoding="utf-8"))
         return QueryModel(path, "unified", dict(fmt["query_prefixes"]), fmt["doc_prefix"], name, ref)
     # A model notebook 09 published (its results file beside the weights) stores the prefixes it was trained with as
-    # its sentence-transformers prompts: the one place a trained model's prefixes are read from (models.stored_prompts).
+    # its sentence-transformers prompts: the one place a trained model's prefixes are read from
+    # (models.stored_prompts).
     prompts = stored_prompts(path) if (path / MODEL_RESULTS_FILE).exists() else {}
     if not {"query", "document"} <= set(prompts):
         return QueryModel(path, "other", {m.value: GENERIC_QUERY_PREFIX for m in Move}, GENERIC_DOC_PREFIX, name, ref)
@@ -252,7 +256,8 @@ def resolve_query_model(cfg, move: Move | None, model: Any) -> QueryModel:
     if model is not None and str(model).strip().lower() == "unified":
         path = unified_model_dir(cfg, load_unified_params(cfg))
         if not path.exists():
-            raise SearchError(f"no unified retriever at {path}: run notebook 13 (ratio_utils.train.unified) first, or pass --model PATH")
+            raise SearchError(f"no unified retriever at {path}: run notebook 13 (ratio_utils.train.unified) first, or "
+                              "pass --model PATH")
         return describe_model(path)
     if model is not None:
         try:
@@ -292,7 +297,8 @@ def checked_statement(statement: object) -> str:
     try:
         statement.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise SearchError(f"the statement is not valid UTF-8 text (character {exc.start + 1}): pass it as UTF-8") from None
+        raise SearchError(f"the statement is not valid UTF-8 text (character {exc.start + 1}): "
+                          "pass it as UTF-8") from None
     return statement.strip()
 
 
@@ -360,7 +366,8 @@ def sentence_rows(sentences: pd.DataFrame, papers: pd.DataFrame | None) -> tuple
     counts["indexed"] = int(len(frame))
     out = frame.rename(columns={"text": "sentence", "embed": "text"})
     out["year"] = pd.to_numeric(out["year"], errors="coerce").astype("Int64")
-    return out[["docid", "paper_id", "title", "year", "previous", "sentence", "next", "text"]].reset_index(drop=True), counts
+    return (out[["docid", "paper_id", "title", "year", "previous", "sentence", "next", "text"]].reset_index(drop=True),
+            counts)
 
 
 def paper_table(rows: pd.DataFrame, papers: pd.DataFrame | None) -> pd.DataFrame:
@@ -368,24 +375,27 @@ def paper_table(rows: pd.DataFrame, papers: pd.DataFrame | None) -> pd.DataFrame
     has them) and `sentences`, the number of its sentences indexed."""
     table = rows.groupby("paper_id", sort=True).agg(title=("title", "first"), year=("year", "first"),
                                                      sentences=("docid", "size")).reset_index()
-    info = papers.drop_duplicates("paper_id").set_index("paper_id") if papers is not None and "paper_id" in papers else None
+    info = (papers.drop_duplicates("paper_id").set_index("paper_id") if papers is not None and "paper_id" in papers
+            else None)
     for column in ("venue", "source", "corpus"):
         values = table["paper_id"].map(info[column]) if info is not None and column in info.columns else None
-        table[column] = values.astype("string") if values is not None else pd.Series(pd.NA, index=table.index, dtype="string")
+        table[column] = (values.astype("string") if values is not None
+                         else pd.Series(pd.NA, index=table.index, dtype="string"))
     return table[["paper_id", "title", "year", "venue", "source", "corpus", "sentences"]]
 
 
 def build_index(rows: pd.DataFrame, encoder: DenseRetriever, out_dir: Path, *, model: QueryModel | None,
                 sources: dict[str, str] | None = None, counts: dict[str, int] | None = None,
                 papers: pd.DataFrame | None = None, index_type: str | None = None) -> dict[str, Any]:
-    """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder: built in a
-    temporary folder beside `out_dir` and swapped in whole, so that `out_dir` always holds one complete index.
+    """Embed `rows.text` with `encoder` (its doc prefix; cached when it has a cache), write the index folder: built in
+    a temporary folder beside `out_dir` and swapped in whole, so that `out_dir` always holds one complete index.
     `papers`: the corpus's paper table (venue, source), for the index's own papers.parquet. `index_type`: flat, hnsw
     or ivfpq (`index_spec`; None: flat up to FLAT_MAX_VECTORS sentences)."""
     if rows.empty:
         raise SearchError("no sentence to index")
     spec = index_spec(index_type, len(rows), encoder.embedding_dimension())
-    vectors, cache_key = encoder.embeddings(list(rows["docid"]), list(rows["text"]), encoder.doc_prefix, "encoding corpus")
+    vectors, cache_key = encoder.embeddings(list(rows["docid"]), list(rows["text"]), encoder.doc_prefix,
+                                            "encoding corpus")
     index = make_index(vectors, spec)
     meta = {
         "format": INDEX_FORMAT,
@@ -420,7 +430,8 @@ def write_index_folder(index: Any, rows: pd.DataFrame, meta: dict[str, Any], out
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(building, 0o777 & ~umask)  # mkdtemp's folder is the owner's only; an index is as readable as any output
+        # mkdtemp's folder is the owner's only; an index is as readable as any output
+        os.chmod(building, 0o777 & ~umask)
         faiss.write_index(index, str(building / INDEX_FILE))
         rows.to_parquet(building / ROWS_FILE, index=False)
         written = CHECKED_FILES
@@ -520,8 +531,8 @@ class SearchIndex:
         if meta.get("model_fingerprint") != fingerprint:
             raise SearchError(
                 f"stale index {folder}: built with model {meta.get('model')} (fingerprint "
-                f"{str(meta.get('model_fingerprint'))[:12]}), but the query model's fingerprint is {fingerprint[:12]}; "
-                f"scores across two models mean nothing. Rebuild it: {build_hint}"
+                f"{str(meta.get('model_fingerprint'))[:12]}), but the query model's fingerprint is "
+                f"{fingerprint[:12]}; scores across two models mean nothing. Rebuild it: {build_hint}"
             )
         recorded = meta.get("checksums") or {}
         for name in CHECKED_FILES + tuple(n for n in recorded if n not in CHECKED_FILES):
@@ -659,7 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--model", default=None, help="a model folder, a packaged or registry name, a Hugging Face hub "
                                                      "id, or 'unified' (default: the move's fine-tuned retriever)")
     query.add_argument("--index", type=Path, default=None, help="index folder (default: data/search_index/<model>)")
-    query.add_argument("--params", default=None, help="params file locating models and indexes (default: params/default.yaml)")
+    query.add_argument("--params", default=None,
+                       help="params file locating models and indexes (default: params/default.yaml)")
     query.add_argument("--json", action="store_true", help="print JSON instead of text")
     query.add_argument("--rerank", action="store_true",
                        help="rerank the top 100 with notebook 10's listwise LLM prompt through your OpenAI-compatible "
@@ -703,7 +715,8 @@ def main(argv: list[str] | None = None) -> int:
             paper_ids = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
             folder, meta = build_index_from_corpus(cfg, args.corpus, qmodel, args.out, args.batch_size, paper_ids,
                                                    args.index_type)
-            print(f"indexed {meta['size']} sentences with {meta['model']} ({meta['index_type']['factory']}) -> {folder}")
+            print(f"indexed {meta['size']} sentences with {meta['model']} ({meta['index_type']['factory']}) -> "
+                  f"{folder}")
             for reason, count in meta["counts"].items():
                 print(f"  {reason}: {count}")
             return 0
@@ -712,7 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     except (SearchError, InputError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    print(results_json(args.statement, args.move, results) if args.json else format_results(args.statement, args.move, results))
+    print(results_json(args.statement, args.move, results) if args.json
+          else format_results(args.statement, args.move, results))
     return 0
 
 

@@ -72,7 +72,8 @@ class SearchReranker:
         self.params = cfg.section("rerank", RerankParams)
         if client is None:
             base = LLMClient.from_config(cfg)
-            settings = dataclasses.replace(base.settings, mode="sync", timeout_s=min(timeout_s, base.settings.timeout_s),
+            settings = dataclasses.replace(base.settings, mode="sync",
+                                           timeout_s=min(timeout_s, base.settings.timeout_s),
                                            max_retries=min(max_retries, base.settings.max_retries))
             client = LLMClient(settings, base.cache_dir, replay_dirs=base.store.replay_dirs,
                                replay_files=base.store.replay_files)

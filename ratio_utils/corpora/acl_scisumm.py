@@ -182,7 +182,8 @@ def read_manifest(path: "str | Path") -> pd.DataFrame:
 
 
 def fetch_acl_scisumm(dest: "str | Path", base_url: str = "https://raw.githubusercontent.com/WING-NUS/scisumm-corpus",
-                      commit: str = SCISUMM_COMMIT, manifest: "str | Path" = PINNED_MANIFEST, progress: bool = True) -> Path:
+                      commit: str = SCISUMM_COMMIT, manifest: "str | Path" = PINNED_MANIFEST,
+                      progress: bool = True) -> Path:
     """Download every file of the pinned manifest from the public repository snapshot into `dest`.
 
     Each file is verified against its git blob id; files already present and valid are skipped,

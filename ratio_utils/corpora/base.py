@@ -69,7 +69,8 @@ class IngestLog:
         if self.strict:
             raise InputError(path, f"{reason}: {detail}" if detail else reason, line)
         self.quarantined[corpus].append(
-            {"corpus": corpus, "reason": reason, "file": str(path), "line": line, "paper_id": paper_id, "detail": detail}
+            {"corpus": corpus, "reason": reason, "file": str(path), "line": line, "paper_id": paper_id,
+             "detail": detail}
         )
 
     def quarantine_counts(self, corpus: str) -> dict[str, int]:

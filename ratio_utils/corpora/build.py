@@ -31,7 +31,7 @@ from .steps import (
     valid_paper,
 )
 
-# --- building the tables ------------------------------------------------------------------------------------------------
+# --- building the tables ---------------------------------------------------------------------------------------------
 
 
 def read_papers(readers: Sequence[CorpusReader], log: IngestLog, progress: bool = True) -> tuple[list[Paper], dict]:
@@ -40,7 +40,8 @@ def read_papers(readers: Sequence[CorpusReader], log: IngestLog, progress: bool 
     seen: dict[str, str] = {}
     dedup: dict[str, list[str]] = defaultdict(list)
     for reader in readers:
-        stream = tqdm(reader.papers(log), desc=f"reading {reader.corpus}", unit="paper", disable=not progress, mininterval=1.0)
+        stream = tqdm(reader.papers(log), desc=f"reading {reader.corpus}", unit="paper", disable=not progress,
+                      mininterval=1.0)
         papers.extend(admit_papers(stream, reader.corpus, seen, dedup, log))
     return papers, {key: sorted(ids) for key, ids in dedup.items()}
 
@@ -128,7 +129,8 @@ def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = 
         "deduplicated": {key: {"count": len(ids), "paper_ids": ids} for key, ids in dedup.items()},
         "reader_counts": {corpus: dict(sorted(c.items())) for corpus, c in log.counts.items()},
         "quarantine": {r.corpus: log.quarantine_counts(r.corpus) for r in readers},
-        "cleaning": {corpus: counts.to_dict() for corpus, counts in cleaning.items()} | {"all": total_cleaning.to_dict()},
+        "cleaning": ({corpus: counts.to_dict() for corpus, counts in cleaning.items()}
+                     | {"all": total_cleaning.to_dict()}),
         "statistics": statistics.to_dict(orient="records"),
         "papers_per_year": {corpus: {int(y): int(n) for y, n in g["year"].value_counts().sort_index().items()}
                             for corpus, g in paper_table.groupby("corpus")},
@@ -142,14 +144,15 @@ def build_corpus(cfg: Config, params: CorpusParams | None = None, write: bool = 
         quarantine_dir = cfg.paths.quarantine
         for reader in readers:
             records = log.quarantined.get(reader.corpus, [])
-            write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+            write_text_atomic(quarantine_dir / f"{reader.corpus}.jsonl",
+                              "".join(json.dumps(r) + "\n" for r in records))
         report["outputs"] = {"papers": str(cfg.paths.papers), "sentences": str(cfg.paths.sentences),
                              "quarantine_dir": str(quarantine_dir)}
         write_json_atomic(cfg.paths.corpus_report, report)
     return CorpusBuild(paper_table, sentences, report, statistics)
 
 
-# --- report outputs (tables and figures) ---------------------------------------------------------------------------------
+# --- report outputs (tables and figures) -----------------------------------------------------------------------------
 
 
 def cleaning_table(report: dict) -> pd.DataFrame:
@@ -169,7 +172,8 @@ def write_corpus_outputs(build: CorpusBuild, cfg: Config) -> dict[str, dict]:
     inputs = [cfg.paths.papers, cfg.paths.sentences]
     notes = []
     if build.report["sampled"]:
-        notes.append(f"Sample of {build.report['papers_written']} of {build.report['papers_read']} papers (corpus.max_papers).")
+        notes.append(f"Sample of {build.report['papers_written']} of {build.report['papers_read']} papers "
+                     "(corpus.max_papers).")
     for key, info in build.report["deduplicated"].items():
         notes.append(f"{info['count']} papers of {key.replace(' in ', ' already in ')} left out (same ACL id).")
     quarantined = {c: q for c, q in build.report["quarantine"].items() if q}
@@ -180,7 +184,8 @@ def write_corpus_outputs(build: CorpusBuild, cfg: Config) -> dict[str, dict]:
         "statistics": write_table(build.statistics, "corpus_statistics", cfg, caption="Corpus statistics per source",
                                   notes=notes, inputs=inputs, latex=True),
         "cleaning": write_table(cleaning_table(build.report), "corpus_cleaning", cfg,
-                                caption="Sentences changed (edit) or removed (drop) by each cleaning rule (Appendix B.1)",
+                                caption="Sentences changed (edit) or removed (drop) by each cleaning rule "
+                                        "(Appendix B.1)",
                                 inputs=inputs, latex=False),
     }
     import matplotlib

@@ -119,7 +119,8 @@ def _file_digests(path: Path) -> dict[str, str]:
         while chunk := handle.read(1 << 20):
             sha256.update(chunk)
             md5.update(chunk)
-    return {"sha256": sha256.hexdigest(), "md5": md5.hexdigest(), "git_blob": git_blob_sha1(path) if path.stat().st_size < (256 << 20) else ""}
+    return {"sha256": sha256.hexdigest(), "md5": md5.hexdigest(),
+            "git_blob": git_blob_sha1(path) if path.stat().st_size < (256 << 20) else ""}
 
 
 def verify_file(path: Path, expected: Checksums, label: str) -> str:
@@ -183,8 +184,8 @@ def download_file(
             total = int(response.headers["Content-Length"]) if "Content-Length" in response.headers else None
         else:
             code = _error_code(response)
-            raise DownloadError(f"{label}: HTTP {response.status_code}{f' {code}' if code else ''} from {redact_url(url)}",
-                                response.status_code, code)
+            raise DownloadError(f"{label}: HTTP {response.status_code}{f' {code}' if code else ''} "
+                                f"from {redact_url(url)}", response.status_code, code)
         etag = response.headers.get("ETag", "")
         mode = "ab" if resumed_from else "wb"
         if response.status_code != 416:
@@ -194,13 +195,15 @@ def download_file(
                         handle.write(chunk)
             except requests.RequestException as exc:
                 # Keep what arrived: the next call resumes from it with a Range request.
-                raise DownloadError(f"{label}: transfer from {redact_url(url)} broke off ({type(exc).__name__}); rerun to resume") from None
+                raise DownloadError(f"{label}: transfer from {redact_url(url)} broke off ({type(exc).__name__}); "
+                                    "rerun to resume") from None
     size = part.stat().st_size
     if total is not None and size != total:
         # Keep the partial file: the next call resumes from here.
         raise DownloadError(f"{label}: got {size} of {total} bytes from {redact_url(url)}; rerun to resume")
     match = _MD5_ETAG.match(etag.strip()) if trust_md5_etag else None
-    check = expected if not match or expected.md5 else Checksums(expected.sha256, expected.git_blob, match.group(1), expected.size)
+    check = (expected if not match or expected.md5
+             else Checksums(expected.sha256, expected.git_blob, match.group(1), expected.size))
     try:
         sha = verify_file(part, check, label)
     except ChecksumError:

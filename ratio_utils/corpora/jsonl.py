@@ -52,9 +52,10 @@ class JsonlReader:
     def read_part(self, part: InputPart, log: IngestLog) -> Iterator[Paper]:
         return self.papers(log, part.lines, part.offset)
 
-    def papers(self, log: IngestLog, lines: tuple[int, int] | None = None, offset: int | None = None) -> Iterator[Paper]:
-        records = iter_jsonl(self.path, required=("paper_id", "paragraphs"), on_error=lambda e: _quarantine_error(log, self.corpus, e),
-                             lines=lines, offset=offset)
+    def papers(self, log: IngestLog, lines: tuple[int, int] | None = None,
+               offset: int | None = None) -> Iterator[Paper]:
+        records = iter_jsonl(self.path, required=("paper_id", "paragraphs"),
+                             on_error=lambda e: _quarantine_error(log, self.corpus, e), lines=lines, offset=offset)
         for lineno, obj in records:
             paper = self.parse_record(obj, lineno, log)
             if paper is not None:
@@ -64,7 +65,8 @@ class JsonlReader:
         corpus, path = self.corpus, self.path
         paper_id = obj["paper_id"]
         if not isinstance(paper_id, str) or not paper_id.strip():
-            log.quarantine(corpus, "wrong_type", path, lineno, detail=f"paper_id must be a non-empty string, got {paper_id!r}")
+            log.quarantine(corpus, "wrong_type", path, lineno,
+                           detail=f"paper_id must be a non-empty string, got {paper_id!r}")
             return None
         problem = _type_problem(obj)
         if problem:
@@ -82,7 +84,8 @@ class JsonlReader:
             log.quarantine(corpus, "missing_year", path, lineno, paper_id=paper_id, detail="neither year nor date")
             return None
         if not MIN_YEAR <= year <= MAX_YEAR or (date is not None and date.year != year):
-            log.quarantine(corpus, "bad_year", path, lineno, paper_id=paper_id, detail=f"year {year}, date {obj.get('date')}")
+            log.quarantine(corpus, "bad_year", path, lineno, paper_id=paper_id,
+                           detail=f"year {year}, date {obj.get('date')}")
             return None
         split = obj.get("sentences_split", True)
         paragraphs = obj["paragraphs"]

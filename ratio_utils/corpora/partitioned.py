@@ -107,7 +107,8 @@ def build_part(papers, params: CorpusParams, log: IngestLog) -> tuple[pd.DataFra
     split_unsplit(papers, _splitter(), log, progress=False)
     papers = [p for p in papers if valid_paper(p, log)]
     cleaning: dict[str, CleaningCounts] = {}
-    return papers_frame(papers), sentences_frame(papers, SentenceCleaner(params.cleaning_rules()), cleaning, progress=False), cleaning
+    return papers_frame(papers), sentences_frame(papers, SentenceCleaner(params.cleaning_rules()), cleaning,
+                                                 progress=False), cleaning
 
 
 WRITE_BATCH_PAPERS = 500  # papers split, cleaned and written together: a part's memory is one batch, not the part
@@ -171,8 +172,8 @@ def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOut
             papers_out.write(paper_table)
             sentences_out.write(sentences)
     report = {
-        "key": key, "input_key": input_key, "part": part.describe(), "papers_read": papers_read, "papers_written": papers_written,
-        "ids_read": ids_read, "deduplicated": dict(dedup),
+        "key": key, "input_key": input_key, "part": part.describe(), "papers_read": papers_read,
+        "papers_written": papers_written, "ids_read": ids_read, "deduplicated": dict(dedup),
         "reader_counts": {corpus: dict(c) for corpus, c in log.counts.items()},
         "quarantined": [r for records in log.quarantined.values() for r in records],
         "cleaning": {corpus: counts.to_dict() for corpus, counts in cleaning.items()},
@@ -183,7 +184,8 @@ def build_and_write_part(reader: CorpusReader, part: InputPart, outputs: PartOut
     return report
 
 
-def _build_locally(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]]) -> tuple[list[dict], int]:
+def _build_locally(cfg: Config, params: CorpusParams,
+                   jobs: list[tuple[CorpusReader, InputPart]]) -> tuple[list[dict], int]:
     """Parts one after another; keys chained, `seen` carried from part to part."""
     hashes = _FileHashes()
     seen: dict[str, str] = {}
@@ -219,7 +221,8 @@ def exclusion_key(input_key: str, excluded: dict[str, str]) -> str:
     return hashlib.sha256(f"{input_key}|{json.dumps(sorted(excluded.items()))}".encode()).hexdigest()
 
 
-def _build_on_dask(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]], client=None) -> tuple[list[dict], int]:
+def _build_on_dask(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusReader, InputPart]],
+                   client=None) -> tuple[list[dict], int]:
     """One task per part, each part read once: every part is first built leaving out nothing from other parts
     (its report brings the ids it read); then the parts that hold a paper an earlier part already had (few:
     papers in two sources, a paper in two shards) are built again leaving those out. A part's key hashes its
@@ -236,10 +239,12 @@ def _build_on_dask(cfg: Config, params: CorpusParams, jobs: list[tuple[CorpusRea
     built: set[int] = set()
     with dask_client(params.dask_scheduler, params.dask_workers, params.dask_processes, client) as client:
         def run(excluded: dict[int, dict[str, str]]) -> None:
-            futures = {client.submit(build_and_write_part, jobs[i][0], jobs[i][1], outputs[i], exclusion_key(input_keys[i], seen),
+            futures = {client.submit(build_and_write_part, jobs[i][0], jobs[i][1], outputs[i],
+                                     exclusion_key(input_keys[i], seen),
                                      params, dict(seen), input_keys[i], pure=False): i
                        for i, seen in excluded.items()}
-            for future in tqdm(as_completed(futures), total=len(futures), desc="corpus parts", unit="part", disable=not params.progress):
+            for future in tqdm(as_completed(futures), total=len(futures), desc="corpus parts", unit="part",
+                               disable=not params.progress):
                 reports[futures[future]] = future.result()
                 built.add(futures[future])
 

@@ -19,16 +19,19 @@ ReaderFactory = Callable[[Config, CorpusParams], CorpusReader]
 def _acl_scisumm(cfg: Config, params: CorpusParams) -> CorpusReader:
     from .acl_scisumm import PINNED_MANIFEST, AclScisummReader, fetch_acl_scisumm
 
-    root = cfg.paths.from_params(params.acl_scisumm_dir) if params.acl_scisumm_dir else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw"
+    root = (cfg.paths.from_params(params.acl_scisumm_dir) if params.acl_scisumm_dir
+            else cfg.paths.shared / "corpora" / "acl_scisumm" / "raw")
     if not (root / "xml").is_dir():
         root = fetch_acl_scisumm(cfg.paths.downloads / "acl_scisumm", base_url=params.download_base_url)
-    return AclScisummReader(root, manifest=root / "MANIFEST.tsv" if (root / "MANIFEST.tsv").exists() else PINNED_MANIFEST)
+    return AclScisummReader(root, manifest=root / "MANIFEST.tsv" if (root / "MANIFEST.tsv").exists()
+                            else PINNED_MANIFEST)
 
 
 def _aclsum(cfg: Config, params: CorpusParams) -> CorpusReader:
     from .aclsum import AclsumReader, fetch_aclsum
 
-    root = cfg.paths.from_params(params.aclsum_dir) if params.aclsum_dir else cfg.paths.shared / "corpora" / "aclsum" / "raw"
+    root = (cfg.paths.from_params(params.aclsum_dir) if params.aclsum_dir
+            else cfg.paths.shared / "corpora" / "aclsum" / "raw")
     if not (root / "paper_jsons").is_dir():
         root = fetch_aclsum(cfg.paths.downloads / "aclsum")
     return AclsumReader(root)
@@ -60,5 +63,6 @@ def make_readers(cfg: Config, params: CorpusParams) -> list[CorpusReader]:
         elif source in params.jsonl:
             readers.append(JsonlReader(cfg.paths.from_params(params.jsonl[source]), source))
         else:
-            raise ValueError(f"unknown corpus source {source!r}: use {', '.join(READERS)} or a name listed under corpus.jsonl")
+            raise ValueError(f"unknown corpus source {source!r}: use {', '.join(READERS)} or a name listed under "
+                             "corpus.jsonl")
     return readers

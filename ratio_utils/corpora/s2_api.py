@@ -128,7 +128,8 @@ def download_shard(urls: ShardUrls, name: str, target: Path, expected: Checksums
     raised (429/5xx were already retried by the session)."""
     for attempt in range(1, max_attempts + 1):
         try:
-            return download_file(urls.url_of(name), target, session=session, expected=expected, label=f"{urls.dataset}/{name}")
+            return download_file(urls.url_of(name), target, session=session, expected=expected,
+                                 label=f"{urls.dataset}/{name}")
         except DownloadError as error:
             expired = url_expired(error)
             if attempt == max_attempts or isinstance(error, ChecksumError) or not (expired or error.status is None):

@@ -105,7 +105,8 @@ def s2orc_paragraphs(obj: dict, abstract_spans: bool = True) -> tuple[list[str],
     text, annotations, layout = record_text(obj)
     counts: Counter = Counter({f"records_{layout}": 1})
     header_key = "section_header" if layout == "s2orc_v2" else "sectionheader"
-    headers = [(start, text[start:end].strip()) for start, end in unique_spans(annotation_spans(annotations, header_key), counts, "header")]
+    headers = [(start, text[start:end].strip())
+               for start, end in unique_spans(annotation_spans(annotations, header_key), counts, "header")]
     paragraphs, sections = [], []
     abstract = unique_spans(annotation_spans(annotations, "abstract"), counts, "abstract") if abstract_spans else []
     for start, end in abstract:
@@ -136,7 +137,8 @@ def s2orc_paragraphs(obj: dict, abstract_spans: bool = True) -> tuple[list[str],
 
 def _iter_shard(path: Path, corpus: str, log: IngestLog, lines: tuple[int, int] | None = None,
                 offset: int | None = None) -> Iterator[tuple[int, dict]]:
-    return iter_jsonl(path, required=("corpusid",), on_error=lambda e: _quarantine_error(log, corpus, e), lines=lines, offset=offset)
+    return iter_jsonl(path, required=("corpusid",), on_error=lambda e: _quarantine_error(log, corpus, e), lines=lines,
+                      offset=offset)
 
 
 _CORPUSID = re.compile(rb'"corpusid"\s*:\s*"?(\d+)')
@@ -163,7 +165,8 @@ def verified_unchanged(target: Path, entry: dict) -> bool:
 
 
 class S2orcReader:
-    """Papers from downloaded `papers` and full-text shards (`<dir>/papers/*`, `<dir>/s2orc/*` or `<dir>/s2orc_v2/*`)."""
+    """Papers from downloaded `papers` and full-text shards (`<dir>/papers/*`, `<dir>/s2orc/*` or
+    `<dir>/s2orc_v2/*`)."""
 
     corpus = "s2orc"
 
@@ -190,7 +193,8 @@ class S2orcReader:
 
     @classmethod
     def from_params(cls, params: S2orcParams, cfg: Config) -> "S2orcReader":
-        return cls(default_download_dir(params, cfg), params.fields_of_study, params.min_year, params.shard_limit, params.release,
+        return cls(default_download_dir(params, cfg), params.fields_of_study, params.min_year, params.shard_limit,
+                   params.release,
                    selection=params.selection, min_date=params.min_date, abstract_spans=params.abstract_spans,
                    text_dataset=params.text_dataset, metadata_path=cfg.paths.s2orc_selected_papers,
                    params_file=cfg.to_dict()["params_file"])
@@ -225,8 +229,10 @@ class S2orcReader:
         return True
 
     def _metadata_key(self) -> str:
-        settings = {"fields": sorted(self.fields_of_study), "selection": self.selection, "min_date": str(self.min_date),
-                    "min_year": self.min_year, "shards": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in self._shards("papers")]}
+        settings = {"fields": sorted(self.fields_of_study), "selection": self.selection,
+                    "min_date": str(self.min_date),
+                    "min_year": self.min_year,
+                    "shards": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in self._shards("papers")]}
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
     def build_metadata(self, batch_rows: int = 200_000) -> dict:
@@ -261,12 +267,14 @@ class S2orcReader:
                         if len(rows) >= batch_rows:
                             flush()
             flush()
-        record = {"key": key, "counts": dict(log.counts[self.corpus]), "quarantined": log.quarantined.get(self.corpus, [])}
+        record = {"key": key, "counts": dict(log.counts[self.corpus]),
+                  "quarantined": log.quarantined.get(self.corpus, [])}
         write_json_atomic(record_path, record)
         return record
 
     def metadata(self, log: IngestLog) -> dict[str, PaperMeta]:
-        """corpusid -> metadata of every selected paper (small corpora and tests; the reader itself looks ids up per shard)."""
+        """corpusid -> metadata of every selected paper (small corpora and tests; the reader itself looks ids up per
+        shard)."""
         import pandas as pd
 
         self._replay(self.build_metadata(), log)
@@ -282,9 +290,11 @@ class S2orcReader:
     @staticmethod
     def _meta(row: dict) -> PaperMeta:
         year = row["year"]
-        return PaperMeta(row["corpusid"], row["title"], None if year is None or year != year else int(year), row["date"], row["venue"], ())
+        return PaperMeta(row["corpusid"], row["title"], None if year is None or year != year else int(year),
+                         row["date"], row["venue"], ())
 
-    def _shard_metadata(self, shard: Path, lines: tuple[int, int] | None = None, offset: int | None = None) -> dict[str, PaperMeta]:
+    def _shard_metadata(self, shard: Path, lines: tuple[int, int] | None = None,
+                        offset: int | None = None) -> dict[str, PaperMeta]:
         """Metadata of the selected papers among the corpus ids of one full-text shard (or of its record range
         `lines`): a first, cheap pass reads only the ids; polars filters the metadata file on them."""
         import polars as pl
@@ -355,13 +365,14 @@ class S2orcReader:
             try:
                 paragraphs, sections, counts = s2orc_paragraphs(obj, self.abstract_spans)
             except (TypeError, ValueError, KeyError, json.JSONDecodeError) as exc:
-                log.quarantine(self.corpus, "wrong_type", shard, lineno, paper_id=corpusid, detail=f"{type(exc).__name__}: {exc}")
+                log.quarantine(self.corpus, "wrong_type", shard, lineno, paper_id=corpusid,
+                               detail=f"{type(exc).__name__}: {exc}")
                 continue
             for key, n in counts.items():
                 log.count(self.corpus, key, n)
             yield Paper(corpusid, self.corpus, meta.title, meta.year, meta.date, meta.venue,
                         f"S2ORC {self.release}:{shard.name}:{lineno}", [[p] for p in paragraphs],
-                        sentences_split=False, paragraph_kinds=["paragraph"] * len(paragraphs), paragraph_sections=sections,
-                        origin_file=str(shard), origin_line=lineno)
+                        sentences_split=False, paragraph_kinds=["paragraph"] * len(paragraphs),
+                        paragraph_sections=sections, origin_file=str(shard), origin_line=lineno)
 
 

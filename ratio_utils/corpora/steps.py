@@ -21,6 +21,7 @@ from ..schema import PAPER_COLUMNS, SENTENCE_COLUMNS
 from ..text import CleaningCounts, SentenceCleaner, SentenceSplitter
 from .base import IngestLog, Paper
 
+
 @dataclass
 class CorpusBuild:
     """What a build wrote. A partitioned build leaves `papers` and `sentences` None (they stay in their
@@ -80,7 +81,8 @@ def record_problem(paper: Paper) -> tuple[str, str] | None:
     texts = [paper.title, paper.venue, *(s for para in paper.paragraphs for s in para)]
     for text in texts:
         if isinstance(text, str) and _LONE_SURROGATE.search(text):
-            return "invalid_text", "text holds a lone UTF-16 surrogate (an escaped half pair), which UTF-8 cannot encode"
+            return "invalid_text", ("text holds a lone UTF-16 surrogate (an escaped half pair), which UTF-8 "
+                                    "cannot encode")
     return None
 
 
@@ -115,7 +117,8 @@ def split_unsplit(papers: Sequence[Paper], splitter: SentenceSplitter, log: Inge
     texts = [para[0] if len(para) == 1 else " ".join(para) for p in todo for para in p.paragraphs]
     started = time.perf_counter()
     split = []
-    with tqdm(total=len(texts), desc="splitting sentences (spaCy senter)", unit="para", disable=not progress, mininterval=1.0) as bar:
+    with tqdm(total=len(texts), desc="splitting sentences (spaCy senter)", unit="para", disable=not progress,
+              mininterval=1.0) as bar:
         for start in range(0, len(texts), 2048):
             split.extend(splitter.split_many(texts[start:start + 2048]))
             bar.update(min(2048, len(texts) - start))
@@ -135,13 +138,15 @@ SENTENCE_DTYPES = {"para": "int32", "sent": "int32", "year": "int32"}
 
 
 def papers_frame(papers: Sequence[Paper]) -> pd.DataFrame:
-    frame = pd.DataFrame([{col: getattr(p, col) for col in PAPER_COLUMNS} for p in papers], columns=list(PAPER_COLUMNS))
+    frame = pd.DataFrame([{col: getattr(p, col) for col in PAPER_COLUMNS} for p in papers],
+                         columns=list(PAPER_COLUMNS))
     frame["year"] = frame["year"].astype("int32")
     frame["date"] = pd.to_datetime(frame["date"], errors="raise")
     return frame
 
 
-def sentences_frame(papers: Sequence[Paper], cleaner: SentenceCleaner, counts: dict[str, CleaningCounts], progress: bool = True) -> pd.DataFrame:
+def sentences_frame(papers: Sequence[Paper], cleaner: SentenceCleaner, counts: dict[str, CleaningCounts],
+                    progress: bool = True) -> pd.DataFrame:
     columns: dict[str, list] = {col: [] for col in SENTENCE_COLUMNS}
     for paper in tqdm(papers, desc="cleaning sentences", unit="paper", disable=not progress, mininterval=1.0):
         tally = counts.setdefault(paper.corpus, CleaningCounts())

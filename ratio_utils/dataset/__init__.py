@@ -44,7 +44,8 @@ from .tables import (
 )
 
 __all__ = [
-    "load_benchmark", "BuiltBenchmark", "build_benchmark", "build_bounded", "build_from_tables", "fits_in_memory", "LeakageError",
+    "load_benchmark", "BuiltBenchmark", "build_benchmark", "build_bounded", "build_from_tables", "fits_in_memory",
+    "LeakageError",
     "check_golds_in_pool", "check_no_distractor_equals_gold", "check_no_pair_in_two_splits",
     "check_test_pool_disjoint_from_train", "check_test_queries_not_in_train", "run_leakage_checks", "release_pairs",
     "write_release", "split_report", "assign_split", "hash_position", "paper_splits", "PAPER_FIGURES",

@@ -3,7 +3,8 @@
     <root>/data/{address,broaden,specify}/{train,validation,test,silver}.parquet   query–gold pairs
     <root>/candidates/{train,validation,test}.parquet                              shared pools
     <root>/provenance/silver.json                     who judged the silver set (ratio_utils.publish.label_sources)
-    <root>/README.md                                  the dataset card, for Hugging Face `datasets` (ratio_utils.dataset.card)
+    <root>/README.md                                  the dataset card, for Hugging Face `datasets`
+                                                      (ratio_utils.dataset.card)
 
 Pair files carry the authors' columns (`corpusid`, `year`, `publicationdate`, `queryTerm`,
 `queryTerm_group`, `querySentence`, `goldSentence`) and, in our rebuild, `query_id` and `gold_id`.
@@ -31,7 +32,15 @@ import pandas as pd
 
 from ..io import InputError, require_columns, sha256_tree, write_parquet_atomic
 from ..schema import (
-    CANDIDATE_COLUMNS, CARD_FILE, PAIR_COLUMNS, POOL_SPLITS, PROVENANCE_DIR, Move, Split, normalize_text_key, sentence_id,
+    CANDIDATE_COLUMNS,
+    CARD_FILE,
+    PAIR_COLUMNS,
+    POOL_SPLITS,
+    PROVENANCE_DIR,
+    Move,
+    Split,
+    normalize_text_key,
+    sentence_id,
 )
 
 # Candidate-column aliases seen or plausible in other exports of the same data.
@@ -106,7 +115,8 @@ def read_checked_table(path: Path, text_columns: tuple[str, ...]) -> pd.DataFram
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(path, f"not a readable parquet file ({str(exc).strip().splitlines()[0]})", reason="unreadable") from None
+        raise InputError(path, f"not a readable parquet file ({str(exc).strip().splitlines()[0]})",
+                         reason="unreadable") from None
     for name in (c for c in text_columns if c in table.column_names):
         column = table[name]
         try:
@@ -116,14 +126,16 @@ def read_checked_table(path: Path, text_columns: tuple[str, ...]) -> pd.DataFram
                 column.validate(full=True)
         except pa.ArrowInvalid:
             row, reason = _first_non_utf8(column)
-            raise InputError(path, f"column {name!r}, row {row}: not UTF-8 text ({reason})", reason="non_utf8") from None
+            raise InputError(path, f"column {name!r}, row {row}: not UTF-8 text ({reason})",
+                             reason="non_utf8") from None
     return table.to_pandas()
 
 
 def _first_non_utf8(column: Any) -> tuple[int, str]:
     import pyarrow as pa
 
-    for row, value in enumerate(column.cast(pa.binary()).to_pylist() if not pa.types.is_binary(column.type) else column.to_pylist()):
+    for row, value in enumerate(column.cast(pa.binary()).to_pylist() if not pa.types.is_binary(column.type)
+                                else column.to_pylist()):
         if value is None:
             continue
         try:
@@ -213,7 +225,8 @@ class Benchmark:
             raise FileNotFoundError(f"no {Split.parse(split).value} pairs for {Move.parse(move).value}: {path}")
         frame = read_checked_table(path, _PAIR_TEXT_COLUMNS)
         require_columns(frame, _REQUIRED_PAIR_COLUMNS, path)
-        null = frame[[c for c in ("querySentence", "goldSentence", "query_id", "gold_id") if c in frame]].isna().any(axis=1)
+        null = frame[[c for c in ("querySentence", "goldSentence", "query_id", "gold_id")
+                      if c in frame]].isna().any(axis=1)
         if null.any():
             self._problem(path, "null_value", null.sum(), null.sum(), _examples(f"row {i}" for i in frame.index[null]))
             frame = frame[~null].reset_index(drop=True)
@@ -239,8 +252,9 @@ class Benchmark:
         missing = ~frame["gold_id"].map(pool.__contains__).astype(bool)
         if missing.any():
             pool_file = candidates_path(self.root, split).relative_to(self.root)
-            self._problem(pairs_path(self.root, move, split), "gold_not_in_pool", frame.loc[missing, "gold_id"].nunique(),
-                          missing.sum(), _examples(frame.loc[missing, "gold_id"]), str(pool_file))
+            self._problem(pairs_path(self.root, move, split), "gold_not_in_pool",
+                          frame.loc[missing, "gold_id"].nunique(), missing.sum(),
+                          _examples(frame.loc[missing, "gold_id"]), str(pool_file))
             frame = frame[~missing].reset_index(drop=True)
         return frame
 
@@ -281,10 +295,12 @@ class Benchmark:
         frame = read_checked_table(path, _CANDIDATE_TEXT_COLUMNS)
         frame = frame.rename(columns=_candidate_renames(frame.columns))
         if "text" not in frame.columns:
-            raise InputError(path, f"no candidate text column (tried {_CANDIDATE_ALIASES['text']}); found {list(frame.columns)}")
+            raise InputError(path, f"no candidate text column (tried {_CANDIDATE_ALIASES['text']}); "
+                             f"found {list(frame.columns)}")
         null = frame[[c for c in ("docid", "text") if c in frame]].isna().any(axis=1)
         if null.any():
-            self._problem(path, "null_candidate", null.sum(), null.sum(), _examples(f"row {i}" for i in frame.index[null]))
+            self._problem(path, "null_candidate", null.sum(), null.sum(),
+                          _examples(f"row {i}" for i in frame.index[null]))
             frame = frame[~null].reset_index(drop=True)
         if "docid" not in frame.columns:
             frame["docid"] = frame["text"].map(sentence_id)
@@ -296,7 +312,8 @@ class Benchmark:
         return frame
 
     def pool_ids(self, split: Split | str) -> pd.Series:
-        """The docids of a split's pool, as `pool` gives them; reads only the id column where the file has a clean one."""
+        """The docids of a split's pool, as `pool` gives them; reads only the id column where the file has a clean
+        one."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 

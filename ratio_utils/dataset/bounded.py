@@ -117,14 +117,16 @@ def _chunk_name(frame: pd.DataFrame, with_source: bool) -> pd.Series:
 
 def _scatter_chunks(frame: pd.DataFrame, names: pd.Series, root: Path, bucket: int) -> None:
     for name, rows in frame.groupby(names, sort=True):
-        folder = root / name.encode("utf-8").hex()  # hex keeps the byte order of the name, so folders sort as chunks do
+        # hex keeps the byte order of the name, so folders sort as chunks do
+        folder = root / name.encode("utf-8").hex()
         folder.mkdir(parents=True, exist_ok=True)
         rows.to_parquet(folder / f"b{bucket:05d}.parquet", index=False)
 
 
 def _chunks(root: Path) -> Iterator[pd.DataFrame]:
     for folder in sorted(p for p in root.glob("*") if p.is_dir()):
-        yield _in_order(pd.concat([object_text(pd.read_parquet(f)) for f in sorted(folder.glob("*.parquet"))], ignore_index=True))
+        yield _in_order(pd.concat([object_text(pd.read_parquet(f)) for f in sorted(folder.glob("*.parquet"))],
+                                  ignore_index=True))
 
 
 def _release_chunks(root: Path, empty: pd.DataFrame, transform) -> Iterator[pd.DataFrame]:
@@ -150,8 +152,8 @@ def _zero_counts(counts: Counter) -> None:
             counts[f"pairs.kept.{split}.{move.value}"] += 0
 
 
-def build_bounded(pairs_table: "str | Path", distractors_table: "str | Path", params: DatasetParams, root: "str | Path",
-                  buckets: int | None = None) -> BuiltBenchmark:
+def build_bounded(pairs_table: "str | Path", distractors_table: "str | Path", params: DatasetParams,
+                  root: "str | Path", buckets: int | None = None) -> BuiltBenchmark:
     """Build, check and write the benchmark under `root` (release layout), bucket by bucket; the BuiltBenchmark holds
     the papers, the counts and, of the rows, only what Table 5 and the figures read (see `_summary`).
 
@@ -198,7 +200,8 @@ class _Work:
         )  # fmt: skip
 
 
-def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path, n: int) -> BuiltBenchmark:
+def _build(pairs_table: Path, distractors_table: Path, params: DatasetParams, root: Path, work: Path,
+           n: int) -> BuiltBenchmark:
     state = _Work.start(work, n)
     papers = _scatter_mined(pairs_table, distractors_table, state)
     papers = _split_papers(papers, params, state.counts)
@@ -220,7 +223,8 @@ def _scatter_mined(pairs_table: Path, distractors_table: Path, state: _Work) -> 
         require_columns(frame, PAIR_TABLE_COLUMNS, path)
         counts["pairs.mined"] += len(frame)
         papers.append(frame[SPLIT_PAPER_COLUMNS].drop_duplicates(["corpus", "paper_id"]))
-        state.by_pair.scatter(_with_order(frame, part, timed=True), bucket_of(frame[["query", "gold"]], n), f"part-{part:05d}")
+        state.by_pair.scatter(_with_order(frame, part, timed=True), bucket_of(frame[["query", "gold"]], n),
+                              f"part-{part:05d}")
     for part, path in enumerate(part_files(distractors_table)):
         frame = object_text(pd.read_parquet(path))
         require_columns(frame, DISTRACTOR_TABLE_COLUMNS, path)
@@ -248,7 +252,8 @@ def _dedupe_and_split(state: _Work, split_of: pd.Series) -> None:
         counts["pairs.dropped.duplicate_query_gold"] += len(ordered) - len(deduped)
         kept = with_split(deduped, split_of, counts, "pairs")
         state.by_gold.scatter(kept, bucket_of(kept["gold_id"], n), f"from-{bucket:05d}")
-        state.by_query.scatter(kept[["query_id", "split", "_part", "_row"]], bucket_of(kept["query_id"], n), f"from-{bucket:05d}")
+        state.by_query.scatter(kept[["query_id", "split", "_part", "_row"]], bucket_of(kept["query_id"], n),
+                               f"from-{bucket:05d}")
 
 
 def _pools_and_leaks(state: _Work, split_of: pd.Series, params: DatasetParams) -> set[int]:
@@ -300,12 +305,14 @@ def _drop_leaks_check_and_chunk(state: _Work, leaks: set[int]) -> None:
         for split in SPLITS:
             counts[f"pool.size.{split}"] += len(pools[split])
             if len(pools[split]):
-                _scatter_chunks(pools[split], _chunk_name(pools[split], with_source=True), out / "pool" / split, bucket)
+                _scatter_chunks(pools[split], _chunk_name(pools[split], with_source=True), out / "pool" / split,
+                                bucket)
             for move in MOVES:
                 rows = golds[(golds["split"] == split) & (golds["move"] == move.value)]
                 counts[f"pairs.kept.{split}.{move.value}"] += len(rows)
                 if len(rows):
-                    _scatter_chunks(rows, _chunk_name(rows, with_source=False), out / "pairs" / split / move.value, bucket)
+                    _scatter_chunks(rows, _chunk_name(rows, with_source=False), out / "pairs" / split / move.value,
+                                    bucket)
 
 
 def _write_release(state: _Work, root: Path) -> None:
@@ -315,22 +322,27 @@ def _write_release(state: _Work, root: Path) -> None:
     empty_pool = pd.DataFrame(columns=POOL_COLUMNS)
     for split in SPLITS:
         for move in MOVES:
-            write_parquet_chunks_atomic(_release_chunks(out / "pairs" / split / move.value, empty_pairs, release_pairs),
+            write_parquet_chunks_atomic(_release_chunks(out / "pairs" / split / move.value, empty_pairs,
+                                                        release_pairs),
                                         pairs_path(root, Move.parse(move), Split.parse(split)))
         write_parquet_chunks_atomic(_release_chunks(out / "pool" / split, empty_pool, lambda c: c[POOL_COLUMNS]),
                                     candidates_path(root, Split.parse(split)))
 
 
 def _summary(root: Path) -> pd.DataFrame:
-    """The kept pairs' columns that Table 5, its notes and the figures read (about 100 bytes a pair), from the release."""
+    """The kept pairs' columns that Table 5, its notes and the figures read (about 100 bytes a pair), from the
+    release."""
     frames = []
     for split in SPLITS:
         for move in MOVES:
-            frame = pd.read_parquet(pairs_path(root, move, Split.parse(split)), columns=["corpusid", "year", "queryTerm", "query_id"])
-            frames.append(frame.rename(columns={"corpusid": "paper_id", "queryTerm": "marker"}).assign(split=split, move=move.value))
+            frame = pd.read_parquet(pairs_path(root, move, Split.parse(split)),
+                                    columns=["corpusid", "year", "queryTerm", "query_id"])
+            frames.append(frame.rename(columns={"corpusid": "paper_id", "queryTerm": "marker"})
+                          .assign(split=split, move=move.value))
     return pd.concat(frames, ignore_index=True).astype({"split": "category", "move": "category"})
 
 
 def _pool_sources(root: Path) -> dict[str, pd.DataFrame]:
     """Each pool's `source` column only (one byte a sentence as a category): what Table 5 counts."""
-    return {split: pd.read_parquet(candidates_path(root, Split.parse(split)), columns=["source"]).astype("category") for split in SPLITS}
+    return {split: pd.read_parquet(candidates_path(root, Split.parse(split)), columns=["source"]).astype("category")
+            for split in SPLITS}

@@ -5,10 +5,10 @@
     ratio-card DIR [--licence CORPUS=TEXT]          # a card for any release-layout directory (ratio_utils.apps.card)
 
 The YAML header carries the Hub's metadata (licence, size category, task category and id, who created the language and
-the annotations, source datasets, a pretty name) and lists one config per table: `corpus` (one split per pool: train, validation, test; silver
-queries search the test pool) and one per move (its pairs: the query, its gold candidate's id, the paper). A
-split without pairs is left out of the configs and named in the card. The prose is generated from the directory
-and the run that wrote it: counts, the publication dates each split spans, who produced the silver labels
+the annotations, source datasets, a pretty name) and lists one config per table: `corpus` (one split per pool: train,
+validation, test; silver queries search the test pool) and one per move (its pairs: the query, its gold candidate's id,
+the paper). A split without pairs is left out of the configs and named in the card. The prose is generated from the
+directory and the run that wrote it: counts, the publication dates each split spans, who produced the silver labels
 (`provenance/silver.json`), the corpora and their licences (`corpus.licences`, `corpora.registry.LICENCES`), and
 the paper's citation. The `license` field is the one Hub licence all the corpora share; where they differ (or one
 has a licence the Hub does not list) it is `other`, with each corpus's licence in `license_details` and the prose.
@@ -27,9 +27,8 @@ import pandas as pd
 import yaml
 
 from ..io import write_text_atomic
-from ..schema import MOVES, POOL_SPLITS, Split
 from ..publish.label_sources import SILVER_RECORD
-from ..schema import CARD_FILE
+from ..schema import CARD_FILE, MOVES, POOL_SPLITS, Split
 from .benchmark import Benchmark, candidates_path, pairs_path
 
 CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)
@@ -114,11 +113,13 @@ def split_summary(bench: Benchmark) -> pd.DataFrame:
         if not present:
             continue
         frames = {m: bench.queries(m, split) for m in present}
-        row = {"split": split.value, "publication dates": " to ".join(date_span(pd.concat(frames.values())) or ["no dates"]),
+        row = {"split": split.value,
+               "publication dates": " to ".join(date_span(pd.concat(frames.values())) or ["no dates"]),
                "pool sentences": f"{_rows(candidates_path(bench.root, split)):,}"}
         for move in MOVES:
             frame = frames.get(move)
-            row[move.value.capitalize()] = "-" if frame is None else f"{len(frame):,} ({frame['query_id'].nunique():,})"
+            row[move.value.capitalize()] = ("-" if frame is None
+                                            else f"{len(frame):,} ({frame['query_id'].nunique():,})")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -133,7 +134,8 @@ def _silver_text(bench: Benchmark) -> str:
     who = ", ".join(record.get("answered_by") or []) or "unknown"
     configured = record.get("configured")
     detail = record.get("detail", {})
-    text = f"Silver labels: answered by {who}" + (f", standing in for the configured judge {configured}" if configured and configured != who else "")
+    text = f"Silver labels: answered by {who}" + (f", standing in for the configured judge {configured}"
+                                                  if configured and configured != who else "")
     if record.get("replayed_from"):
         text += " (recorded answers, replayed)"
     text += "."
@@ -142,14 +144,16 @@ def _silver_text(bench: Benchmark) -> str:
     silver, sampled = detail.get("silver pairs", {}), detail.get("sampled pairs", {})
     if silver:
         text += " Kept / judged pairs: " + "; ".join(
-            f"{m} {silver.get(m, 0):,} / {sampled.get(m, 0):,}" for m in (mv.value for mv in MOVES) if m in sampled) + "."
+            f"{m} {silver.get(m, 0):,} / {sampled.get(m, 0):,}" for m in (mv.value for mv in MOVES)
+            if m in sampled) + "."
     return text
 
 
 def _licence_text(bench: Benchmark, sources: CardSources) -> list[str]:
     counts = corpus_pair_counts(bench)
     if not counts:
-        return ["The pairs do not name the corpus they were mined from; their licence is that of the release they come from."]
+        return ["The pairs do not name the corpus they were mined from; their licence is that of the release they "
+                "come from."]
     return [f"- `{corpus}` ({n:,} pairs): {sources.licences.get(corpus, 'licence not stated in the run parameters')}"
             for corpus, n in sorted(counts.items())]
 
@@ -243,8 +247,9 @@ def dataset_card(bench: Benchmark, sources: CardSources) -> str:
         "## Moves", "",
         *[f"- **{move.value.capitalize()}**: {MOVE_INSTRUCTIONS[move]}" for move in MOVES], "",
         "## Splits", "",
-        "Pairs are split by the publication date of their paper; each split has one candidate pool shared by the three "
-        "moves, and silver queries (the judge-filtered subset of test) search the test pool. Cells: pairs (distinct queries).", "",
+        "Pairs are split by the publication date of their paper; each split has one candidate pool shared by the "
+        "three moves, and silver queries (the judge-filtered subset of test) search the test pool. Cells: pairs "
+        "(distinct queries).", "",
         _markdown_table(split_summary(bench)), "",
         _silver_text(bench), "",
         "## Configs", "",

@@ -74,7 +74,8 @@ def _clean(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def export_data(bench: Benchmark, move: Move | str, split: Split | str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def export_data(bench: Benchmark, move: Move | str,
+                split: Split | str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(queries: qid, text; qrels: qid, docid; pool: docid, text) of one move and split."""
     move, split = Move.parse(move), Split.parse(split)
     evalset = bench.eval_set(move, split)
@@ -131,16 +132,24 @@ def _write_export(queries: pd.DataFrame, qrels: pd.DataFrame, pool: pd.DataFrame
     """The format's files in out_dir; the export.json record (without the benchmark's problems)."""
     if fmt == "beir":
         files = {
-            "corpus.jsonl": _write_jsonl(out_dir / "corpus.jsonl", ({"_id": d, "title": "", "text": t} for d, t in pool.itertuples(index=False))),
-            "queries.jsonl": _write_jsonl(out_dir / "queries.jsonl", ({"_id": q, "text": t, "metadata": {"move": move.value}} for q, t in queries.itertuples(index=False))),
+            "corpus.jsonl": _write_jsonl(out_dir / "corpus.jsonl", ({"_id": d, "title": "", "text": t}
+                                                                    for d, t in pool.itertuples(index=False))),
+            "queries.jsonl": _write_jsonl(out_dir / "queries.jsonl",
+                                          ({"_id": q, "text": t, "metadata": {"move": move.value}}
+                                           for q, t in queries.itertuples(index=False))),
             f"qrels/{split.value}.tsv": _write_lines(out_dir / "qrels" / f"{split.value}.tsv",
-                                                     ["query-id\tcorpus-id\tscore", *(f"{q}\t{d}\t1" for q, d in qrels.itertuples(index=False))]) - 1,
+                                                     ["query-id\tcorpus-id\tscore",
+                                                      *(f"{q}\t{d}\t1"
+                                                        for q, d in qrels.itertuples(index=False))]) - 1,
         }
     else:
         files = {
-            "topics.tsv": _write_lines(out_dir / "topics.tsv", (f"{q}\t{_clean(t)}" for q, t in queries.itertuples(index=False))),
-            "qrels.txt": _write_lines(out_dir / "qrels.txt", (f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False))),
-            "collection.jsonl": _write_jsonl(out_dir / "collection.jsonl", ({"id": d, "contents": t} for d, t in pool.itertuples(index=False))),
+            "topics.tsv": _write_lines(out_dir / "topics.tsv",
+                                       (f"{q}\t{_clean(t)}" for q, t in queries.itertuples(index=False))),
+            "qrels.txt": _write_lines(out_dir / "qrels.txt",
+                                      (f"{q} 0 {d} 1" for q, d in qrels.itertuples(index=False))),
+            "collection.jsonl": _write_jsonl(out_dir / "collection.jsonl", ({"id": d, "contents": t}
+                                                                            for d, t in pool.itertuples(index=False))),
         }
     record = {
         "format": fmt,

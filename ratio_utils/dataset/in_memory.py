@@ -7,7 +7,8 @@ all moves plus the distractors from that split's papers (`dataset.distractor_fra
 draw of them), de-duplicated, with no distractor equal to a gold sentence. Nothing of the test split
 reaches training: a test-pool sentence or test query that also occurs in the train pool is removed from
 it, and train pairs built on it are dropped (all counted).
-Reads and writes no file (`ratio_utils.stages.split_and_pool` does); `dataset/bounded` gives the same benchmark bucket by bucket.
+Reads and writes no file (`ratio_utils.stages.split_and_pool` does); `dataset/bounded` gives the same benchmark
+bucket by bucket.
 """
 
 from __future__ import annotations
@@ -75,12 +76,14 @@ def build_benchmark(pairs: pd.DataFrame, distractors: pd.DataFrame, params: Data
     counts["distractors.dropped.equal_to_a_gold"] = int(is_gold.sum())
     kept_distractors = sample_distractors(kept_distractors[~is_gold], params, counts)
 
-    pools = {split: pool_of_split(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split], counts, split) for split in SPLITS}
+    pools = {split: pool_of_split(kept[kept["split"] == split], kept_distractors[kept_distractors["split"] == split],
+                                  counts, split) for split in SPLITS}
     kept, pools = _remove_test_sentences_from_train(kept, pools, counts)
     for split in SPLITS:
         counts[f"pool.size.{split}"] = len(pools[split])
         for move in MOVES:
-            counts[f"pairs.kept.{split}.{move.value}"] = int(((kept["split"] == split) & (kept["move"] == move.value)).sum())
+            counts[f"pairs.kept.{split}.{move.value}"] = int(((kept["split"] == split)
+                                                              & (kept["move"] == move.value)).sum())
     run_leakage_checks(kept, pools)
     return BuiltBenchmark(kept, pools, papers, counts)
 
@@ -108,13 +111,15 @@ def sample_distractors(distractors: pd.DataFrame, params: DatasetParams, counts:
     return distractors[drawn]
 
 
-def pool_of_split(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str, carry: tuple[str, ...] = ()) -> pd.DataFrame:
+def pool_of_split(pairs: pd.DataFrame, distractors: pd.DataFrame, counts: Counter, split: str,
+                  carry: tuple[str, ...] = ()) -> pd.DataFrame:
     """The split's pool: its golds, then its distractors, one row per docid. `carry`: columns of both inputs
     kept beside the pool's (the bounded build carries its row order)."""
-    golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"], "corpusid": pairs["paper_id"],
-                          **{c: pairs[c] for c in carry}})
-    others = pd.DataFrame({"docid": distractors["docid"], "text": distractors["text"], "source": distractors["category"],
-                           "corpusid": distractors["paper_id"], **{c: distractors[c] for c in carry}})
+    golds = pd.DataFrame({"docid": pairs["gold_id"], "text": pairs["gold"], "source": pairs["move"],
+                          "corpusid": pairs["paper_id"], **{c: pairs[c] for c in carry}})
+    others = pd.DataFrame({"docid": distractors["docid"], "text": distractors["text"],
+                           "source": distractors["category"], "corpusid": distractors["paper_id"],
+                           **{c: distractors[c] for c in carry}})
     pool = pd.concat([golds, others], ignore_index=True)
     unique = pool.drop_duplicates("docid", keep="first")  # golds come first, so a gold keeps its move as source
     counts[f"pool.dropped_duplicates.{split}"] += len(pool) - len(unique)
@@ -143,5 +148,6 @@ def fits_in_memory(pairs_table, distractors_table, params: DatasetParams) -> boo
 
 
 def build_from_tables(pairs_table, distractors_table, params: DatasetParams) -> BuiltBenchmark:
-    """`build_benchmark` on stage 05's tables: a single file each, or the parts of a partitioned run (a polars scan)."""
+    """`build_benchmark` on stage 05's tables: a single file each, or the parts of a partitioned run (a polars
+    scan)."""
     return build_benchmark(read_mined(pairs_table), read_mined(distractors_table), params)

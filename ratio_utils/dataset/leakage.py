@@ -26,7 +26,8 @@ def check_no_pair_in_two_splits(pairs: pd.DataFrame) -> None:
 def check_test_pool_disjoint_from_train(pools: dict[str, pd.DataFrame]) -> None:
     shared = set(pools["test"]["docid"]) & set(pools["train"]["docid"])
     if shared:
-        raise LeakageError(f"{len(shared)} sentence(s) of the test pool are also in the train pool, e.g. docid {sorted(shared)[0]}")
+        raise LeakageError(f"{len(shared)} sentence(s) of the test pool are also in the train pool, e.g. docid "
+                           f"{sorted(shared)[0]}")
 
 
 def check_test_queries_not_in_train(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
@@ -34,7 +35,8 @@ def check_test_queries_not_in_train(pools: dict[str, pd.DataFrame], pairs: pd.Da
     train_sentences = set(pools["train"]["docid"]) | set(pairs.loc[pairs["split"] == "train", "query_id"])
     shared = test_queries & train_sentences
     if shared:
-        raise LeakageError(f"{len(shared)} test query sentence(s) also occur in the training data, e.g. id {sorted(shared)[0]}")
+        raise LeakageError(f"{len(shared)} test query sentence(s) also occur in the training data, e.g. id "
+                           f"{sorted(shared)[0]}")
 
 
 def check_no_distractor_equals_gold(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:
@@ -43,7 +45,8 @@ def check_no_distractor_equals_gold(pools: dict[str, pd.DataFrame], pairs: pd.Da
         distractor = pool[pool["source"].isin(DISTRACTOR_CATEGORIES)]
         bad = distractor[distractor["docid"].isin(gold_ids)]
         if len(bad):
-            raise LeakageError(f"{len(bad)} distractor(s) of the {split} pool equal a gold sentence, e.g. {bad['text'].iloc[0]!r}")
+            raise LeakageError(f"{len(bad)} distractor(s) of the {split} pool equal a gold sentence, e.g. "
+                               f"{bad['text'].iloc[0]!r}")
 
 
 def check_golds_in_pool(pools: dict[str, pd.DataFrame], pairs: pd.DataFrame) -> None:

@@ -42,7 +42,8 @@ def hash_position(paper_id: str, seed: int) -> Fraction:
 def _pick_by_fraction(group: list["SplitWindow"], paper_id, seed: int) -> tuple[str | None, str | None]:
     """The split of a paper inside a window shared by fraction, or (None, "outside_fractions")."""
     if paper_id is None:
-        raise ValueError(f"splits {[w.name for w in group]} divide a window by paper id: assign_split needs the paper_id")
+        raise ValueError(f"splits {[w.name for w in group]} divide a window by paper id: "
+                         "assign_split needs the paper_id")
     position = hash_position(str(paper_id), seed)
     upper = Fraction(0)
     for window in group:
@@ -102,10 +103,12 @@ def assign_split(year, date, params: DatasetParams, windows: list[SplitWindow] |
 def paper_splits(frames: list[pd.DataFrame], params: DatasetParams) -> pd.DataFrame:
     """One row per paper (corpus, paper_id) seen in any frame: year, date, split, excluded_reason."""
     columns = ["corpus", "paper_id", "year", "date"]
-    papers = pd.concat([f[columns] for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else pd.DataFrame(columns=columns)
+    papers = (pd.concat([f[columns] for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames)
+              else pd.DataFrame(columns=columns))
     papers = papers.drop_duplicates(["corpus", "paper_id"]).reset_index(drop=True)
     windows = params.windows()
-    decided = [assign_split(y, d, params, windows, paper_id=p) for y, d, p in zip(papers["year"], papers["date"], papers["paper_id"])]
+    decided = [assign_split(y, d, params, windows, paper_id=p)
+               for y, d, p in zip(papers["year"], papers["date"], papers["paper_id"])]
     papers["split"] = [s for s, _ in decided]
     papers["excluded_reason"] = [r for _, r in decided]
     return papers

@@ -50,7 +50,8 @@ def table5(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = None) -
 
     pairs = built.pairs
     for move in MOVES:
-        row("pairs", move.value, {s: int(((pairs["split"] == s) & (pairs["move"] == move.value)).sum()) for s in SPLITS})
+        row("pairs", move.value,
+            {s: int(((pairs["split"] == s) & (pairs["move"] == move.value)).sum()) for s in SPLITS})
     row("pairs", "all moves", {s: int((pairs["split"] == s).sum()) for s in SPLITS})
     for source in [m.value for m in MOVES] + list(DISTRACTOR_CATEGORIES):
         row("pool", source, {s: int((built.pools[s]["source"] == source).sum()) for s in SPLITS})
@@ -75,7 +76,8 @@ def table5_shown(table: pd.DataFrame) -> pd.DataFrame:
             column, value = f"paper_{split}", record[f"paper_{split}"]
             if value == "" or value is None or pd.isna(value):
                 continue
-            shown.at[index, column] = PAPER_FIGURES_AS_WRITTEN.get((record["section"], record["item"], split), f"{int(value):,}")
+            shown.at[index, column] = PAPER_FIGURES_AS_WRITTEN.get((record["section"], record["item"], split),
+                                                                   f"{int(value):,}")
     return shown
 
 
@@ -91,15 +93,16 @@ def table5_notes(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = N
     """TABLE5_NOTES plus the notes computed from this build: the three paper counts, pairs vs queries."""
     notes = list(TABLE5_NOTES)
     papers = "papers: 'in the corpus' counts every paper of the corpus with a usable date; 'with a mined pair or " \
-             "distractor' (notebook 06's papers.assigned.<split>) only those that mined at least one pair or distractor " \
-             "before de-duplication; 'with a pair' those with a kept pair after it."
+             "distractor' (notebook 06's papers.assigned.<split>) only those that mined at least one pair or " \
+             "distractor before de-duplication; 'with a pair' those with a kept pair after it."
     if corpus_papers is not None:
         assigned = built.papers["split"].value_counts()
         gaps = {s: int(corpus_papers.get(s, 0)) - int(assigned.get(s, 0)) for s in SPLITS}
         papers += " Corpus papers that mined nothing: " + ", ".join(f"{s} {n}" for s, n in gaps.items()) + "."
     notes.append(papers)
     if built.counts.get("distractors.dropped.not_drawn"):
-        notes.append(f"pools: a seeded draw of the distractors (dataset.distractor_fraction < 1), not every distractor as in the "
+        notes.append("pools: a seeded draw of the distractors (dataset.distractor_fraction < 1), not every "
+                     "distractor as in the "
                      f"paper; {built.counts['distractors.dropped.not_drawn']:,} distractor rows were not drawn.")
     pairs = built.pairs
     for split in SPLITS:
@@ -109,8 +112,9 @@ def table5_notes(built: BuiltBenchmark, corpus_papers: dict[str, int] | None = N
             if len(part) != queries:
                 golds = part.groupby("query_id").size()
                 notes.append(f"{move.value.capitalize()} {split}: {len(part):,} pairs but {queries:,} queries: "
-                             f"{int((golds > 1).sum())} quer{'y has' if (golds > 1).sum() == 1 else 'ies have'} more than one "
-                             "gold sentence (each gold is a qrel; metrics count each query once, Recall@k over its golds).")
+                             f"{int((golds > 1).sum())} quer{'y has' if (golds > 1).sum() == 1 else 'ies have'} "
+                             "more than one gold sentence (each gold is a qrel; metrics count each query once, "
+                             "Recall@k over its golds).")
     return notes
 
 
@@ -153,7 +157,8 @@ def split_boundaries(params: DatasetParams) -> list[float]:
 
 
 def window_label(group: tuple[SplitWindow, ...]) -> str:
-    """A span's name on the figure: the split, or the splits dividing it with their fractions ("validation 1/3 + test 2/3")."""
+    """A span's name on the figure: the split, or the splits dividing it with their fractions
+    ("validation 1/3 + test 2/3")."""
     return " + ".join(w.name if w.fraction is None else f"{w.name} {w.fraction}" for w in group)
 
 
@@ -161,7 +166,8 @@ def papers_per_year_figure(papers: pd.DataFrame, params: DatasetParams):
     """Stacked bars of papers per publication year and corpus, with the split windows drawn and named."""
     import matplotlib.pyplot as plt
 
-    counts = papers.dropna(subset=["year"]).astype({"year": int}).groupby(["year", "corpus"]).size().unstack(fill_value=0)
+    counts = (papers.dropna(subset=["year"]).astype({"year": int}).groupby(["year", "corpus"]).size()
+              .unstack(fill_value=0))
     years = range(int(counts.index.min()), int(counts.index.max()) + 1)
     counts = counts.reindex(years, fill_value=0)
     fig, ax = plt.subplots(figsize=(8, 3))

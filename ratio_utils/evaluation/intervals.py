@@ -78,7 +78,8 @@ class IntervalCache:
 
     def paired(self, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
         def compute():
-            low, high = stats.paired_bootstrap_ci(a, b, n_resamples=self.n_resamples, confidence=CONFIDENCE, seed=self.seed)
+            low, high = stats.paired_bootstrap_ci(a, b, n_resamples=self.n_resamples, confidence=CONFIDENCE,
+                                                  seed=self.seed)
             return low, high, stats.paired_permutation_test(a, b, n_permutations=self.n_resamples, seed=self.seed)
 
         low, high, p = self._memo(self._key("paired", a, b), compute)
@@ -121,7 +122,8 @@ class Cell:
         return stats.is_indicative(self.effective_n)
 
     def text(self, scale: float = 100, digits: int = 1) -> str:
-        return stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits) + stats.dagger(self.effective_n)
+        return (stats.format_ci(self.value, self.low, self.high, scale=scale, digits=digits)
+                + stats.dagger(self.effective_n))
 
 
 def cell(values, cache: IntervalCache) -> Cell:

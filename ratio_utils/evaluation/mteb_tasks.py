@@ -170,7 +170,8 @@ def _split_data(bench: Benchmark, move: Move, split: str) -> dict:
         relevant.setdefault(str(qid), {})[str(gold)] = 1
     return {
         "corpus": Dataset.from_dict({"id": pool["docid"].astype(str).tolist(), "text": pool["text"].tolist()}),
-        "queries": Dataset.from_dict({"id": queries["query_id"].astype(str).tolist(), "text": queries["querySentence"].tolist()}),
+        "queries": Dataset.from_dict({"id": queries["query_id"].astype(str).tolist(),
+                                      "text": queries["querySentence"].tolist()}),
         "relevant_docs": relevant,
         "top_ranked": None,
     }
@@ -201,7 +202,8 @@ def ratio_tasks(benchmark: "str | Path | Benchmark", moves: list[Move] | None = 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
             if self.data_loaded:
                 return
-            self.dataset = {"default": {split: _split_data(bench, self.move, split) for split in self.metadata.eval_splits}}
+            self.dataset = {"default": {split: _split_data(bench, self.move, split)
+                                        for split in self.metadata.eval_splits}}
             self.data_loaded = True
 
     tasks = []
@@ -209,7 +211,8 @@ def ratio_tasks(benchmark: "str | Path | Benchmark", moves: list[Move] | None = 
     for move in (Move.parse(m) for m in (moves or MOVES)):
         metadata = task_metadata(bench, move, licences, hashes)
         counts = {split: int(bench.scored_pairs(move, split)["query_id"].nunique()) for split in metadata.eval_splits}
-        cls = type(task_name(move), (RatioRetrievalTask,), {"move": move, "metadata": metadata, "query_counts": counts})
+        cls = type(task_name(move), (RatioRetrievalTask,),
+                   {"move": move, "metadata": metadata, "query_counts": counts})
         tasks.append(cls())
     return tasks
 
@@ -259,7 +262,9 @@ def _encoder_class():
             import torch
 
             # L2-normalised vectors: the inner product is the cosine, as the project's faiss index computes it
-            return torch.as_tensor(np.array(embeddings1, np.float32)) @ torch.as_tensor(np.array(embeddings2, np.float32)).T  # copies: writable
+            # copies: writable
+            return (torch.as_tensor(np.array(embeddings1, np.float32))
+                    @ torch.as_tensor(np.array(embeddings2, np.float32)).T)
 
     return RatioEncoder
 
@@ -267,8 +272,8 @@ def _encoder_class():
 def mteb_model(model: Any, prompts: dict[str, str] | None = None, *, instruction: bool | None = None,
                cache_dir: "str | os.PathLike | None | bool" = None, batch_size: int = 64, device: str | None = None):
     """MTEB's encoder for `model` (a folder, packaged or registry name, hub id, `ModelRef` or live
-    SentenceTransformer; resolved once here) with `prompts` {"query": ..., "document": ...} (default: the model's stored
-    prompts, else none). `instruction`: put the task's move instruction after the query prompt (default: the
+    SentenceTransformer; resolved once here) with `prompts` {"query": ..., "document": ...} (default: the model's
+    stored prompts, else none). `instruction`: put the task's move instruction after the query prompt (default: the
     registry says the model takes one). `cache_dir`: the on-disk embedding cache (None: the default one; False: none).
     Raises ModelNotAvailableError for a model that cannot be found."""
     from mteb.models.model_meta import ModelMeta, ScoringFunction
@@ -299,7 +304,8 @@ def default_output() -> Path:
     return Path.cwd() / "mteb_results"
 
 
-def mteb_scores(model: Any, tasks: list, *, batch_size: int = 64, output: "str | os.PathLike | None" = None) -> pd.DataFrame:
+def mteb_scores(model: Any, tasks: list, *, batch_size: int = 64,
+                output: "str | os.PathLike | None" = None) -> pd.DataFrame:
     """Run MTEB and return one row per (move, split): MRR@10, nDCG@10, R@10, R@100 in %, queries.
 
     `output`: MTEB's result cache folder, written in MTEB's format (`<output>/results/<model>/<revision>/<task>.json`);

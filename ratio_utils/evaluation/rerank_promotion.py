@@ -84,7 +84,8 @@ def kept_first_stage_order(reranked: pd.DataFrame, first_stage: pd.DataFrame, k:
     `reranked`, `first_stage`: run frames (qid, docid, rank); qids missing from either are not returned."""
     def top(run: pd.DataFrame) -> pd.Series:
         ordered = run.sort_values(["qid", "rank"], kind="stable")
-        return ordered.groupby(ordered["qid"].astype(str), sort=False)["docid"].apply(lambda d: tuple(d.astype(str)[:k]))
+        return ordered.groupby(ordered["qid"].astype(str), sort=False)["docid"].apply(
+            lambda d: tuple(d.astype(str)[:k]))
 
     ours, theirs = top(reranked), top(first_stage)
     common = ours.index.intersection(theirs.index)

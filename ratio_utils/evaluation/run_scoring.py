@@ -28,7 +28,8 @@ from .metrics import DEFAULT_KS, evaluate_run, per_query_metrics
 
 def score_run(run: pd.DataFrame | Path, qrels: pd.DataFrame, *, ks: Sequence[int] = DEFAULT_KS,
               ndcg_ks: Sequence[int] = (), metrics: Sequence[str] | None = None, per_query: bool = False):
-    """Score a run (a frame, or the path of its .parquet or .trec file) against `qrels`, metrics as fractions in [0, 1].
+    """Score a run (a frame, or the path of its .parquet or .trec file) against `qrels`, metrics as fractions in [0,
+    1].
 
     Aggregate (default): {metric: mean} at the cut-offs `ks` (R, MRR, HR) and `ndcg_ks` (metrics.evaluate_run).
     `per_query`: one row per query of the qrels (index qid, sorted), one column per metric of `metrics`

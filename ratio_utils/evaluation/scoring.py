@@ -6,8 +6,9 @@ The command line on top of it is `ratio_utils.apps.evaluate` (`ratio-evaluate`,
 Ranks every query of a move and split against the split's shared candidate pool (silver queries
 against the full test pool), the query's own sentence excluded, and reports Recall@k, MRR@k,
 HR@k and nDCG@10 (ratio_utils.evaluation.metrics; MRR@10 is the primary metric), each with its number of queries and
-95 % bootstrap interval. One retriever serves every move, so a split's pool is encoded once per (model, prefix). Works on our rebuilt benchmark and on a
-directory in the official release layout (ratio_utils.dataset.benchmark). See docs/evaluate_your_model.md.
+95 % bootstrap interval. One retriever serves every move, so a split's pool is encoded once per (model, prefix).
+Works on our rebuilt benchmark and on a directory in the official release layout (ratio_utils.dataset.benchmark).
+See docs/evaluate_your_model.md.
 
 Reads: the benchmark's pairs and candidate pools of the evaluated splits (and, for a sentence-transformers folder,
 its stored prompts). Writes: nothing unless `runs_dir` is given, then the run files
@@ -28,8 +29,8 @@ from typing import Any
 from ..dataset.benchmark import benchmark_dir, candidates_path, load_benchmark, pairs_path
 from ..io import sha256_file
 from ..schema import MOVES, Move, Split
-from .metrics import NDCG_KS, PRIMARY_METRIC
 from .intervals import CONFIDENCE
+from .metrics import NDCG_KS, PRIMARY_METRIC
 from .stats import is_indicative
 
 
@@ -64,7 +65,8 @@ def _split_for(bench, move: Move, split: Split, fallback: bool) -> Split:
             "produce it without an endpoint. Evaluate the unfiltered test set with --split test, or pass "
             "--fallback-to-test to use it wherever silver is absent (the result records the split used)."
         )
-    raise EvaluationError(f"{bench.root} has no {split.value} split for {move.value}: {pairs_path(bench.root, move, split)}")
+    raise EvaluationError(f"{bench.root} has no {split.value} split for {move.value}: "
+                          f"{pairs_path(bench.root, move, split)}")
 
 
 def evaluation_retriever(
@@ -105,8 +107,9 @@ def evaluation_retriever(
 
 
 def set_move(retriever: Any, move: Move) -> Any:
-    """Point a retriever of `evaluation_retriever` at `move`: with `instruction`, its query prefix becomes the base prefix
-    followed by the move's instruction (documents keep theirs, so the pool's encoding is shared by the moves)."""
+    """Point a retriever of `evaluation_retriever` at `move`: with `instruction`, its query prefix becomes the base
+    prefix followed by the move's instruction (documents keep theirs, so the pool's encoding is shared by the
+    moves)."""
     from ..schema import instructed_query_prefix
 
     if getattr(retriever, "instruction", False):
@@ -150,7 +153,8 @@ def resolve_prefixes(
 
 def benchmark_file_checksums(bench, plan: dict[Move, Split]) -> dict[str, str]:
     """sha256 of exactly the files evaluated (hashing a whole release with its 13.8M-sentence train pool is slow)."""
-    files = {pairs_path(bench.root, m, s) for m, s in plan.items()} | {candidates_path(bench.root, s) for s in plan.values()}
+    files = ({pairs_path(bench.root, m, s) for m, s in plan.items()}
+             | {candidates_path(bench.root, s) for s in plan.values()})
     return {str(p.relative_to(bench.root)): sha256_file(p) for p in sorted(files)}
 
 

@@ -50,7 +50,8 @@ def _bootstrap_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndar
     return means
 
 
-def bootstrap_ci(values, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+def bootstrap_ci(values, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95,
+                 seed: int = 13) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean over queries."""
     array = _as_values(values)
     if not 0 < confidence < 1:
@@ -61,7 +62,8 @@ def bootstrap_ci(values, *, n_resamples: int = N_RESAMPLES, confidence: float = 
     return float(low), float(high)
 
 
-def paired_bootstrap_ci(a, b, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95, seed: int = 13) -> tuple[float, float]:
+def paired_bootstrap_ci(a, b, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95,
+                        seed: int = 13) -> tuple[float, float]:
     """Percentile bootstrap interval of mean(a - b), resampling queries (a[i] and b[i] belong to query i)."""
     return bootstrap_ci(_paired(a, b), n_resamples=n_resamples, confidence=confidence, seed=seed)
 

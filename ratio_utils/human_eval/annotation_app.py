@@ -162,7 +162,8 @@ class LabelStore:
                 for candidate in item["lists"][name]:
                     i = candidate["rank"] - 1
                     rows.append({
-                        "annotator": self.annotator, "item": item["item"], "move": item["move"], "query_id": item["query_id"],
+                        "annotator": self.annotator, "item": item["item"], "move": item["move"],
+                        "query_id": item["query_id"],
                         "list": name, "rank": candidate["rank"], "candidate_id": candidate["candidate_id"],
                         "label": answer["labels"][name][i], "labelled_at": answer["labelled_at"][name][i],
                         "preference": answer["preference"], "preference_at": answer["preference_at"],
@@ -171,7 +172,8 @@ class LabelStore:
         return rows
 
     def _save(self, answers: dict[str, dict]) -> None:
-        text = "".join(json.dumps({f: r[f] for f in LABEL_FIELDS}, ensure_ascii=False) + "\n" for r in self._rows(answers))
+        text = "".join(json.dumps({f: r[f] for f in LABEL_FIELDS}, ensure_ascii=False) + "\n"
+                       for r in self._rows(answers))
         with atomic_path(self.path) as tmp:
             with open(tmp, "w", encoding="utf-8") as out:
                 out.write(text)
@@ -202,7 +204,8 @@ class LabelStore:
         with self._mutex:
             self._take_up_disk()
             return {"annotator": self.annotator, "study": self.packet.study, "queries": self.items,
-                    "answers": {k: {f: v[f] for f in ("labels", "preference", "comment")} for k, v in self.answers.items()},
+                    "answers": {k: {f: v[f] for f in ("labels", "preference", "comment")}
+                                for k, v in self.answers.items()},
                     "etag": self.etag, "progress": self.progress(), "limits": {"comment": MAX_COMMENT}}
 
     def answer(self, change: object) -> dict:
@@ -254,7 +257,7 @@ def open_store(packets: str | Path, annotator: str, labels: str | Path | None = 
     packet = load_packet(packets)
     keys = exposed_keys(packets)
     if keys:
-        raise AnnotateError(f"an unblinding key lies inside or beside {packets}: {', '.join(map(str, keys))}. Annotators get "
-                            "the packets folder only: move the key to a folder of its own (notebook 12 writes it to "
-                            "data/human_eval_key/) and start again")
+        raise AnnotateError(f"an unblinding key lies inside or beside {packets}: {', '.join(map(str, keys))}. "
+                            "Annotators get the packets folder only: move the key to a folder of its own (notebook 12 "
+                            "writes it to data/human_eval_key/) and start again")
     return LabelStore(packet, annotator, Path(labels) if labels else Path(packets) / "labels")

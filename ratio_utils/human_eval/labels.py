@@ -1,6 +1,6 @@
 """Label files of the inspiration study (paper §5.3, Appendix G): `<labels_dir>/<annotator>.jsonl`, written by
-the annotation app (ratio_utils.human_eval.annotation_app), checked row by row (a bad row names its file and line) and read
-with the unblinding key into `StudyLabels`. The format is in docs/human_eval.md. Writes nothing.
+the annotation app (ratio_utils.human_eval.annotation_app), checked row by row (a bad row names its file and line) and
+read with the unblinding key into `StudyLabels`. The format is in docs/human_eval.md. Writes nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def check_label_row(row: dict, path: Path, lineno: int, candidate_of) -> None:
         raise InputError(path, "`annotator`, `item`, `move` and `query_id` must be text", lineno)
     if row["item"] != f"{row['move']}/{row['query_id']}":
         raise InputError(path, f"item {row['item']!r} is not <move>/<query_id> of this row", lineno)
-    if row["list"] not in LISTS or not isinstance(row["rank"], int) or isinstance(row["rank"], bool) or row["rank"] < 1:
+    if (row["list"] not in LISTS or not isinstance(row["rank"], int) or isinstance(row["rank"], bool)
+            or row["rank"] < 1):
         raise InputError(path, f"bad list/rank {row['list']!r}/{row['rank']!r}", lineno)
     if row["label"] not in (*LABELS, None):
         raise InputError(path, f"label must be one of {LABELS} or null, got {row['label']!r}", lineno)
@@ -63,7 +64,8 @@ def check_label_row(row: dict, path: Path, lineno: int, candidate_of) -> None:
     try:
         shown = candidate_of(row["item"], row["list"], row["rank"])
     except (KeyError, IndexError):
-        raise InputError(path, f"item {row['item']!r} list {row['list']} rank {row['rank']} was not shown in this study", lineno) from None
+        raise InputError(path, f"item {row['item']!r} list {row['list']} rank {row['rank']} "
+                               "was not shown in this study", lineno) from None
     if shown != row["candidate_id"]:
         raise InputError(path, f"candidate {row['candidate_id']} differs from the one shown there ({shown}): "
                          "labels of other packets?", lineno)
@@ -121,13 +123,15 @@ def load_labels(labels_dir: str | Path, key: dict[str, dict], k: int = 10) -> St
     counts = counts.reset_index()
     counts["expected"] = counts["item"].map(expected)
     complete = counts[counts["labelled"] == counts["expected"]][["annotator", "item"]]
-    incomplete = counts[counts["labelled"] < counts["expected"]][["annotator", "item", "labelled"]].reset_index(drop=True)
+    incomplete = (counts[counts["labelled"] < counts["expected"]][["annotator", "item", "labelled"]]
+                  .reset_index(drop=True))
     frame = frame.merge(complete, on=["annotator", "item"])
 
     def unblind(row) -> dict:
         entry = key[row["item"]]
         candidate = entry["lists"][row["list"]]["candidates"][row["rank"] - 1]
-        return {"setup": entry["lists"][row["list"]]["setup"], "is_gold": row["candidate_id"] in set(entry["gold_ids"]),
+        return {"setup": entry["lists"][row["list"]]["setup"],
+                "is_gold": row["candidate_id"] in set(entry["gold_ids"]),
                 "paper": candidate.get("paper"), "query_paper": entry["query_paper"]}
 
     extra = pd.DataFrame([unblind(r) for r in frame.to_dict("records")], index=frame.index,

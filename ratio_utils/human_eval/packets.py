@@ -50,7 +50,8 @@ KEY_FILE = "unblinding_key.jsonl"
 
 # Paper §3, shown to annotators beside the query; the question follows Appendix G's guidelines.
 ANNOTATOR_DEFINITIONS = {
-    Move.ADDRESS: "The query articulates a problem; the candidate gives an approach or insight that can help address it.",
+    Move.ADDRESS: "The query articulates a problem; the candidate gives an approach or insight that can help address "
+    "it.",
     Move.BROADEN: "The candidate reformulates the query at a broader scope or greater generality, so that the query "
     "is a particular instance or manifestation of it.",
     Move.SPECIFY: "The candidate instantiates the query through a concrete case, mechanism, or example.",
@@ -63,7 +64,8 @@ MOVE_QUESTIONS = {
 }
 
 
-def sample_by_marker(queries: pd.DataFrame, n: int, rng: np.random.Generator, marker_column: str = "queryTerm") -> pd.DataFrame:
+def sample_by_marker(queries: pd.DataFrame, n: int, rng: np.random.Generator,
+                     marker_column: str = "queryTerm") -> pd.DataFrame:
     """`n` queries drawn by marker with equal allocation (paper, Appendix G), in a random order."""
     from ..judge.sampling import stratified_equal_allocation  # the judge's sampler: the same allocation rule
 
@@ -107,7 +109,8 @@ def _subfield(pairs: pd.DataFrame, column: str | None, papers_path: Path | None)
     papers = pd.read_parquet(papers_path)
     if column not in papers.columns:
         raise ValueError(f"human_eval.subfield_column {column!r} is neither a pair column nor a papers.parquet column")
-    lookup = papers.assign(paper_id=papers["paper_id"].astype(str)).drop_duplicates("paper_id").set_index("paper_id")[column]
+    lookup = (papers.assign(paper_id=papers["paper_id"].astype(str)).drop_duplicates("paper_id")
+              .set_index("paper_id")[column])
     return pairs["corpusid"].astype(str).map(lookup).astype(object)
 
 
@@ -126,7 +129,8 @@ def assign(items: list[dict], annotators: dict[str, list[str] | None], double_pe
     doubled_per_move: dict[str, int] = {}
 
     def eligible(item: dict, exclude: str | None = None) -> list[str]:
-        names = [n for n, fields in annotators.items() if fields is None or str(item["subfield"]) in {str(f) for f in fields}]
+        names = [n for n, fields in annotators.items()
+                 if fields is None or str(item["subfield"]) in {str(f) for f in fields}]
         return sorted((n for n in names if n != exclude), key=lambda n: (len(assignments[n]), tie_order[n]))
 
     for item in items:
@@ -182,8 +186,8 @@ def build_packets(bench: Benchmark, run_files: dict[tuple[str, str], Path], para
     for move in (Move.parse(m) for m in params.moves):
         split = packet_split(bench, move)
         if split is Split.TEST:
-            build.notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are sampled "
-                               "from the unfiltered test set instead.")
+            build.notes.append(f"{move.value}: no silver set (it needs the LLM judge of notebook 07); queries are "
+                               "sampled from the unfiltered test set instead.")
         queries, golds, stats = _queries_of_move(bench, move, split, params, papers_path)
         tops = _top_lists(run_files, params, move, split)
         labelled = _sample_move(queries, tops, params, build.rng, stats)
@@ -192,7 +196,8 @@ def build_packets(bench: Benchmark, run_files: dict[tuple[str, str], Path], para
         _add_items(build, move, split, labelled, tops, golds)
     assignments, counts = assign(build.items, params.annotators, params.double_labelled_per_move, build.rng)
     if counts["unassigned"]:
-        build.notes.append(f"{counts['unassigned']} sampled quer(ies) match no annotator's subfields and are in no packet.")
+        build.notes.append(f"{counts['unassigned']} sampled quer(ies) match no annotator's subfields and are in no "
+                           "packet.")
     report = {"seed": seed, "ab_order": "List A is the tuned system's top k with probability 1/2, per query, "
               "drawn from numpy.random.default_rng(seed) after the sampling", "per_move": build.per_move,
               "assignment": counts, "notes": build.notes,
@@ -236,7 +241,8 @@ def _sample_move(queries: pd.DataFrame, tops: dict[str, dict[str, list[str]]], p
     queries = queries[in_both].reset_index(drop=True)
     pool = sample_by_marker(queries, params.pool_per_move, rng)
     labelled = sample_by_marker(pool, params.labelled_per_move, rng)
-    stats.update(pool=len(pool), markers_in_pool=int(pool["queryTerm"].nunique()) if len(pool) else 0, labelled=len(labelled))
+    stats.update(pool=len(pool), markers_in_pool=int(pool["queryTerm"].nunique()) if len(pool) else 0,
+                 labelled=len(labelled))
     return labelled
 
 
@@ -255,8 +261,8 @@ def _add_items(build: _PacketBuild, move: Move, split: Split, labelled: pd.DataF
         shown_lowercase += lowercase
         query_text = getattr(row, "query_original", None)
         build.items.append({"item": item_id, "move": move.value, "query_id": row.query_id,
-                            "query": query_text if isinstance(query_text, str) and query_text.strip() else row.querySentence,
-                            "lists": shown, "subfield": row.subfield})
+                            "query": query_text if isinstance(query_text, str) and query_text.strip()
+                            else row.querySentence, "lists": shown, "subfield": row.subfield})
         build.key.append({
             "item": item_id, "move": move.value, "query_id": row.query_id, "split": split.value,
             "marker": row.queryTerm, "query_paper": str(row.corpusid), "gold_ids": golds[row.query_id],
@@ -266,8 +272,8 @@ def _add_items(build: _PacketBuild, move: Move, split: Split, labelled: pd.DataF
                       for name in LISTS},
         })
     if shown_lowercase:
-        build.notes.append(f"{move.value}: {shown_lowercase} shown candidate(s) have no original-case text in the benchmark "
-                           "or stage 05's distractors and are shown as the lower-cased benchmark text.")
+        build.notes.append(f"{move.value}: {shown_lowercase} shown candidate(s) have no original-case text in the "
+                           "benchmark or stage 05's distractors and are shown as the lower-cased benchmark text.")
 
 
 def _shown_lists(lists: dict[str, list[str]], originals: dict[str, str],
@@ -296,7 +302,8 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
     return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
 
 
-def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, report_path: Path, k: int) -> dict[str, Path]:
+def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, report_path: Path,
+                  k: int) -> dict[str, Path]:
     """Write the blind packet folder and, apart from it, the unblinding key and the report.
 
     Refuses to replace packets whose queries changed while label files exist beside them, so new
@@ -310,11 +317,13 @@ def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, repo
     queries_path = packets_dir / "queries.jsonl"
     labels_here = packets_dir / "labels"
     new_queries = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in packets.items)
-    if queries_path.exists() and any(labels_here.glob("*.jsonl")) and queries_path.read_text(encoding="utf-8") != new_queries:
+    if (queries_path.exists() and any(labels_here.glob("*.jsonl"))
+            and queries_path.read_text(encoding="utf-8") != new_queries):
         raise RuntimeError(f"{packets_dir} already holds other packets with labels in {labels_here}; move them away "
                            "(or restore the params that made them) before writing new packets")
     study = {"format": PACKET_FORMAT, "k": k, "lists": list(LISTS),
-             "moves": {m.value: {"definition": ANNOTATOR_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]} for m in MOVES},
+             "moves": {m.value: {"definition": ANNOTATOR_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]}
+                       for m in MOVES},
              "annotators": sorted(packets.assignments)}
     written = {
         "study": write_json_atomic(packets_dir / "study.json", study),
@@ -373,7 +382,8 @@ class Packet:
 
 def _read_json(path: Path) -> object:
     if not path.exists():
-        raise InputError(path, "missing: not a packet folder written by notebook 12 (study.json, queries.jsonl, assignments.json)")
+        raise InputError(path, "missing: not a packet folder written by notebook 12 (study.json, queries.jsonl, "
+                         "assignments.json)")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -386,16 +396,20 @@ def _check_packet_row(row: dict, path: Path, lineno: int) -> None:
         raise InputError(path, "`item`, `move`, `query_id` and `query` must be non-empty text", lineno)
     lists = row["lists"]
     ok = isinstance(lists, dict) and set(lists) == set(LISTS) and all(
-        isinstance(lists[n], list) and lists[n] and all(isinstance(c, dict) and {"rank", "candidate_id", "text"} <= set(c) for c in lists[n])
+        isinstance(lists[n], list) and lists[n]
+        and all(isinstance(c, dict) and {"rank", "candidate_id", "text"} <= set(c) for c in lists[n])
         for n in LISTS)
     if not ok:
         raise InputError(path, "`lists` must hold non-empty lists 'A' and 'B' of {rank, candidate_id, text}", lineno)
     for name in LISTS:
         ranks = [c["rank"] for c in lists[name]]
         if ranks != list(range(1, len(ranks) + 1)) or any(isinstance(r, bool) for r in ranks):
-            raise InputError(path, f"list {name} of item {row['item']!r} has ranks {ranks}; expected 1..{len(ranks)} in order", lineno)
-        if not all(isinstance(c["candidate_id"], str) and c["candidate_id"] and isinstance(c["text"], str) for c in lists[name]):
-            raise InputError(path, f"list {name} of item {row['item']!r}: every candidate needs a candidate_id and a text", lineno)
+            raise InputError(path, f"list {name} of item {row['item']!r} has ranks {ranks}; "
+                             f"expected 1..{len(ranks)} in order", lineno)
+        if not all(isinstance(c["candidate_id"], str) and c["candidate_id"] and isinstance(c["text"], str)
+                   for c in lists[name]):
+            raise InputError(path, f"list {name} of item {row['item']!r}: every candidate needs a candidate_id "
+                             "and a text", lineno)
 
 
 def load_packet(root: str | Path) -> Packet:
@@ -418,9 +432,11 @@ def load_packet(root: str | Path) -> Packet:
     for name, assigned in assignments.items():
         unknown = [i for i in assigned if i not in items]
         if unknown:
-            raise InputError(root / "assignments.json", f"annotator {name!r} is assigned unknown item(s) {unknown[:3]}")
+            raise InputError(root / "assignments.json",
+                             f"annotator {name!r} is assigned unknown item(s) {unknown[:3]}")
     return Packet(root, study, items, assignments)
 
 
 def load_key(path: str | Path) -> dict[str, dict]:
-    return {row["item"]: row for _, row in iter_jsonl(path, required=("item", "move", "gold_ids", "query_paper", "lists"))}
+    return {row["item"]: row
+            for _, row in iter_jsonl(path, required=("item", "move", "gold_ids", "query_paper", "lists"))}

@@ -63,8 +63,8 @@ def table2(labels: StudyLabels, moves: list[str], n_permutations: int = 10_000, 
             scores = group[group["setup"] == setup]
             rows.append({
                 "move": move, "queries": n, "setup": setup.capitalize(),
-                f"HR@{k}": 100 * scores["HR"].mean(), f"P@{k}": 100 * scores["P"].mean(), f"MRR@{k}": 100 * scores["MRR"].mean(),
-                "Pref.": int((prefs["preference"] == setup).sum()),
+                f"HR@{k}": 100 * scores["HR"].mean(), f"P@{k}": 100 * scores["P"].mean(),
+                f"MRR@{k}": 100 * scores["MRR"].mean(), "Pref.": int((prefs["preference"] == setup).sum()),
                 "Tie": int((prefs["preference"] == "tie").sum()) if setup == "tuned" else None,
                 **{f"p {m}@{k}": (p_values[m] if setup == "tuned" else None) for m in ("HR", "P", "MRR")},
             })
@@ -111,7 +111,8 @@ def table12(labels: StudyLabels, moves: list[str]) -> pd.DataFrame:
 def gold_marked_useful(labels: StudyLabels) -> pd.DataFrame:
     """How often annotators marked the gold sentence useful when it was in the top k (paper §5.3: 96.5%)."""
     gold = labels.candidates[labels.candidates["is_gold"]]
-    return (gold.groupby("setup")["useful"].agg(["size", "mean"]).rename(columns={"size": "gold shown", "mean": "marked useful"})
+    return (gold.groupby("setup")["useful"].agg(["size", "mean"]).rename(columns={"size": "gold shown",
+                                                                                  "mean": "marked useful"})
             .assign(**{"marked useful": lambda f: 100 * f["marked useful"]}).reset_index())
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 # --------------------------------------------------------------------------------------------
 # agreement statistics
 # --------------------------------------------------------------------------------------------
@@ -107,7 +106,8 @@ def human_panel_agreement(panel: pd.DataFrame) -> dict[str, float]:
     if not pairs:
         return {"panel_F1": float("nan"), "panel_Agr": float("nan")}
     scores = [agreement(panel[a], panel[b]) for a, b in pairs]
-    return {"panel_F1": float(np.mean([s.f1 for s in scores])), "panel_Agr": float(np.mean([s.percent_agreement for s in scores]))}
+    return {"panel_F1": float(np.mean([s.f1 for s in scores])),
+            "panel_Agr": float(np.mean([s.percent_agreement for s in scores]))}
 
 
 def rater_panel_agreement(panel: pd.DataFrame, rater: pd.Series) -> dict[str, float]:

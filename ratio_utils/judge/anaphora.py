@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
 # --------------------------------------------------------------------------------------------
 # anaphora analysis
 # --------------------------------------------------------------------------------------------
@@ -62,7 +61,8 @@ def anaphora_table(samples: dict, verdicts: pd.DataFrame | None) -> tuple[pd.Dat
     every retained prompt; `verdicts` None: nothing judged) `anaphora_analysis`; the paper's values. Returns the
     table, the table as shown (columns named by the pairs they count, p as text) and the judged/sampled coverage."""
     base = pd.DataFrame([
-        {"move": m.value, "sampled pairs": len(s), "share with anaphor %": 100 * s["marker_has_anaphor"].astype(bool).mean() if len(s) else np.nan}
+        {"move": m.value, "sampled pairs": len(s),
+         "share with anaphor %": 100 * s["marker_has_anaphor"].astype(bool).mean() if len(s) else np.nan}
         for m, s in samples.items()
     ])
     if verdicts is not None:
@@ -71,7 +71,8 @@ def anaphora_table(samples: dict, verdicts: pd.DataFrame | None) -> tuple[pd.Dat
         table = base.merge(anaphora_analysis(judged), on="move", how="left")
     else:
         table = base.reindex(columns=list(base.columns) + _STAT_COLUMNS)
-    for column in ["paper: share with anaphor %", "paper: accept with anaphor %", "paper: accept without anaphor %", "paper: odds ratio"]:
+    for column in ["paper: share with anaphor %", "paper: accept with anaphor %", "paper: accept without anaphor %",
+                   "paper: odds ratio"]:
         table[column] = table["move"].map(lambda m: PAPER_ANAPHORA.get(m, {}).get(column, np.nan))
     judged_n = table["n_with_anaphor"].astype(float) + table["n_without_anaphor"].astype(float)
     table.insert(table.columns.get_loc("n_with_anaphor"), "judged pairs", judged_n.astype("Int64"))
@@ -85,9 +86,10 @@ def anaphora_table(samples: dict, verdicts: pd.DataFrame | None) -> tuple[pd.Dat
 def anaphora_notes(coverage: str) -> list[str]:
     """The judge_anaphora table's notes: one denominator per column (with the judged/sampled coverage), the rule."""
     return [
-        "Denominators, one per column: 'sampled' columns are over the pairs drawn for the judge; 'judged' columns over "
-        "the sampled pairs with a usable verdict from both retained prompts"
-        + (f" ({coverage})" if coverage else "") + "; 'accepted' shares over the judged pairs with (without) an anaphor.",
+        "Denominators, one per column: 'sampled' columns are over the pairs drawn for the judge; 'judged' columns "
+        "over the sampled pairs with a usable verdict from both retained prompts"
+        + (f" ({coverage})" if coverage else "")
+        + "; 'accepted' shares over the judged pairs with (without) an anaphor.",
         "Acceptance = accepted by both retained prompts; pairs without a usable verdict are left out. "
         "Odds ratio and p from scipy.stats.fisher_exact. 'paper:' columns are the paper's values, not ours.",
     ]

@@ -145,7 +145,8 @@ def calibration_reference(labels: pd.DataFrame, move: Move, annotator: str | Non
     if annotator:
         part = part[part["annotator"] == annotator]
     elif len(annotators) > 1:
-        raise ValueError(f"{move.value}: calibration pairs were labelled by {annotators}; set judge.calibration_annotator")
+        raise ValueError(f"{move.value}: calibration pairs were labelled by {annotators}; "
+                         "set judge.calibration_annotator")
     return part.set_index("pair_id")["label"].astype("object")
 
 
@@ -162,5 +163,6 @@ def labelled_pairs(labels: pd.DataFrame, test_pairs: pd.DataFrame, move: Move, n
     frame = with_pair_columns(test_pairs)
     found = frame[frame["pair_id"].isin(ids)].drop_duplicates("pair_id")
     if len(found) < len(ids):
-        notes.append(f"{move.value}: {len(ids) - len(found)} labelled pair(s) are not in this test set and were not judged.")
+        notes.append(f"{move.value}: {len(ids) - len(found)} labelled pair(s) are not in this test set "
+                     "and were not judged.")
     return found

@@ -57,7 +57,8 @@ def with_pair_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """Add `pair_id` and `judge_text`; fill `marker_has_anaphor` from the marker if a release lacks it."""
     frame = frame.copy()
     frame["pair_id"] = pair_ids(frame)
-    frame["judge_text"] = [format_pair(q, m, g) for q, m, g in zip(frame.querySentence, paper_markers(frame), frame.goldSentence)]
+    frame["judge_text"] = [format_pair(q, m, g)
+                           for q, m, g in zip(frame.querySentence, paper_markers(frame), frame.goldSentence)]
     if "marker_has_anaphor" not in frame.columns:
         frame["marker_has_anaphor"] = frame["queryTerm"].map(has_explicit_anaphor)
     return frame
@@ -140,7 +141,8 @@ def sample_overview(test_pairs: dict[Move, pd.DataFrame], samples: dict[Move, pd
                     sizes: dict[str, int | list[int] | None]) -> pd.DataFrame:
     """Per move: test pairs and markers, the pairs sampled (per wave) and their markers, the share with an anaphor."""
     return pd.DataFrame([
-        {"move": m.value, "test pairs": len(test_pairs[m]), "markers": test_pairs[m]["queryTerm"].map(normalize_marker).nunique(),
+        {"move": m.value, "test pairs": len(test_pairs[m]),
+         "markers": test_pairs[m]["queryTerm"].map(normalize_marker).nunique(),
          "sampled": len(s), "markers sampled": s["queryTerm"].map(normalize_marker).nunique(),
          "with anaphor %": 100 * s["marker_has_anaphor"].astype(bool).mean() if len(s) else np.nan,
          "sample size (param)": sizes.get(m.value) or "all",
@@ -154,5 +156,6 @@ def first_wave(sample: pd.DataFrame, move: Move) -> pd.DataFrame:
     stay valid as waves are added); the whole sample when it has one wave."""
     if sample["wave"].max() <= 1:
         return sample
-    print(f"{move.value}: annotation sheets from wave 1 of the nested sample ({int((sample['wave'] == 1).sum())} pairs)")
+    print(f"{move.value}: annotation sheets from wave 1 of the nested sample "
+          f"({int((sample['wave'] == 1).sum())} pairs)")
     return sample[sample["wave"] == 1]

@@ -89,7 +89,8 @@ def silver_summary(test_pairs: dict[Move, pd.DataFrame], samples: dict[Move, pd.
             row["judged"] = int(part[[f"accept[{p}]" for p in retained[move]]].notna().all(axis=1).sum())
             for p in retained[move]:
                 # over the pairs this prompt judged (replay misses and errors left out)
-                row[f"accepted by prompt {retained[move].index(p) + 1} %"] = 100 * part[f"accept[{p}]"].astype("boolean").mean()
+                row[f"accepted by prompt {retained[move].index(p) + 1} %"] = (
+                    100 * part[f"accept[{p}]"].astype("boolean").mean())
             row["no verdict"] = int(part["accepted"].isna().sum())
             row["replay misses"] = replay_misses.get(move.value, 0)
             row["silver"] = int(part["accepted"].fillna(False).astype(bool).sum())
@@ -118,7 +119,8 @@ def write_silver(benchmark_dir: Path, test_pairs: dict[Move, pd.DataFrame], verd
     for move in MOVES:
         accepted = set(accepted_ids(verdicts, move))
         silver = test_pairs[move].loc[pair_ids(test_pairs[move]).isin(accepted)]
-        write_pairs(with_release_columns(silver.drop_duplicates(["query_id", "gold_id"])), benchmark_dir, move, Split.SILVER)
+        write_pairs(with_release_columns(silver.drop_duplicates(["query_id", "gold_id"])), benchmark_dir, move,
+                    Split.SILVER)
     write_silver_source(benchmark_dir, source)
 
 
@@ -146,7 +148,8 @@ def judge_label_source(verdicts: pd.DataFrame, judgements: pd.DataFrame, retaine
                                     for m in MOVES},
         "silver pairs": {m.value: len(accepted_ids(verdicts, m)) for m in MOVES},
     }
-    return LabelSource(role="judge", configured=configured, answered_by=tuple(sorted(set(judgements["answered_by"].dropna()))),
+    return LabelSource(role="judge", configured=configured,
+                       answered_by=tuple(sorted(set(judgements["answered_by"].dropna()))),
                        replayed_from=REPLAYED_FROM if replayed else None, detail=detail)
 
 
@@ -156,12 +159,14 @@ def provenance_notes(judgements: pd.DataFrame, configured: str, replayed: bool, 
     notes = []
     answered = sorted(set(judgements["answered_by"].dropna()))
     if not dry_run and answered:
-        where = f"answers replayed from {REPLAYED_FROM}" if replayed else "answers from the endpoint or the response cache"
+        where = (f"answers replayed from {REPLAYED_FROM}" if replayed
+                 else "answers from the endpoint or the response cache")
         notes.append(f"judge: {configured} configured; {where}, produced by {', '.join(answered)}.")
     misses = judgements[judgements["replay_miss"]]
     if len(misses):
         per_move = misses.groupby("move")["pair_id"].agg(["size", "nunique"])
-        detail = "; ".join(f"{m}: {int(r['size'])} request(s), {int(r['nunique'])} pair(s)" for m, r in per_move.iterrows())
+        detail = "; ".join(f"{m}: {int(r['size'])} request(s), {int(r['nunique'])} pair(s)"
+                           for m, r in per_move.iterrows())
         notes.append(f"Partial replay: {len(misses)} of {len(judgements)} judge request(s) have no recorded "
                      f"response ({detail}); a pair with a missing verdict is not silver (replay_miss in "
                      "judgements.parquet names them).")
@@ -174,8 +179,8 @@ def no_judge_note(why: str, labels_dir: Path | None = None) -> str:
             "written (later stages use the unfiltered test set).")
     if labels_dir is None:
         return note
-    return (note + " To run for real, set llm.base_url and llm.model, export the key named by llm.api_key_env (default "
-            f"OPENAI_API_KEY), keep llm.mode: batch, and put label files in {labels_dir}.")
+    return (note + " To run for real, set llm.base_url and llm.model, export the key named by llm.api_key_env "
+            f"(default OPENAI_API_KEY), keep llm.mode: batch, and put label files in {labels_dir}.")
 
 
 def unanswered_note(verdicts: pd.DataFrame, request_files: str | None) -> str | None:

@@ -21,7 +21,8 @@ from .labels import _FALSE, _TRUE
 
 
 def judge_requests(pairs: pd.DataFrame, prompt: PromptFile, model: str, params: JudgeParams) -> list[ChatRequest]:
-    extra = {k: v for k, v in (("reasoning_effort", params.reasoning_effort), ("verbosity", params.verbosity)) if v is not None}
+    extra = {k: v for k, v in (("reasoning_effort", params.reasoning_effort), ("verbosity", params.verbosity))
+             if v is not None}
     extra.update(params.extra)
     meta = {"prompt": prompt.label, "prompt_file": _relative(prompt.path), "prompt_sha256": prompt.sha256,
             "prompt_version": prompt.version, "move": prompt.move.value}
@@ -53,7 +54,8 @@ def parse_verdict(result: ChatResult) -> tuple[bool | None, str | None, str | No
 
 def judge_plan(pairs_by_move: dict[Move, pd.DataFrame], prompts: dict[Move, list[PromptFile]], model: str,
                params: JudgeParams) -> tuple[list[tuple[str, str, PromptFile]], list[ChatRequest]]:
-    """The judge's requests for every (pair, prompt), move by move, prompt by prompt, and their (move, pair, prompt)."""
+    """The judge's requests for every (pair, prompt), move by move, prompt by prompt, and their (move, pair,
+    prompt)."""
     requests: list[ChatRequest] = []
     keys: list[tuple[str, str, PromptFile]] = []
     for move, frame in pairs_by_move.items():
@@ -119,19 +121,22 @@ def select_prompts(judgements: pd.DataFrame, calibration: pd.Series, move: Move,
     verdicts = verdict_matrix(judgements, move)
     rows = []
     for prompt in verdicts.columns:
-        stats = single_annotator_agreement(calibration, verdicts[prompt].astype("object").where(verdicts[prompt].notna(), None))
+        stats = single_annotator_agreement(calibration,
+                                           verdicts[prompt].astype("object").where(verdicts[prompt].notna(), None))
         rows.append({"move": move.value, "prompt": prompt, **stats})
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    table = table.sort_values(["single_F1", "single_kappa", "prompt"], ascending=[False, False, True], na_position="last")
+    table = table.sort_values(["single_F1", "single_kappa", "prompt"], ascending=[False, False, True],
+                              na_position="last")
     # a prompt without a usable F1 (no answers) is never retained
     table["retained"] = [i < n_keep and pd.notna(f1) for i, f1 in enumerate(table["single_F1"])]
     return table.reset_index(drop=True)
 
 
 FIXED_IN_PARAMS = "fixed in params (judge.retained)"  # a prompt used without selection by calibration F1
-SELECTION_COLUMNS = ["move", "prompt", "retained", "single_P", "single_R", "single_F1", "single_kappa", "single_Agr", "n_single"]
+SELECTION_COLUMNS = ["move", "prompt", "retained", "single_P", "single_R", "single_F1", "single_kappa", "single_Agr",
+                     "n_single"]
 
 
 def fixed_prompts(retained: dict[str, list[str]], prompts: dict[Move, list[PromptFile]]) -> dict[Move, list[str]]:
@@ -191,7 +196,8 @@ def silver_verdicts(judgements: pd.DataFrame, samples: dict[Move, pd.DataFrame],
         if unanswered:
             accepted = accepted.where(~accepted.index.isin(unanswered), pd.NA)
         frame = samples[move].set_index("pair_id")
-        frame = frame.assign(move=move.value, **{f"accept[{p}]": verdicts[p] for p in retained[move]}, accepted=accepted)
+        frame = frame.assign(move=move.value, **{f"accept[{p}]": verdicts[p] for p in retained[move]},
+                             accepted=accepted)
         if unanswered:
             frame["unanswered"] = frame.index.isin(unanswered)
         rows.append(frame.reset_index())

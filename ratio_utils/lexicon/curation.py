@@ -140,7 +140,8 @@ def sample_review_pairs(sentences: "pl.DataFrame | pl.LazyFrame | list[pl.LazyFr
     kept: pl.DataFrame | None = None
     for part in parts:
         pairs = _opening_pairs(part.lazy(), spans, max_words)
-        kept = owned_copy(_lowest_draws(pairs if kept is None else pl.concat([kept, pairs.select(kept.columns)]), k, seed))
+        kept = owned_copy(_lowest_draws(pairs if kept is None else pl.concat([kept, pairs.select(kept.columns)]),
+                                        k, seed))
     if kept is None:
         raise ValueError("sample_review_pairs: no sentence table or part given")
     return kept.with_columns(_draw(seed).rank("ordinal").over(SPAN).alias("pair_no"))
@@ -169,11 +170,13 @@ def _opening_pairs(sentences: pl.LazyFrame, spans: list[str], max_words: int) ->
         .select(*keys[:2], (pl.col("sent") - 1).alias("sent"), pl.col("text_clean").alias("second"), SPAN)
     )
     firsts = sentences.select(*keys, pl.col("text_clean").alias("first"))
-    return firsts.join(seconds, on=keys, how="inner").select(*keys, "first", "second", SPAN).collect(engine="streaming")
+    return (firsts.join(seconds, on=keys, how="inner").select(*keys, "first", "second", SPAN)
+            .collect(engine="streaming"))
 
 
 def _draw(seed: int) -> pl.Expr:
-    key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)], separator="|")
+    key = pl.concat_str([pl.col("paper_id"), pl.col("para").cast(pl.Utf8), pl.col("sent").cast(pl.Utf8)],
+                        separator="|")
     return key.hash(seed=seed)
 
 
@@ -258,7 +261,8 @@ def span_status(top: pl.DataFrame, lexicon: pd.DataFrame) -> pd.DataFrame:
                 if extension_of(span, c.marker, max_words=99) is not None:
                     status, via = (c.move if c.kind == "move" else c.kind), f"extends '{c.marker}'"
                     break
-        rows.append({"rank": rank, SPAN: span, "count": count, "status": status, "via": via, "also_in_lexicon": span in all_markers})
+        rows.append({"rank": rank, SPAN: span, "count": count, "status": status, "via": via,
+                     "also_in_lexicon": span in all_markers})
     return pd.DataFrame(rows)
 
 
@@ -303,7 +307,8 @@ def connective_extensions(span_counts: pl.DataFrame, connectives: pd.DataFrame, 
         for span, count in zip(candidates[SPAN], candidates["count"]):
             extra = extension_of(span, c.marker, max_words)
             if extra is not None:
-                rows.append({"connective": c.marker, "kind": c.kind, "move": c.move, "extension": extra, SPAN: span, "count": int(count)})
+                rows.append({"connective": c.marker, "kind": c.kind, "move": c.move, "extension": extra, SPAN: span,
+                             "count": int(count)})
     frame = pd.DataFrame(rows, columns=["connective", "kind", "move", "extension", SPAN, "count"])
     return frame.sort_values(["connective", "count", SPAN], ascending=[True, False, True]).reset_index(drop=True)
 

@@ -132,7 +132,8 @@ def parse_generated(parsed: dict | None) -> list[str]:
 
 
 def collect_candidates(requests: list[Any], results: list[Any]) -> tuple[pd.DataFrame, int]:
-    """Candidates from one round's results (marker, move, subcategory, model, round) and the count of failed answers."""
+    """Candidates from one round's results (marker, move, subcategory, model, round) and the count of failed
+    answers."""
     by_id = {r.custom_id: r for r in requests}
     rows, failed = [], 0
     for result in results:
@@ -251,22 +252,25 @@ def reconcile_with_paper(counts: pd.DataFrame) -> pd.DataFrame:
     were seeded with template phrases, Appendix A). Address + Broaden − 257 gives the paper's count.
     """
     by_group = counts.set_index("group")
-    address = int(by_group.loc[MOVE_TO_GROUP[Move.ADDRESS], "rows"]) if MOVE_TO_GROUP[Move.ADDRESS] in by_group.index else 0
-    broaden = int(by_group.loc[MOVE_TO_GROUP[Move.BROADEN], "rows"]) if MOVE_TO_GROUP[Move.BROADEN] in by_group.index else 0
+    address = (int(by_group.loc[MOVE_TO_GROUP[Move.ADDRESS], "rows"]) if MOVE_TO_GROUP[Move.ADDRESS] in by_group.index
+               else 0)
+    broaden = (int(by_group.loc[MOVE_TO_GROUP[Move.BROADEN], "rows"]) if MOVE_TO_GROUP[Move.BROADEN] in by_group.index
+               else 0)
     total = by_group.loc["total"]
     kept = address + broaden - PAPER_PATTERN_NEW[Move.ADDRESS]
     return pd.DataFrame(
         [
             {"label": "STRONG-TRUE (kept)", "paper": PAPER_LLM_LABELS["STRONG-TRUE"], "file": kept,
              "how the file number is made up": f"LLM rows of Address ({address}) + Broaden ({broaden}) − the paper's "
-             f"{PAPER_PATTERN_NEW[Move.ADDRESS]} Address pattern markers filed as LLMgenerated; the file's STRONG-TRUE "
-             f"labels number {int(total['STRONG-TRUE'])} (Broaden rows carry no label)"},
+             f"{PAPER_PATTERN_NEW[Move.ADDRESS]} Address pattern markers filed as LLMgenerated; the file's "
+             f"STRONG-TRUE labels number {int(total['STRONG-TRUE'])} (Broaden rows carry no label)"},
             {"label": "WEAK-TRUE", "paper": PAPER_LLM_LABELS["WEAK-TRUE"], "file": int(total["WEAK-TRUE"]),
              "how the file number is made up": "WEAK-TRUE labels of LLM rows (all in BLACKLIST)"},
             {"label": "FALSE", "paper": PAPER_LLM_LABELS["FALSE"], "file": int(total["FALSE"]),
              "how the file number is made up": "FALSE labels of LLM rows (BLACKLIST and common_irrelevant)"},
             {"label": "no label", "paper": 0, "file": int(total["unlabelled"]),
-             "how the file number is made up": "LLM rows without a strength: the Broaden rows and some BLACKLIST rows"},
+             "how the file number is made up": "LLM rows without a strength: the Broaden rows and some BLACKLIST "
+             "rows"},
         ]
     )
 

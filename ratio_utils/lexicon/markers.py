@@ -12,8 +12,8 @@ Also here: the reviewers' decision rule of manual curation (paper §4.1, Appendi
 Decisions taken on the released file (each counted in the report, none silent):
 - `query_type` "manual`" is a typo of "manual" (one row); read as manual and listed.
 - A phrase with a clause after an inner comma (`to address these limitations, we propose`, 1,155
-  rows, nearly all LLM-generated) keeps the whole phrase as its marker, as `schema.normalize_marker` gives it. Cutting it
-  at the comma would be the paper's notion of an opener (§4.1: the comma separates the marker from
+  rows, nearly all LLM-generated) keeps the whole phrase as its marker, as `schema.normalize_marker` gives it.
+  Cutting it at the comma would be the paper's notion of an opener (§4.1: the comma separates the marker from
   the content), but here the clause is what makes the phrase a marker: the part before the comma is
   often a phrase the experts rejected (`for this reason,`, `to this end,` are BLACKLIST rows while
   `for this reason, we propose` is a strong-true Address row), so cutting would turn rejected
@@ -77,7 +77,8 @@ KIND_PRECEDENCE = (MarkerKind.MOVE, MarkerKind.DISTRACTOR, MarkerKind.REJECTED)
 # with its own subject (`we propose`, `the same result holds for`), i.e. sentence content.
 CLAUSE_SUBJECTS = frozenset({"we", "i", "they", "it", "this", "these", "that", "those", "the", "our", "such", "one"})
 
-# The paper's figures (§4.1, Appendix A), for side-by-side comparison, from their one home (ratio_utils/paper_values.toml).
+# The paper's figures (§4.1, Appendix A), for side-by-side comparison, from their one home
+# (ratio_utils/paper_values.toml).
 _PAPER = paper_section("lexicon")
 PAPER_MANUAL = {Move(move): n for move, n in _PAPER["manual_markers"].items()}
 PAPER_LLM_LABELS = dict(_PAPER["llm_labels"])
@@ -118,7 +119,8 @@ def released_lexicon_path(cfg: Config, params: LexiconParams | None = None, pinn
 
     pinned = pinned or PinnedFile.load()
     # download_file reuses a verified local copy and keeps nothing whose SHA-256 differs from the pin.
-    return download_file(pinned.url, cfg.paths.downloads / "lexicon" / pinned.name, expected=Checksums(sha256=pinned.sha256)).path
+    return download_file(pinned.url, cfg.paths.downloads / "lexicon" / pinned.name,
+                         expected=Checksums(sha256=pinned.sha256)).path
 
 
 # --- reading and validating -------------------------------------------------------------------
@@ -195,7 +197,8 @@ def read_released_lexicon(path: "str | Path") -> tuple[list[LexiconRow], dict[st
         for record in reader:
             line = reader.line_num
             if None in record:  # more fields than the header names
-                raise InputError(path, f"row has {len(header) + len(record[None])} fields, header has {len(header)}", line)
+                raise InputError(path, f"row has {len(header) + len(record[None])} fields, header has {len(header)}",
+                                 line)
             raw = record["word"] or ""
             marker = normalize_marker(raw)
             if not marker:
@@ -205,7 +208,8 @@ def read_released_lexicon(path: "str | Path") -> tuple[list[LexiconRow], dict[st
                 raise InputError(path, f"unknown group {group!r}; known groups: {list(KNOWN_GROUPS)}", line)
             query_type = (record["query_type"] or "").strip()
             if query_type in QUERY_TYPE_TYPOS:
-                findings["query_type_typos"].append({"line": line, "value": query_type, "read_as": QUERY_TYPE_TYPOS[query_type]})
+                findings["query_type_typos"].append({"line": line, "value": query_type,
+                                                     "read_as": QUERY_TYPE_TYPOS[query_type]})
                 query_type = QUERY_TYPE_TYPOS[query_type]
             if query_type not in QUERY_TYPE_TO_SOURCE:
                 raise InputError(path, f"unknown query_type {query_type!r}; known: {list(QUERY_TYPE_TO_SOURCE)}", line)
@@ -221,14 +225,16 @@ def read_released_lexicon(path: "str | Path") -> tuple[list[LexiconRow], dict[st
                 first_line, first_group = seen_raw[key]
                 if first_group != group:
                     raise InputError(
-                        path, f"phrase {key!r} repeats line {first_line} with group {group!r} instead of {first_group!r}", line
+                        path, f"phrase {key!r} repeats line {first_line} with group {group!r} instead of "
+                        f"{first_group!r}", line
                     )
                 findings["exact_duplicates"].append({"line": line, "first_line": first_line, "raw": key})
                 continue
             seen_raw[key] = (line, group)
             opener, clause = split_trailing_clause(marker)
             if clause is not None:
-                findings["trailing_clauses"].append({"line": line, "raw": raw, "opener": opener, "clause": clause, "group": group})
+                findings["trailing_clauses"].append({"line": line, "raw": raw, "opener": opener, "clause": clause,
+                                                     "group": group})
             rows.append(
                 LexiconRow(
                     line=line,
@@ -287,7 +293,8 @@ def build_lexicon(rows: list[LexiconRow], path: "str | Path") -> Lexicon:
                 raise InputError(
                     path,
                     f"marker {marker!r} is in {len(groups)} {kind.value} groups ({where}); "
-                    f"the {kind.value} lexicons must be disjoint after normalisation (first seen at line {first.line})",
+                    f"the {kind.value} lexicons must be disjoint after normalisation "
+                    f"(first seen at line {first.line})",
                     second.line,
                 )
         others = [r for r in group_rows[1:] if r.group != best.group]
@@ -296,7 +303,8 @@ def build_lexicon(rows: list[LexiconRow], path: "str | Path") -> Lexicon:
                 {
                     "marker": marker,
                     "kept": {"line": best.line, "raw": best.raw, "group": best.group, "kind": best.kind.value},
-                    "overridden": [{"line": r.line, "raw": r.raw, "group": r.group, "kind": r.kind.value} for r in others],
+                    "overridden": [{"line": r.line, "raw": r.raw, "group": r.group, "kind": r.kind.value}
+                                   for r in others],
                     "type": f"{best.kind.value}_vs_" + "+".join(sorted({r.kind.value for r in others})),
                 }
             )
@@ -337,7 +345,8 @@ def load_released_csv(path: "str | Path") -> Lexicon:
         "move_rows_in_file": sum(r.kind is MarkerKind.MOVE for r in rows),
         "by_kind": frame["kind"].value_counts().to_dict(),
         "by_move_and_source": {
-            f"{m}/{s}": int(n) for (m, s), n in frame[frame["kind"] == "move"].groupby(["move", "source"]).size().items()
+            f"{m}/{s}": int(n)
+            for (m, s), n in frame[frame["kind"] == "move"].groupby(["move", "source"]).size().items()
         },
         "extendable_connectives": frame.loc[frame["extendable"], "marker"].tolist(),
         "query_type_typos": findings["query_type_typos"],
@@ -380,7 +389,8 @@ def conflict_table(lexicon: Lexicon) -> pd.DataFrame:
             {
                 "marker": c["marker"],
                 "kept": f"{c['kept']['group']} (line {c['kept']['line']})",
-                "overridden": "; ".join(f"{o['group']} (line {o['line']}: {o['raw'].strip()!r})" for o in c["overridden"]),
+                "overridden": "; ".join(f"{o['group']} (line {o['line']}: {o['raw'].strip()!r})"
+                                        for o in c["overridden"]),
                 "type": c["type"],
             }
         )
@@ -510,10 +520,12 @@ def table4(lexicon: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataF
         joined = used.merge(moves_lex[["marker", "move"]], on="marker", how="left", suffixes=("", "_lexicon"))
         unknown = joined[joined["move_lexicon"].isna()]
         if len(unknown):
-            raise ValueError(f"{len(unknown)} pair marker(s) are not move markers of the lexicon, e.g. {unknown['marker'].head(5).tolist()}")
+            raise ValueError(f"{len(unknown)} pair marker(s) are not move markers of the lexicon, e.g. "
+                             f"{unknown['marker'].head(5).tolist()}")
         wrong = joined[joined["move"] != joined["move_lexicon"]]
         if len(wrong):
-            raise ValueError(f"{len(wrong)} pair marker(s) carry a move other than the lexicon's, e.g. {wrong.head(3).to_dict('records')}")
+            raise ValueError(f"{len(wrong)} pair marker(s) carry a move other than the lexicon's, e.g. "
+                             f"{wrong.head(3).to_dict('records')}")
         occurring = set(used["marker"])
     rows = []
     for source in [s.value for s in SOURCE_PRECEDENCE] + ["total"]:
@@ -542,21 +554,24 @@ def table4_notes(table: pd.DataFrame) -> list[str]:
     rest of the gap is rows merged here because they repeat a marker up to case or a trailing comma.
     """
     by_source = table.set_index("source")
-    llm, pattern = by_source.loc[SOURCE_LABELS[MarkerSource.LLM.value]], by_source.loc[SOURCE_LABELS[MarkerSource.PATTERN.value]]
+    llm, pattern = (by_source.loc[SOURCE_LABELS[MarkerSource.LLM.value]],
+                    by_source.loc[SOURCE_LABELS[MarkerSource.PATTERN.value]])
     ours_llm, ours_pattern = int(llm["total_lexicon"]), int(pattern["total_lexicon"])
     paper_llm, paper_pattern = PAPER_LEXICON_BY_SOURCE["llm"], PAPER_LEXICON_BY_SOURCE["pattern"]
     address_pattern = PAPER_PATTERN_NEW[Move.ADDRESS]
     together, paper_together = ours_llm + ours_pattern, paper_llm + paper_pattern
     return [
-        f"LLM generation {ours_llm:,} vs the paper's {paper_llm:,}, pattern expansion {ours_pattern:,} vs {paper_pattern:,}: "
-        f"the released file files the paper's {address_pattern} Address pattern markers as LLM-generated (it has no "
-        f"Address pattern rows), so they sit in our LLM row ({ours_llm:,} - {address_pattern} = {ours_llm - address_pattern:,}) "
-        f"and our pattern row holds Broaden's {int(pattern['broaden_lexicon'])} only (the paper: {address_pattern} Address + "
+        f"LLM generation {ours_llm:,} vs the paper's {paper_llm:,}, pattern expansion {ours_pattern:,} vs "
+        f"{paper_pattern:,}: the released file files the paper's {address_pattern} Address pattern markers as "
+        f"LLM-generated (it has no Address pattern rows), so they sit in our LLM row ({ours_llm:,} - "
+        f"{address_pattern} = {ours_llm - address_pattern:,}) and our pattern row holds Broaden's "
+        f"{int(pattern['broaden_lexicon'])} only (the paper: {address_pattern} Address + "
         f"{PAPER_PATTERN_NEW[Move.BROADEN]} Broaden).",
-        f"LLM + pattern together: {together:,} here vs {paper_together:,} in the paper; the {paper_together - together:,} "
+        f"LLM + pattern together: {together:,} here vs {paper_together:,} in the paper; the "
+        f"{paper_together - together:,} "
         "missing are released rows that repeat a marker up to case or a trailing comma and are merged into one marker "
-        "here (tables/table4_lexicon notes). tables/llm_marker_labels rebuilds the paper's 3,779 strong-true LLM markers "
-        "from the file's rows; tables/pattern_regeneration shows which pattern rows our templates regenerate.",
+        "here (tables/table4_lexicon notes). tables/llm_marker_labels rebuilds the paper's 3,779 strong-true LLM "
+        "markers from the file's rows; tables/pattern_regeneration shows which pattern rows our templates regenerate.",
     ]
 
 
@@ -568,24 +583,28 @@ def manual_count_notes(table: pd.DataFrame, released_rows: pd.DataFrame) -> list
     """
     by_source = table.set_index("source")
     manual = by_source.loc[SOURCE_LABELS[MarkerSource.MANUAL.value]]
-    extendable = by_source.loc[SOURCE_LABELS[MarkerSource.EXTENDABLE.value]] if SOURCE_LABELS[MarkerSource.EXTENDABLE.value] in by_source.index else None
+    extendable = (by_source.loc[SOURCE_LABELS[MarkerSource.EXTENDABLE.value]]
+                  if SOURCE_LABELS[MarkerSource.EXTENDABLE.value] in by_source.index else None)
     notes = []
     for move, paper in PAPER_MANUAL.items():
         ours = int(manual[f"{move.value}_lexicon"])
         if ours == paper:
             continue
-        rows = released_rows[(released_rows["move"] == move.value) & (released_rows["source"] == MarkerSource.MANUAL.value)]
+        rows = released_rows[(released_rows["move"] == move.value)
+                             & (released_rows["source"] == MarkerSource.MANUAL.value)]
         distinct = rows["marker"].nunique()
         n_extendable = 0 if extendable is None else int(extendable[f"{move.value}_lexicon"])
         reason = (f"the released file has {len(rows)} {move.value.capitalize()} rows with query_type manual, "
                   f"{distinct} distinct markers after normalisation")
         if distinct == ours:
             reason += (f": the release itself holds {ours}, so the {abs(paper - ours)} "
-                       f"{'missing are not in it' if ours < paper else 'extra are in it'} (nothing is lost or added here)")
+                       f"{'missing are not in it' if ours < paper else 'extra are in it'} (nothing is lost or added "
+                       "here)")
             if n_extendable and ours < paper:
                 short = paper - ours - n_extendable
-                reason += (f" (with its {n_extendable} {move.value.capitalize()} extendable connectives, counted in their own "
-                           f"row, {ours + n_extendable} is still {short} {'short of' if short > 0 else 'beyond'} {paper})"
+                reason += (f" (with its {n_extendable} {move.value.capitalize()} extendable connectives, counted in "
+                           f"their own row, {ours + n_extendable} is still {short} "
+                           f"{'short of' if short > 0 else 'beyond'} {paper})"
                            if short else f" (the paper may count its {n_extendable} extendable connectives as manual)")
         notes.append(f"Manual curation {move.value.capitalize()}: {ours} here vs the paper's {paper}: {reason}.")
     return notes
@@ -594,14 +613,16 @@ def manual_count_notes(table: pd.DataFrame, released_rows: pd.DataFrame) -> list
 def read_released_csv_rows(path: "str | Path") -> pd.DataFrame:
     """The released file's rows as read (validated), with line numbers, for per-row comparisons."""
     rows, _ = read_released_lexicon(path)
-    return pd.DataFrame([dataclasses.asdict(r) | {"kind": r.kind.value, "move": r.move.value if r.move else None} for r in rows])
+    return pd.DataFrame([dataclasses.asdict(r) | {"kind": r.kind.value, "move": r.move.value if r.move else None}
+                         for r in rows])
 
 
 def read_artefact(path: "str | Path") -> Lexicon:
     """The artefact and its report, as `write_lexicon` left them."""
     path = Path(path)
     if not path.exists():  # e.g. outputs of a run from before the curated lexicon had its own file
-        raise FileNotFoundError(f"{path}: no lexicon artefact; notebook 01 writes the curated lexicon, 04 the final one")
+        raise FileNotFoundError(f"{path}: no lexicon artefact; notebook 01 writes the curated lexicon, 04 the final "
+                                "one")
     report_path = path.with_name(f"{path.stem}.report.json")
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
     return Lexicon(frame=read_artefact_frame(path), report=report)
@@ -618,7 +639,8 @@ def report_summary(lexicon: Lexicon) -> pd.DataFrame:
         ("markers by kind", r.get("by_kind")),
         ("move markers by move/source", r.get("by_move_and_source")),
         ("extendable connectives", len(r.get("extendable_connectives", []))),
-        ("query_type typos read as 'manual'", [f"line {t['line']}: {t['value']!r}" for t in r.get("query_type_typos", [])]),
+        ("query_type typos read as 'manual'",
+         [f"line {t['line']}: {t['value']!r}" for t in r.get("query_type_typos", [])]),
         ("exact duplicate rows dropped", len(r.get("exact_duplicate_rows", []))),
         ("rows folded into a marker of another row", r.get("rows_merged_into_another")),
         ("rows with a clause after an inner comma (kept whole)", r.get("trailing_clause_rows")),

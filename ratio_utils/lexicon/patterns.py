@@ -31,7 +31,8 @@ from ..schema import Move, normalize_marker
 DEMONSTRATIVES = {"sg": ("this", "that"), "pl": ("these", "those")}
 AGREE = {"sg": "VBZ", "pl": "VBP"}
 NOUN_TAG = {"sg": "NN", "pl": "NNS"}
-_TOKEN = re.compile(r"\[(?P<slot>[a-z_]+)(?::(?P<tag>[A-Z]+))?\]|\((?P<opt>[^()]*)\)|\{(?P<alt>[^{}]*)\}|(?P<word>[^\s\[\](){}]+)")
+_TOKEN = re.compile(r"\[(?P<slot>[a-z_]+)(?::(?P<tag>[A-Z]+))?\]|\((?P<opt>[^()]*)\)|"
+                    r"\{(?P<alt>[^{}]*)\}|(?P<word>[^\s\[\](){}]+)")
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def compare_with_released(expanded: pd.DataFrame, released: pd.DataFrame) -> pd.
     rows = []
     for (source, group), part in released.groupby(["source", "group"]):
         source = getattr(source, "value", source)
-        if source != "pattern" and not (source == "llm" and group in ("Solving_problems_improvements_mitigation", "more_generally")):
+        if source != "pattern" and not (source == "llm"
+                                        and group in ("Solving_problems_improvements_mitigation", "more_generally")):
             continue
         markers = set(part["marker"])
         hit = markers & ours
@@ -236,7 +238,8 @@ def compare_with_released(expanded: pd.DataFrame, released: pd.DataFrame) -> pd.
     return pd.DataFrame(rows)
 
 
-def table3(templates: TemplateSet, expanded: pd.DataFrame, released_markers: set[str], examples: int = 3) -> pd.DataFrame:
+def table3(templates: TemplateSet, expanded: pd.DataFrame, released_markers: set[str],
+           examples: int = 3) -> pd.DataFrame:
     """Table 3: each template, how many phrases it yields, examples, and how many the released file has."""
     rows = []
     for template in templates.templates:
@@ -263,12 +266,14 @@ def grammar_requests(phrases: list[str], model: str, batch_size: int, prompt: st
         batch = phrases[start : start + batch_size]
         user = json.dumps({"phrases": batch}, ensure_ascii=False)
         requests.append(ChatRequest(custom_id=f"grammar-{start // batch_size:05d}", model=model,
-                                    messages=[{"role": "system", "content": prompt}, {"role": "user", "content": user}],
+                                    messages=[{"role": "system", "content": prompt},
+                                              {"role": "user", "content": user}],
                                     response_format_json=True, extra={}))
     return requests
 
 
-def grammar_filter(client: Any, expanded: pd.DataFrame, model: str, batch_size: int) -> tuple[pd.DataFrame, dict[str, bool]]:
+def grammar_filter(client: Any, expanded: pd.DataFrame, model: str,
+                   batch_size: int) -> tuple[pd.DataFrame, dict[str, bool]]:
     """Ask the LLM which expanded markers are grammatical: (the rows judged grammatical, every verdict)."""
     prompt = GRAMMAR_PROMPT.read_text(encoding="utf-8")
     phrases = expanded["marker"].tolist()

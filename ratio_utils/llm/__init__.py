@@ -18,18 +18,19 @@ with an error result that says so and counting the misses in the run's report.
 The API key is read from the environment, sent only in the Authorization header, and scrubbed from
 every message this module writes or raises.
 
-Modules: `types` (requests, results, errors, the request hash; the settings are `param_sections.LLMSettings`), `prompts` (prompt files: YAML header + system message), `store` (response parsing,
-the on-disk cache and replay sources), `batch` (the Batch API path: files, upload, polling,
-resubmission), `client` (`LLMClient`: the one entry point `run`, sync path, budget, accounting).
+Modules: `types` (requests, results, errors, the request hash; the settings are `param_sections.LLMSettings`),
+`prompts` (prompt files: YAML header + system message), `store` (response parsing, the on-disk cache and replay
+sources), `batch` (the Batch API path: files, upload, polling, resubmission), `client` (`LLMClient`: the one entry
+point `run`, sync path, budget, accounting).
 """
 
 from __future__ import annotations
 
+from ..param_sections import LLM_MODES, LLMSettings
 from .batch import CHAT_ENDPOINT
 from .client import LLMClient
-from .store import ResponseStore, result_from_response
-from ..param_sections import LLM_MODES, LLMSettings
 from .prompts import PromptFile, load_prompts, prompt_table, read_prompt
+from .store import ResponseStore, result_from_response
 from .types import (
     REPLAY_MISS_ERROR,
     BatchTimeout,

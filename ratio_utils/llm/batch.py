@@ -52,8 +52,10 @@ class BatchMixin:
         for line in lines:
             n = len(line.encode("utf-8")) + 1
             if n > self.settings.batch_max_bytes:
-                raise LLMError(f"one batch request line is {n} bytes, over llm.batch_max_bytes={self.settings.batch_max_bytes}")
-            if current and (len(current) >= self.settings.batch_max_requests or size + n > self.settings.batch_max_bytes):
+                raise LLMError(f"one batch request line is {n} bytes, "
+                               f"over llm.batch_max_bytes={self.settings.batch_max_bytes}")
+            if current and (len(current) >= self.settings.batch_max_requests
+                            or size + n > self.settings.batch_max_bytes):
                 chunks.append(current)
                 current, size = [], 0
             current.append(line)
@@ -80,7 +82,8 @@ class BatchMixin:
             paths = self._write_batch_files(job, 0, [requests[i] for i in pending])
             print(f"[llm] dry run: {len(pending)} request(s) written to {len(paths)} file(s) in {job}; nothing sent")
             for i in pending:
-                results[i] = ChatResult(requests[i].custom_id, None, None, f"dry run: not sent (request files in {job})", {}, False, hashes[i])
+                results[i] = ChatResult(requests[i].custom_id, None, None,
+                                        f"dry run: not sent (request files in {job})", {}, False, hashes[i])
             return
         remaining = list(pending)
         max_rounds = self.settings.batch_max_resubmits + 1
@@ -98,7 +101,8 @@ class BatchMixin:
                 round_requests = [requests[i] for i in remaining]
                 entries = []
                 for path in self._write_batch_files(job, round_no, round_requests):
-                    ids = [json.loads(line)["custom_id"] for line in path.read_text(encoding="utf-8").splitlines() if line]
+                    ids = [json.loads(line)["custom_id"]
+                           for line in path.read_text(encoding="utf-8").splitlines() if line]
                     entries.append({"input": path.name, "custom_ids": ids})
                 state["rounds"].append(entries)
                 write_json_atomic(state_path, state)
@@ -120,7 +124,8 @@ class BatchMixin:
                 if results[i] is None or (not results[i].ok and requests[i].custom_id in errors):
                     failed.append(i)
                     results[i] = ChatResult(requests[i].custom_id, None, None,
-                                            errors.get(requests[i].custom_id, "no result in the batch output"), {}, False, hashes[i])
+                                            errors.get(requests[i].custom_id, "no result in the batch output"), {},
+                                            False, hashes[i])
             remaining = failed
         if remaining:
             print(f"[llm] {len(remaining)} request(s) still failed after {max_rounds} round(s); see {job}")
@@ -134,7 +139,8 @@ class BatchMixin:
             upload = (entry["input"], (job / entry["input"]).read_bytes(), "application/jsonl")
             uploaded = retrying(lambda: client.files.create(file=upload, purpose="batch"))
             batch = retrying(lambda: client.batches.create(
-                input_file_id=uploaded.id, endpoint=CHAT_ENDPOINT, completion_window=self.settings.batch_completion_window))
+                input_file_id=uploaded.id, endpoint=CHAT_ENDPOINT,
+                completion_window=self.settings.batch_completion_window))
             entry.update(file_id=uploaded.id, batch_id=batch.id, status=batch.status)
             write_json_atomic(state_path, state)
             print(f"[llm] submitted {entry['input']} ({len(entry['custom_ids'])} requests) as batch {batch.id}")
@@ -159,8 +165,9 @@ class BatchMixin:
                 if all(e.get("downloaded") for e in entries):
                     return
                 if time.monotonic() - started > self.settings.batch_timeout_s:
-                    raise BatchTimeout(f"batches {[e['batch_id'] for e in entries if not e.get('downloaded')]} not finished "
-                                       f"after {self.settings.batch_timeout_s:.0f}s; rerun to resume polling (state in {state_path})")
+                    raise BatchTimeout(f"batches {[e['batch_id'] for e in entries if not e.get('downloaded')]} "
+                                       f"not finished after {self.settings.batch_timeout_s:.0f}s; "
+                                       f"rerun to resume polling (state in {state_path})")
                 time.sleep(self.settings.batch_poll_interval_s)
 
     def _download(self, job: Path, entry: dict, batch, retrying) -> None:
@@ -174,7 +181,8 @@ class BatchMixin:
         errors = getattr(batch, "errors", None)
         if batch.status != "completed" and errors is not None:
             data = getattr(errors, "data", None) or []
-            entry["batch_errors"] = [self._redact(f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}") for e in data]
+            entry["batch_errors"] = [self._redact(f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}")
+                                     for e in data]
         entry["downloaded"] = True
 
     def _read_batch_results(self, job, entry, requests, hashes, by_custom_id, results) -> dict[str, str]:
@@ -192,7 +200,8 @@ class BatchMixin:
                 i = by_custom_id[cid]
                 response = line.get("response") or {}
                 if response.get("status_code") == 200 and not line.get("error"):
-                    results[i] = self._accept_response(requests[i], hashes[i], response.get("body") or {}, f"batch {entry['batch_id']}")
+                    results[i] = self._accept_response(requests[i], hashes[i], response.get("body") or {},
+                                                       f"batch {entry['batch_id']}")
                     if not results[i].ok:
                         errors[cid] = results[i].error or ""
                 else:
@@ -200,8 +209,10 @@ class BatchMixin:
                     message = err.get("message") if isinstance(err, dict) else str(err)
                     errors[cid] = self._redact(f"batch error (HTTP {response.get('status_code')}): {message}")
         if unknown:
-            print(f"[llm] {unknown} line(s) in the output of batch {entry['batch_id']} name a custom_id this run did not send; ignored")
+            print(f"[llm] {unknown} line(s) in the output of batch {entry['batch_id']} name a custom_id this run "
+                  "did not send; ignored")
         if entry.get("status") != "completed":
             for cid in entry["custom_ids"]:
-                errors.setdefault(cid, f"batch {entry['batch_id']} ended as {entry.get('status')}: {entry.get('batch_errors') or ''}")
+                errors.setdefault(cid, f"batch {entry['batch_id']} ended as {entry.get('status')}: "
+                                       f"{entry.get('batch_errors') or ''}")
         return errors

@@ -17,10 +17,10 @@ from typing import Any
 # plain tqdm: tqdm.auto warns in notebooks without ipywidgets, and text bars read fine there
 from tqdm import tqdm
 
+from ..param_sections import LLM_MODES, LLMSettings
 from ..publish.run_records import first_time_this_run
 from .batch import BatchMixin
 from .store import ResponseStore, result_from_response
-from ..param_sections import LLM_MODES, LLMSettings
 from .types import (
     REPLAY_MISS_ERROR,
     BudgetExceeded,
@@ -73,7 +73,8 @@ class LLMClient(BatchMixin):
                    replay_files=[resolve(p) for p in settings.replay_batch_files])
 
     def __repr__(self) -> str:
-        return f"LLMClient(model={self.settings.model!r}, endpoint={self.base_url_display!r}, key={'set' if self.__key else 'not set'})"
+        return (f"LLMClient(model={self.settings.model!r}, endpoint={self.base_url_display!r}, "
+                f"key={'set' if self.__key else 'not set'})")
 
     @property
     def base_url_display(self) -> str:
@@ -141,7 +142,8 @@ class LLMClient(BatchMixin):
             raise ValueError(f"custom_id must be unique within a run; duplicated: {repeated[:5]}")
         if mode in ("sync", "batch") and not self.__key:
             if self.store.has_replay_source():
-                print(f"[llm] no API key in ${self.settings.api_key_env}: answering {desc or 'requests'} from recorded responses (replay)")
+                print(f"[llm] no API key in ${self.settings.api_key_env}: answering {desc or 'requests'} from "
+                      "recorded responses (replay)")
                 mode = "replay"
             else:
                 raise LLMUnavailable(self.available()[1])
@@ -163,7 +165,8 @@ class LLMClient(BatchMixin):
             response, source = found
             if not source.startswith(str(self.store.responses_dir)):
                 self.store.store(requests[i], h, response, f"replayed from {source}")
-            results[i] = result_from_response(requests[i].custom_id, h, response, requests[i].response_format_json, True)
+            results[i] = result_from_response(requests[i].custom_id, h, response, requests[i].response_format_json,
+                                              True)
         report.n_cached = report.n_unique - len(pending)
         report.n_to_send = len(pending)
         self._estimate(report, [requests[i] for i in pending], mode)
@@ -177,7 +180,8 @@ class LLMClient(BatchMixin):
                   "they are answered as misses")
             report.n_replay_misses = len(pending)
             for i in pending:
-                results[i] = ChatResult(requests[i].custom_id, None, None, f"{REPLAY_MISS_ERROR} (request_hash {hashes[i]})",
+                results[i] = ChatResult(requests[i].custom_id, None, None,
+                                        f"{REPLAY_MISS_ERROR} (request_hash {hashes[i]})",
                                         {}, False, hashes[i])
         elif pending:
             self._check_budget(len(pending), consume=(mode != "dry_run"))
@@ -190,7 +194,8 @@ class LLMClient(BatchMixin):
         for i, h in enumerate(hashes):
             if results[i] is None:
                 src = results[first_of[h]]
-                results[i] = ChatResult(requests[i].custom_id, src.content, src.parsed, src.error, src.usage, src.cached, h, src.model)
+                results[i] = ChatResult(requests[i].custom_id, src.content, src.parsed, src.error, src.usage,
+                                        src.cached, h, src.model)
         final = [r for r in results if r is not None]
         self._account(report, requests, final, mode)
         self._print_report(report)
@@ -246,7 +251,8 @@ class LLMClient(BatchMixin):
         unpriced = sorted({r.model for r in requests} - set(self.settings.prices))
         new = [model for model in unpriced if first_time_this_run(f"llm.prices has no price for {model}")]
         if new:
-            example = ", ".join(f"{model}: {{input: <USD per 1M tokens>, output: <USD per 1M tokens>}}" for model in new)
+            example = ", ".join(f"{model}: {{input: <USD per 1M tokens>, output: <USD per 1M tokens>}}"
+                                for model in new)
             print(f"[llm] costs are not shown for {', '.join(new)}: llm.prices has no price for them; to see them, "
                   f"set llm.prices in the params file, e.g. llm: {{prices: {{{example}}}}}")
 
@@ -292,7 +298,8 @@ class LLMClient(BatchMixin):
         body = request.body()
         model, messages = body.pop("model"), body.pop("messages")
         raw = self._retrying()(
-            lambda: self._client().chat.completions.with_raw_response.create(model=model, messages=messages, extra_body=body)
+            lambda: self._client().chat.completions.with_raw_response.create(model=model, messages=messages,
+                                                                             extra_body=body)
         )
         return json.loads(raw.http_response.text)
 

@@ -17,6 +17,7 @@ from ..config import find_checkout, packaged
 from ..io import InputError, sha256_file
 from ..schema import MOVES, Move
 
+
 @dataclass(frozen=True)
 class PromptFile:
     move: Move
@@ -66,7 +67,8 @@ def load_prompts(prompts_dir: Path) -> dict[Move, list[PromptFile]]:
 
 def prompt_table(prompts: dict[Move, list[PromptFile]]) -> pd.DataFrame:
     rows = [
-        {"move": p.move.value, "prompt": p.label, "summary": p.summary, "file": _relative(p.path), "sha256": p.sha256[:12]}
+        {"move": p.move.value, "prompt": p.label, "summary": p.summary, "file": _relative(p.path),
+         "sha256": p.sha256[:12]}
         for move_prompts in prompts.values() for p in move_prompts
     ]
     return pd.DataFrame(rows)

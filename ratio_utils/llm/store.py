@@ -14,7 +14,6 @@ from pathlib import Path
 from ..io import iter_jsonl, write_json_atomic
 from .types import ChatRequest, ChatResult, request_hash
 
-
 # --------------------------------------------------------------------------------------------
 # responses: parsing, the on-disk store
 # --------------------------------------------------------------------------------------------
@@ -31,13 +30,15 @@ def result_from_response(custom_id: str, rhash: str, response: dict, json_expect
         return ChatResult(custom_id, None, None, "response has no choices[0].message", usage, cached, rhash, model)
     if content is None or content == "":
         reason = choice.get("finish_reason")
-        return ChatResult(custom_id, content, None, f"empty content (finish_reason={reason})", usage, cached, rhash, model)
+        return ChatResult(custom_id, content, None, f"empty content (finish_reason={reason})", usage, cached, rhash,
+                          model)
     parsed = None
     if json_expected:
         try:
             parsed = json.loads(content)
         except json.JSONDecodeError as exc:
-            return ChatResult(custom_id, content, None, f"content is not valid JSON: {exc.msg}", usage, cached, rhash, model)
+            return ChatResult(custom_id, content, None, f"content is not valid JSON: {exc.msg}", usage, cached, rhash,
+                              model)
         if not isinstance(parsed, dict):
             return ChatResult(custom_id, content, None, f"content is JSON but not an object ({type(parsed).__name__})",
                               usage, cached, rhash, model)

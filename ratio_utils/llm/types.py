@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-
-
 # --------------------------------------------------------------------------------------------
 # settings, requests, results
 # --------------------------------------------------------------------------------------------
@@ -100,7 +98,8 @@ class ReplayMiss(LLMError):
         self.misses = misses
         shown = "; ".join(f"custom_id={cid} request_hash={h}" for cid, h in misses[:5])
         more = f" (and {len(misses) - 5} more)" if len(misses) > 5 else ""
-        super().__init__(f"replay: no recorded response for {len(misses)} request(s): {shown}{more}. Searched: {where}")
+        super().__init__(f"replay: no recorded response for {len(misses)} request(s): {shown}{more}. "
+                         f"Searched: {where}")
 
 
 class BudgetExceeded(LLMError):

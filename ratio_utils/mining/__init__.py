@@ -66,10 +66,14 @@ from .parallel import (
 )
 
 __all__ = [ "CleanText", "anaphor_pattern", "clean_candidate", "clean_query", "find_citation", "normalize_text",
-    "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult", "combine",
-    "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences", "NO_COMMA",
-    "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key", "MinedPartOutputs",
+    "strip_gold_prefix", "strip_query_prefix", "DISTRACTOR_TABLE_COLUMNS", "PAIR_TABLE_COLUMNS", "MiningResult",
+    "combine",
+    "consecutive_pairs", "counts_to_report", "lowered_second_sentences", "mine_sentences", "prepare_sentences",
+    "NO_COMMA",
+    "NO_MARKER", "LexiconCheck", "MarkerEntry", "MarkerMatch", "MarkerMatcher", "build_matcher", "match_key",
+    "MinedPartOutputs",
     "MinedParts", "mine_part", "mining_run_key",
-    "mine_parts", "mine_with_dask", "shard_by_paper", "EXAMPLE_SAMPLE_PER_MOVE", "MINED_ORDER", "drop_count_table", "read_mined_summary", "sample_mined_pairs", "example_pairs", "marker_frequencies",
+    "mine_parts", "mine_with_dask", "shard_by_paper", "EXAMPLE_SAMPLE_PER_MOVE", "MINED_ORDER", "drop_count_table",
+    "read_mined_summary", "sample_mined_pairs", "example_pairs", "marker_frequencies",
     "mine_table", "mined_parts_result", "mining_report", "read_mined", "write_mined",
 ]  # fmt: skip

@@ -37,10 +37,12 @@ DISTRACTOR_TABLE_COLUMNS = (
 
 @dataclass
 class MiningResult:
-    pairs: pd.DataFrame  # every kept pair; for a partitioned run only `move` and `marker` (mining/parallel.read_mined_summary)
+    # every kept pair; for a partitioned run only `move` and `marker` (mining/parallel.read_mined_summary)
+    pairs: pd.DataFrame
     distractors: pd.DataFrame  # every kept distractor; for a partitioned run only `category`
     counts: Counter
-    examples: pd.DataFrame | None = None  # a partitioned run's seeded sample of whole pair rows (None: `pairs` are whole)
+    # a partitioned run's seeded sample of whole pair rows (None: `pairs` are whole)
+    examples: pd.DataFrame | None = None
 
     @property
     def example_rows(self) -> pd.DataFrame:
@@ -81,7 +83,8 @@ def marker_frequencies(pairs: pd.DataFrame) -> pd.DataFrame:
     """Pairs per (move, marker), most frequent first."""
     if pairs.empty:
         return pd.DataFrame(columns=["move", "marker", "pairs"])
-    return pairs.groupby(["move", "marker"]).size().rename("pairs").reset_index().sort_values(["move", "pairs"], ascending=[True, False])
+    return (pairs.groupby(["move", "marker"]).size().rename("pairs").reset_index()
+            .sort_values(["move", "pairs"], ascending=[True, False]))
 
 def counts_to_report(counts: Counter) -> dict[str, Any]:
     """Nest flat counter keys ('pairs.dropped.gold_too_short') into a JSON-friendly dict."""
@@ -107,7 +110,8 @@ def consecutive_pairs(sentences: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     paper = sentences["paper_id"].to_numpy()
     para = sentences["para"].to_numpy()
     sent = sentences["sent"].to_numpy()
-    same = (corpus[1:] == corpus[:-1]) & (paper[1:] == paper[:-1]) & (para[1:] == para[:-1]) & (sent[1:] == sent[:-1] + 1)
+    same = ((corpus[1:] == corpus[:-1]) & (paper[1:] == paper[:-1]) & (para[1:] == para[:-1])
+            & (sent[1:] == sent[:-1] + 1))
     first = np.flatnonzero(same)
     return first, first + 1
 
@@ -169,7 +173,8 @@ class _PairExtractor:
             counts[f"{side}.modified.gold_prefix_stripped"] += 1
         marker_text = text[: found.phrase_end].strip()
         base = {
-            "corpus": cols["corpus"][g], "paper_id": cols["paper_id"][g], "year": cols["year"][g], "date": cols["date"][g],
+            "corpus": cols["corpus"][g], "paper_id": cols["paper_id"][g], "year": cols["year"][g],
+            "date": cols["date"][g],
             "marker": entry.marker, "marker_text": marker_text, "marker_source": entry.source,
         }  # fmt: skip
         if not is_move:
@@ -197,7 +202,8 @@ class _PairExtractor:
         }  # fmt: skip
 
 
-def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: MiningParams, source: str | Path = "sentences") -> MiningResult:
+def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: MiningParams,
+                   source: str | Path = "sentences") -> MiningResult:
     """Mine pairs and distractors from one sentence table (a whole corpus or one shard of papers)."""
     from tqdm.auto import tqdm
 
@@ -212,7 +218,8 @@ def mine_sentences(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
 
     extractor = _PairExtractor(frame, params, counts)
     rows: dict[str, list[dict]] = {"pair": [], "distractor": []}
-    for k in tqdm(hits, desc="cleaning", unit="pair", disable=not (params.progress and len(hits) > 20_000), mininterval=1.0):
+    for k in tqdm(hits, desc="cleaning", unit="pair", disable=not (params.progress and len(hits) > 20_000),
+                  mininterval=1.0):
         if matches[k] == NO_COMMA:
             counts["pairs.dropped.marker_not_followed_by_comma"] += 1
             continue
@@ -241,7 +248,8 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
         frame["marker_has_anaphor"] = frame["marker_has_anaphor"].astype(bool)
     for column in frame.columns:
         if column not in ("year", "para", "sent", "marker_has_anaphor"):
-            frame[column] = frame[column].astype("str").where(frame[column].notna(), None) if column != "date" else frame[column].astype("str")
+            frame[column] = (frame[column].astype("str").where(frame[column].notna(), None) if column != "date"
+                             else frame[column].astype("str"))
     return frame.sort_values(["corpus", "paper_id", "para", "sent"], kind="stable").reset_index(drop=True)
 
 

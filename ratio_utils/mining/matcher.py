@@ -210,7 +210,8 @@ def _label(row: pd.Series) -> str:
     return category
 
 
-def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5, source: str | Path = "lexicon") -> tuple[MarkerMatcher, LexiconCheck]:
+def build_matcher(lexicon: pd.DataFrame, extension_max_words: int = 5,
+                  source: str | Path = "lexicon") -> tuple[MarkerMatcher, LexiconCheck]:
     """Turn the lexicon table into a matcher, reporting (not silently resolving) its conflicts.
 
     Findings:
@@ -245,7 +246,8 @@ def _lexicon_rows(lexicon: pd.DataFrame, source: str | Path) -> tuple[pd.DataFra
     frame["marker"] = given.where(given.notna() & (given.astype(str) != ""), frame["raw"].map(normalize_marker))
     empty = frame["marker"] == ""
     if empty.any():
-        raise InputError(source, f"{int(empty.sum())} lexicon row(s) with an empty marker, e.g. row {int(np.flatnonzero(empty)[0])}")
+        raise InputError(source, f"{int(empty.sum())} lexicon row(s) with an empty marker, e.g. row "
+                         f"{int(np.flatnonzero(empty)[0])}")
     usable = frame[frame["kind"] != MarkerKind.REJECTED.value].copy()
     usable["label"] = usable.apply(_label, axis=1)
     rejected = frame[frame["kind"] == MarkerKind.REJECTED.value]
@@ -296,7 +298,8 @@ def _conflicts(usable: pd.DataFrame, rejected: pd.DataFrame) -> pd.DataFrame:
         findings.append(_finding(marker, "move_and_rejected", both))
     distractor_markers = set(usable.loc[usable["kind"] == MarkerKind.DISTRACTOR.value, "marker"])
     for marker, rows in moves[moves["marker"].isin(distractor_markers)].groupby("marker"):
-        both = pd.concat([rows, usable[(usable["marker"] == marker) & (usable["kind"] == MarkerKind.DISTRACTOR.value)]])
+        both = pd.concat([rows,
+                          usable[(usable["marker"] == marker) & (usable["kind"] == MarkerKind.DISTRACTOR.value)]])
         findings.append(_finding(marker, "move_and_distractor", both))
     return pd.DataFrame(findings, columns=["marker", "issue", "kinds", "labels", "raws"])
 

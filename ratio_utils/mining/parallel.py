@@ -65,7 +65,8 @@ def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
         matcher_future = client.scatter(matcher, broadcast=True)
         # Shards are scattered (sent once, as data) rather than embedded in the task graph.
         shard_futures = client.scatter(shards)
-        futures = [client.submit(_mine_shard, shard, matcher_future, _quiet(params), pure=False) for shard in shard_futures]
+        futures = [client.submit(_mine_shard, shard, matcher_future, _quiet(params), pure=False)
+                   for shard in shard_futures]
         results = []
         for future in tqdm(as_completed(futures), total=len(futures), desc="shards", disable=not params.progress):
             results.append(future.result())
@@ -75,7 +76,8 @@ def mine_with_dask(sentences: pd.DataFrame, matcher: MarkerMatcher, params: Mini
 def mining_run_key(params: MiningParams, lexicon_digest: str) -> str:
     """What every mined part of a run depends on besides its sentences: the rules' params and the lexicon."""
     settings = {k: v for k, v in asdict(params).items() if k not in EXECUTION_SETTINGS}
-    return hashlib.sha256(json.dumps({"params": settings, "lexicon": lexicon_digest}, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps({"params": settings, "lexicon": lexicon_digest},
+                                     sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,10 @@ class MinedPartOutputs:
     report: Path
 
     @classmethod
-    def of(cls, pairs: "str | Path", distractors: "str | Path", reports: "str | Path", index: int) -> "MinedPartOutputs":
-        return cls(index, part_path(pairs, index), part_path(distractors, index), Path(reports) / f"part-{index:05d}.json")
+    def of(cls, pairs: "str | Path", distractors: "str | Path", reports: "str | Path",
+           index: int) -> "MinedPartOutputs":
+        return cls(index, part_path(pairs, index), part_path(distractors, index),
+                   Path(reports) / f"part-{index:05d}.json")
 
     def finished(self, key: str) -> dict | None:
         """The part's report if it was finished with this key and both its tables are there; else None."""
@@ -115,7 +119,8 @@ def mine_part(sentence_part: str, outputs: MinedPartOutputs, run_key: str, match
     result = mine_sentences(frame, matcher, params, sentence_part)
     write_parquet_atomic(_string_columns(result.pairs), outputs.pairs)
     write_parquet_atomic(_string_columns(result.distractors), outputs.distractors)
-    write_json_atomic(outputs.report, {"key": key, "sentences": Path(sentence_part).name, "counts": {k: int(n) for k, n in result.counts.items()}})  # last
+    write_json_atomic(outputs.report, {"key": key, "sentences": Path(sentence_part).name,
+                                       "counts": {k: int(n) for k, n in result.counts.items()}})  # last
     return result.counts, False
 
 
@@ -170,7 +175,8 @@ def mine_parts(sentences: "str | Path", pairs: "str | Path", distractors: "str |
         matcher_future = client.scatter(matcher, broadcast=True)
         futures = [client.submit(mine_part, path, outputs, run_key, matcher_future, _quiet(params), pure=False)
                    for path, outputs in jobs]
-        for future in tqdm(as_completed(futures), total=len(futures), desc="sentence parts", disable=not params.progress):
+        for future in tqdm(as_completed(futures), total=len(futures), desc="sentence parts",
+                           disable=not params.progress):
             add(*future.result())
     return mined
 
@@ -217,7 +223,8 @@ def sample_mined_pairs(table: "str | Path", per_move: int, seed: int) -> pd.Data
         if kept is not None:
             frame = pd.concat([kept, frame], ignore_index=True)
         rank = pd.util.hash_pandas_object(frame["query_id"], index=False, hash_key=f"{seed:016d}"[-16:])
-        kept = frame.assign(_rank=rank.to_numpy()).sort_values("_rank", kind="stable").groupby("move").head(per_move).drop(columns="_rank")
+        kept = (frame.assign(_rank=rank.to_numpy()).sort_values("_rank", kind="stable").groupby("move")
+                .head(per_move).drop(columns="_rank"))
     if kept is None:
         raise FileNotFoundError(f"{table}: no parquet file or parts")
     return kept.sort_values(MINED_ORDER, kind="stable").reset_index(drop=True)

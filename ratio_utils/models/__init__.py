@@ -1,4 +1,5 @@
-"""Models: one registry of the paper's retrievers, one resolution of a model spec, packaged copies for offline machines.
+"""Models: one registry of the paper's retrievers, one resolution of a model spec, packaged copies for offline
+machines.
 
 Serves stages 08 (retrieval baselines), 09 (fine-tuning), 11, 13, the evaluate command, the MTEB tasks, search and the
 explorer. A model is named by a local folder, a registry or packaged short name ("all-MiniLM-L6-v2"), a Hugging Face
@@ -59,6 +60,7 @@ __all__ = [
     "assemble_split_zip", "assemble_wheel_chunks", "contamination_note", "encoders_used", "find_chunk_wheels",
     "hf_hub_cache", "hub_offline", "hub_snapshot", "install_packaged_model", "load_registry",
     "load_sentence_transformer", "missing_packaged_models", "model_cache_dir", "model_fingerprint", "model_key",
-    "model_name", "models_in_params", "packaged_model", "packaged_model_path", "registry_entry", "registry_markdown", "registry_names",
+    "model_name", "models_in_params", "packaged_model", "packaged_model_path", "registry_entry", "registry_markdown",
+    "registry_names",
     "resolve_model", "resolve_model_path", "stored_prompts",
 ]

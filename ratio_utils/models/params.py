@@ -40,7 +40,8 @@ def models_in_params(cfg, notebooks=None) -> list[str]:
     if asked("retrieval"):
         names += [*map(_spec, retrieval.get("dense_models") or [])]
         if wanted is None or "08" in wanted:
-            names += [*map(_spec, retrieval.get("colbert_models") or []), *(retrieval.get("colbert_checkpoints") or {}).values()]
+            names += [*map(_spec, retrieval.get("colbert_models") or []),
+                      *(retrieval.get("colbert_checkpoints") or {}).values()]
     if asked("train"):
         names.append(train.get("base_model"))
         if wanted is None or "09" in wanted:
@@ -68,6 +69,7 @@ def contamination_note(test_years: tuple[int, int], encoders: list[str]) -> str 
     if not older:
         return None
     described = "; ".join(f"{name} (released {year}; {what})" for name, year, what in older)
-    return (f"Contamination: the test papers were published {first if first == last else f'{first}–{last}'}, not after the pretrained encoders: {described}. "
-            "Their training data may include these papers or their citation neighbours, which can inflate the untuned "
-            "scores; the paper's temporal split (test papers newer than every encoder) exists to avoid this.")
+    return (f"Contamination: the test papers were published {first if first == last else f'{first}–{last}'}, "
+            f"not after the pretrained encoders: {described}. Their training data may include these papers or their "
+            "citation neighbours, which can inflate the untuned scores; the paper's temporal split "
+            "(test papers newer than every encoder) exists to avoid this.")

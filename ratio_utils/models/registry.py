@@ -102,7 +102,8 @@ def _entry(name: str, raw: dict) -> RegistryEntry:
     if "recommended" in values:
         values["recommended"] = Prefixes(*_pair(values["recommended"], where + " recommended"))
     if "recommended_prompt_names" in values:
-        values["recommended_prompt_names"] = _pair(values["recommended_prompt_names"], where + " recommended_prompt_names")
+        values["recommended_prompt_names"] = _pair(values["recommended_prompt_names"],
+                                                   where + " recommended_prompt_names")
     for length in ("max_seq_length", "query_length", "document_length"):
         if values.get(length) == 0:
             values[length] = None

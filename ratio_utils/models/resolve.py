@@ -51,7 +51,7 @@ HUB_IGNORE = ["onnx/*", "openvino/*", "*.onnx", "*.onnx_data", "*.h5", "*.msgpac
               "*.tflite", "*.gguf", "coreml/*"]
 
 
-# -- the Hugging Face environment, read at call time -------------------------------------------------------------------
+# -- the Hugging Face environment, read at call time ------------------------------------------------------------------
 
 
 def _env_true(name: str) -> bool:
@@ -67,7 +67,8 @@ def hf_hub_cache() -> Path:
     """The Hugging Face cache the user's environment names now: HF_HUB_CACHE, else $HF_HOME/hub, else the default."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    home = (os.environ.get("HF_HOME")
+            or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface")
     return Path(home).expanduser() / "hub"
 
 
@@ -109,7 +110,8 @@ def _state_fingerprint(model: Any) -> str:
 
 
 def stored_prompts(model_path: str | os.PathLike) -> dict[str, str]:
-    """The `prompts` a sentence-transformers folder stores ({"query": "query: ", "document": "document: "}; {} if none).
+    """The `prompts` a sentence-transformers folder stores ({"query": "query: ", "document": "document: "}; {} if
+    none).
 
     Notebook 09 saves its models with the prefixes they were trained with, so a user re-scoring one
     gets the published number by using them. A malformed file is an error naming it.
@@ -238,7 +240,8 @@ def _ways_to_get(repo_id: str | None, packaged: PackagedModel | None) -> str:
     return "; ".join(f"({i}) {w}" for i, w in enumerate(ways, start=1))
 
 
-def _not_available(spec: str, repo_id: str | None, reason: str, packaged: PackagedModel | None) -> ModelNotAvailableError:
+def _not_available(spec: str, repo_id: str | None, reason: str,
+                   packaged: PackagedModel | None) -> ModelNotAvailableError:
     name = f"{spec!r}" + (f" ({repo_id})" if repo_id and repo_id != spec else "")
     return ModelNotAvailableError(f"model {name} is not available: {reason}. Ways to get it: "
                                   f"{_ways_to_get(repo_id, packaged)}", model=spec, reason=reason)
@@ -257,7 +260,8 @@ def _origin_name(origin: str) -> str:
         return model_name(cached[-1].removeprefix("models--").replace("--", "/"))
     for packaged in PACKAGED_MODELS.values():
         # the assembled folder, never an assembly: naming a model must not unzip one
-        folder = packaged_model_path(packaged) if packaged.how == "module" and packaged.is_installed() else packaged.target()
+        folder = (packaged_model_path(packaged) if packaged.how == "module" and packaged.is_installed()
+                  else packaged.target())
         if Path(origin).resolve() == folder.resolve():
             return packaged.name
     return model_name(origin)

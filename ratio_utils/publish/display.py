@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 class Stage:
     """What one notebook runs: `stage = XStage.from_params(params_file, overrides)` after the parameters cell and the
-    import, then one method call (or attribute) of `stage` per displayed result. A subclass reads its params sections in `__init__`
-    from the config it is given, so tests build it with `from_config` and a notebook with `from_params`."""
+    import, then one method call (or attribute) of `stage` per displayed result. A subclass reads its params sections
+    in `__init__` from the config it is given, so tests build it with `from_config` and a notebook with
+    `from_params`."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg

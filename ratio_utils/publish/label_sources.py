@@ -96,7 +96,8 @@ def rerank_source(retriever: dict) -> LabelSource | None:
     """The reranker's record from a reranked run's sidecar (`RunInfo.retriever`); None for a first-stage run."""
     if "reranker" not in retriever:
         return None
-    return LabelSource(role="reranker", configured=retriever["reranker"], answered_by=tuple(retriever.get("answered_by") or ()),
+    return LabelSource(role="reranker", configured=retriever["reranker"],
+                       answered_by=tuple(retriever.get("answered_by") or ()),
                        replayed_from=retriever.get("replayed_from"))
 
 

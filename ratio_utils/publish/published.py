@@ -112,9 +112,9 @@ def relative_text(text: str, cfg: Config) -> str:
 # The long numeric form every result table can write beside itself (tables/<name>.records.csv), read by the
 # summary and its claims table instead of parsing display cells. One row per number: a mean over queries
 # (reference empty) or a paired difference subject - reference over the same queries; values in % points
-# where the metric is a percentage, intervals 95%, p two-sided. `model`, `prefix`, `setup`: the row of a retrieval table
-# (Tables 1, 7, 8) the number sits in, empty elsewhere (`subject` names the same system in one string). `n_effective`:
-# of a paired difference, the queries that can differ (evaluation.intervals.paired_cell); empty: all n.
+# where the metric is a percentage, intervals 95%, p two-sided. `model`, `prefix`, `setup`: the row of a retrieval
+# table (Tables 1, 7, 8) the number sits in, empty elsewhere (`subject` names the same system in one string).
+# `n_effective`: of a paired difference, the queries that can differ (evaluation.intervals.paired_cell); empty: all n.
 RECORD_COLUMNS = ("table", "scope", "move", "query_set", "metric", "subject", "reference", "model", "prefix", "setup",
                   "value", "low", "high", "n", "p", "n_effective")
 _RECORD_TEXT_COLUMNS = ("scope", "subject", "reference", "model", "prefix", "setup")
@@ -260,8 +260,9 @@ def save_figure(fig, name: str, cfg: Config, *, inputs: Iterable[str | Path] = (
                 fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight", metadata=FIXED_METADATA[ext])
             written[ext] = target
     written["provenance"] = write_json_atomic(
-        out_dir / f"{name}.provenance.json", provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()],
-                                                         label_sources=[source.to_json() for source in labels])
+        out_dir / f"{name}.provenance.json",
+        provenance(cfg, inputs, notes, files=[cfg.paths.relative(p) for p in written.values()],
+                   label_sources=[source.to_json() for source in labels])
     )
     return written
 

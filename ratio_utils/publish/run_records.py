@@ -79,7 +79,8 @@ def describe_reused(record: dict | None) -> str:
     """One line for a time table: the items, then 'N of M <what>' for each count with something reused."""
     if not record:
         return ""
-    counts = [f"{reused:,} of {total:,} {what}" for what, (reused, total) in record.get("counts", {}).items() if reused]
+    counts = [f"{reused:,} of {total:,} {what}"
+              for what, (reused, total) in record.get("counts", {}).items() if reused]
     return "; ".join([*record.get("items", []), *counts])
 
 

@@ -1,9 +1,9 @@
 """The paper's claims that this compendium can test, each decided by one stated rule (notebook 14's claims table).
 
 Reads the long numeric records the result tables write beside themselves
-(`ratio_utils.publish.published.read_records`: tables/*.records.csv), never their display cells. A claim is tested by paired differences (subject -
-reference over the same queries) in the direction the paper states; each comparison gets a verdict by
-`decide`, and a claim's verdict for one move and query set combines them by `combine_verdicts`:
+(`ratio_utils.publish.published.read_records`: tables/*.records.csv), never their display cells. A claim is tested by
+paired differences (subject - reference over the same queries) in the direction the paper states; each comparison gets
+a verdict by `decide`, and a claim's verdict for one move and query set combines them by `combine_verdicts`:
 
 - the **family** of one query set is every comparison that decides a claim of this run (every claim, every move) on
   that query set; their permutation p-values are adjusted by Holm's step-down method over the family
@@ -36,11 +36,12 @@ SUPPORTED, CONTRADICTED, NOT_SHOWN, CANNOT_TEST = "supported", "contradicted", "
 QUERY_SETS = ("silver", "test")  # the paper's primary set first
 RULE = (f"Rule: the p-values of all comparisons deciding a claim on one query set (the family: every claim and move "
         "of this run on that query set) are adjusted by Holm's method; a comparison supports a claim when at least "
-        f"{MIN_QUERIES} of its queries can differ (effective n: both systems ranked them and neither kept a first-stage "
-        "order for want of an answer), its paired 95% interval excludes 0 in the paper's direction and its "
-        f"Holm-adjusted p < {ALPHA}; it contradicts the claim when the same holds in the other direction; otherwise it "
-        "does not show it. A claim is supported when all its comparisons support it, contradicted when any "
-        "contradicts it, otherwise not shown; 'cannot test here' when this run has no such comparison.")
+        f"{MIN_QUERIES} of its queries can differ (effective n: both systems ranked them and neither kept a "
+        "first-stage order for want of an answer), its paired 95% interval excludes 0 in the paper's direction and "
+        f"its Holm-adjusted p < {ALPHA}; it contradicts the claim when the same holds in the other direction; "
+        "otherwise it does not show it. A claim is supported when all its comparisons support it, "
+        "contradicted when any contradicts it, otherwise not shown; 'cannot test here' when this run has no such "
+        "comparison.")
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,8 @@ def choose_best(scores: pd.DataFrame, move: str, tested_split: str, *, fixed: st
     scores: one row per candidate system, move and split with its mean MRR@10 (columns system, move, split, value).
     """
     drawn_from = {"silver": "test"}
-    if selection_split in (tested_split, drawn_from.get(tested_split)) or drawn_from.get(selection_split) == tested_split:
+    if (selection_split in (tested_split, drawn_from.get(tested_split))
+            or drawn_from.get(selection_split) == tested_split):
         raise ValueError(f"a best system tested on {tested_split!r} cannot be chosen on {selection_split!r}: that "
                          "selects on the test data; choose on validation or fix it in params")
     here = scores[scores["move"] == move]
@@ -260,7 +262,8 @@ def claims_table(records: pd.DataFrame, claims: tuple[Claim, ...] = CLAIMS) -> p
                 if verdicts:
                     row[f"{name}: evidence"] = "; ".join(_evidence(r, v) for r, v in zip(found.itertuples(), verdicts))
                 elif measured and query_set not in measured:
-                    row[f"{name}: evidence"] = f"not measured on this query set ({claim.table}: {', '.join(measured)} only)"
+                    row[f"{name}: evidence"] = (f"not measured on this query set ({claim.table}: "
+                                                f"{', '.join(measured)} only)")
                 else:
                     row[f"{name}: evidence"] = claim.cannot_test
             rows.append(row)

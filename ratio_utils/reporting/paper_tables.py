@@ -8,8 +8,8 @@ calling one, so Table 1 after 08 does not depend on whether 09, 10 or 12 ran bef
 other system is left out and named in the notes) against the benchmark's qrels (ratio_utils.evaluation.metrics) and
 lays the cells out in the paper's shape; each of those notebooks calls it at its end and writes the tables
 (so the files are current whatever ran last), and it builds the same tables from the same run files
-whatever their order or the fan-out that wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays them; 08 and 09 show a pointer. A run computed on another benchmark is an
-error, not a silent mix.
+whatever their order or the fan-out that wrote them. Only notebook 10 (`SHOWN_IN`), the last to add rows, displays
+them; 08 and 09 show a pointer. A run computed on another benchmark is an error, not a silent mix.
 
 Every metric cell carries a 95% bootstrap interval over queries (ratio_utils.evaluation.stats), shown in the
 Markdown as `mean [low, high]` and written to the CSV as separate columns; cells on fewer than
@@ -18,9 +18,9 @@ the same queries (paired bootstrap interval and sign-flip permutation p-value) i
 `tables/rerank_vs_first_stage`. Every row the tables plan is listed, with a run file or empty with a note that says
 why, computed from what exists (`_planned`): the notebook that writes it has not run; its params leave it out (an
 untuned baseline's Tuned row: train.base_model is another model); its first stage has no run file (a reranked row);
-or its model does not resolve here (`models.availability.model_availability`: not installed, not in the local Hugging Face cache,
-and the hub unreachable or switched off), for the paper's systems that no params section runs. A note never fills a
-cell.
+or its model does not resolve here (`models.availability.model_availability`: not installed, not in the local
+Hugging Face cache, and the hub unreachable or switched off), for the paper's systems that no params section runs. A
+note never fills a cell.
 
 Reads:  cfg.paths.benchmark, cfg.paths.retrieval_runs/*/*/*.parquet (+ .run.json)
 Writes: tables/table1_silver_main, table7_test_full, table8_silver_full, rerank_vs_first_stage (+ provenance);
@@ -45,6 +45,9 @@ from ..evaluation.rerank_promotion import kept_first_stage_order
 from ..evaluation.run_scoring import ScoredRun, score_run_file
 from ..io import InputError
 from ..models.availability import ModelAvailability
+from ..publish.label_sources import LabelSource, rerank_source, silver_sources
+from ..publish.label_sources import notes as label_notes
+from ..publish.published import records_frame
 from ..retrieval.runs import (
     RERANK_SUFFIX,
     RunInfo,
@@ -55,18 +58,15 @@ from ..retrieval.runs import (
     system_name,
     system_slug,
 )
-from ..systems.spec import BASELINE_STAGE, TUNED_STAGE, SystemSpec
 from ..schema import MOVES, NOTEBOOKS, Move, Split
-from ..publish.label_sources import notes as label_notes
-from ..publish.label_sources import LabelSource, rerank_source, silver_sources
-from ..publish.published import records_frame
+from ..systems.spec import BASELINE_STAGE, TUNED_STAGE, SystemSpec
 from . import claims
-
 
 _NO_FIRST_STAGE = "not run: no first stage: {first} has no run file ({why})"
 _NOT_RERANKED = "not run: rerank.systems does not name its first stage, {first}"
-_NO_ANSWERS = ("not run: no LLM answer for its requests (notebook 10 replays recorded answers, asks an endpoint when one "
-               "is configured and writes the rest as request files; data/interim/rerank/report.json counts them)")
+_NO_ANSWERS = ("not run: no LLM answer for its requests (notebook 10 replays recorded answers, asks an endpoint "
+               "when one is configured and writes the rest as request files; data/interim/rerank/report.json counts "
+               "them)")
 
 # The paper's rows that no params section of this project plans (model, prefix, setup), in the order of its tables.
 # Their notes are computed when the tables are assembled: whether the model resolves here (models.availability
@@ -249,7 +249,8 @@ def _fine_tuned(expected: Expected) -> str:
     kinds: dict[str, list[str]] = {}
     for model, prefix in expected.tuned_rows:
         kinds.setdefault(model, []).append(prefix)
-    names = [model if styles == ["generic"] else f"{model} ({' and '.join(styles)} prefixes)" for model, styles in kinds.items()]
+    names = [model if styles == ["generic"] else f"{model} ({' and '.join(styles)} prefixes)"
+             for model, styles in kinds.items()]
     where = "train.base_model" if len(expected.tuned_rows) <= 1 else "train.base_model and train.setups"
     return f"{where} ({', '.join(names) or 'none'})"
 
@@ -267,7 +268,8 @@ def _not_in_plan(model: str, expected: Expected) -> str:
     return f"not run: retrieval.dense_models asks notebook 08 for {_asked_rows(model, expected)} only"
 
 
-def _unplanned_note(model: str, setup: str, expected: Expected, availability: Callable[[str], ModelAvailability]) -> str:
+def _unplanned_note(model: str, setup: str, expected: Expected,
+                    availability: Callable[[str], ModelAvailability]) -> str:
     """Why a row no params section plans is empty: the model is not here (and why), or which params would run it."""
     status = availability(model)
     if not status.available:
@@ -300,7 +302,8 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
         plan(spec.key, "no run file yet (notebook 08 writes it)")
     for model, prefix in expected.tuned_rows:
         plan((model, prefix, "Baseline"), _not_in_plan(model, expected))  # stands only where 08 does not run it
-        plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)" if expected.tuned_run_files
+        plan((model, prefix, "Tuned"), "no run file yet (notebook 09 writes one per fine-tuned move)"
+             if expected.tuned_run_files
              else "not run: retrieval.tuned_models is false, so notebook 09 writes no run files of its models")
     for model in expected.dense_models:  # every untuned baseline has its Tuned row, empty with its reason
         plan((model, "generic", "Tuned"), f"not run: notebook 09 fine-tunes {_fine_tuned(expected)} only")
@@ -322,7 +325,8 @@ def _planned(expected: Expected, present: frozenset[tuple[str, str, str]] | set 
 
 
 def _rerank_note(first: tuple[str, str, str], why_first: str, expected: Expected, present) -> str:
-    """Why a reranked row has no run file, from what exists: its first stage's run files, rerank.systems, notebook 10."""
+    """Why a reranked row has no run file, from what exists: its first stage's run files, rerank.systems, notebook
+    10."""
     name = system_name(*first)
     if first not in present:
         return _NO_FIRST_STAGE.format(first=name, why=why_first)
@@ -416,8 +420,8 @@ class PaperTables:
 
         files = ", ".join(f"`{cfg.paths.relative(cfg.paths.tables / name)}.md`" for name in TABLE_SPECS)
         systems = self.runs["system"].nunique() if not self.runs.empty else 0
-        return Markdown(f"Tables 1, 7 and 8 re-assembled {what} (run files of {systems} system(s) present) and written "
-                        f"to {files}; notebook {SHOWN_IN} shows them, once its reranked rows are in.")
+        return Markdown(f"Tables 1, 7 and 8 re-assembled {what} (run files of {systems} system(s) present) and "
+                        f"written to {files}; notebook {SHOWN_IN} shows them, once its reranked rows are in.")
 
 
 def query_set_label(silver_moves: list[str], split: str) -> str:
@@ -445,7 +449,8 @@ def _main_setups(keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     main_prefix = {model: "recommended" if model in recommended else "generic" for model, _, _ in keys}
     return {(model, prefix, setup) for model, prefix, setup in keys
             if setup != "Baseline + rerank"
-            and (prefix == main_prefix[model] or (prefix == "-" and (not model.startswith("BM25") or model == BM25_UNIGRAM)))}
+            and (prefix == main_prefix[model]
+                 or (prefix == "-" and (not model.startswith("BM25") or model == BM25_UNIGRAM)))}
 
 
 def _first_stage_on_sample(run: ScoredRun, by_system: dict[tuple[str, str, str], ScoredRun],
@@ -497,15 +502,17 @@ def _paper_table(
                     continue
                 c = cell(run.per_query[metric], cache)
                 shown[name] = c.text()
-                numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = 100 * c.value, 100 * c.low, 100 * c.high
-                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column, subject=run.info.system,
-                                           model=model, prefix=prefix, setup=setup))
+                numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = (100 * c.value, 100 * c.low,
+                                                                                  100 * c.high)
+                records.append(cell_record(c, move=move.value, query_set=run.info.split, metric=column,
+                                           subject=run.info.system, model=model, prefix=prefix, setup=setup))
             if spec.rerank_rows:
                 name = first_stage_column(move)
                 first = _first_stage_on_sample(run, by_system, cache) if run and setup.endswith("rerank") else None
                 shown[name] = first.text() if first is not None else ""
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = (
-                    (100 * first.value, 100 * first.low, 100 * first.high) if first is not None else (None, None, None))
+                    (100 * first.value, 100 * first.low, 100 * first.high) if first is not None
+                    else (None, None, None))
         for move in MOVES:
             run = scored.get((*key, move.value, _split_used(move.value, spec.split, silver_moves)))
             run_notes = ([run.sample_note] if run and run.sample_note else []) + (run.info.notes if run else [])
@@ -514,7 +521,8 @@ def _paper_table(
             notes.append(f"{model} ({prefix}, {setup}): {why.get(key, 'no run file')}.")
         elif absent:
             reason = why.get(key, "no run file")
-            notes.append(f"{model} ({prefix}, {setup}): no run file for {', '.join(absent)} ({reason}); those cells stay empty.")
+            notes.append(f"{model} ({prefix}, {setup}): no run file for {', '.join(absent)} ({reason}); "
+                         "those cells stay empty.")
         display_rows.append(shown)
         numeric_rows.append(numbers)
     return pd.DataFrame(display_rows), pd.DataFrame(numeric_rows), notes, records_frame(records)
@@ -552,14 +560,19 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
                 continue
             diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric], fixed=fixed)
             common = run.per_query.index.intersection(first.per_query.index)
-            reranked, base = cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache)
-            shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(), "Reranked value": reranked.text(),
+            reranked, base = (cell(run.per_query.loc[common, metric], cache),
+                              cell(first.per_query.loc[common, metric], cache))
+            shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(),
+                               "Reranked value": reranked.text(),
                                "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
                                "Note": run.scope_note or ""})
             numeric_rows.append({**row, "Queries": len(common),
-                                 "First stage": 100 * base.value, "First stage low": 100 * base.low, "First stage high": 100 * base.high,
-                                 "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low, "Reranked high": 100 * reranked.high,
-                                 "Difference": 100 * diff.value, "Difference low": 100 * diff.low, "Difference high": 100 * diff.high,
+                                 "First stage": 100 * base.value, "First stage low": 100 * base.low,
+                                 "First stage high": 100 * base.high,
+                                 "Reranked": 100 * reranked.value, "Reranked low": 100 * reranked.low,
+                                 "Reranked high": 100 * reranked.high,
+                                 "Difference": 100 * diff.value, "Difference low": 100 * diff.low,
+                                 "Difference high": 100 * diff.high,
                                  "p (permutation)": p})
             records.append(cell_record(diff, p, move=run.info.move, query_set=run.info.split, metric=column,
                                    subject=run.info.system, reference=first_name, scope=run.scope_note))
@@ -620,14 +633,19 @@ def _baseline_comparisons(scored: dict[tuple, ScoredRun], cache: IntervalCache, 
             pairs = [("bm25 n-gram", name, here[name], unigram)
                      for name in (f"BM25-{order}" for order in ("bigram", "trigram")) if name in here]
             if "dense" in best:
-                pairs.insert(0, ("best untuned dense", f"best untuned dense ({best['dense'].info.system})", best["dense"], unigram))
+                pairs.insert(0, ("best untuned dense", f"best untuned dense ({best['dense'].info.system})",
+                                 best["dense"], unigram))
             if "tuned" in best and "bm25" in best:
-                pairs.append(("best tuned vs best BM25", f"best tuned ({best['tuned'].info.system})", best["tuned"], best["bm25"]))
+                pairs.append(("best tuned vs best BM25", f"best tuned ({best['tuned'].info.system})", best["tuned"],
+                              best["bm25"]))
             for scope, label, run, reference in pairs:
                 diff, p = paired_cell(cache, run.per_query["MRR@10"], reference.per_query["MRR@10"])
-                name = reference.info.system if scope != "best tuned vs best BM25" else f"best BM25 ({reference.info.system})"
-                shown_rows.append({"Move": move.value.capitalize(), "Query set": split, "Comparison": f"{label} - {name}",
-                                   "Queries": diff.n, "Difference M@10": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples)})
+                name = (reference.info.system if scope != "best tuned vs best BM25"
+                        else f"best BM25 ({reference.info.system})")
+                shown_rows.append({"Move": move.value.capitalize(), "Query set": split,
+                                   "Comparison": f"{label} - {name}", "Queries": diff.n,
+                                   "Difference M@10": diff.text(),
+                                   "p (permutation)": stats.format_p(p, cache.n_resamples)})
                 records.append(cell_record(diff, p, move=move.value, query_set=split, metric="M@10",
                                        subject=run.info.system, reference=reference.info.system, scope=scope))
     columns = ["Move", "Query set", "Comparison", "Queries", "Difference M@10", "p (permutation)"]
@@ -639,8 +657,8 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
     missing_silver = [m.value for m in MOVES if m.value not in silver_moves]
     if missing_silver:
         notes.append(
-            f"Silver split absent for {', '.join(missing_silver)}: it needs the LLM judge (§4.3, notebook 07); the silver-set "
-            "tables show the unfiltered test set for these moves instead, as their captions say."
+            f"Silver split absent for {', '.join(missing_silver)}: it needs the LLM judge (§4.3, notebook 07); "
+            "the silver-set tables show the unfiltered test set for these moves instead, as their captions say."
         )
     stages = sorted({(i.stage, i.system) for i in infos})
     by_stage: dict[str, list[str]] = {}
@@ -648,18 +666,21 @@ def _common_notes(infos: list[RunInfo], silver_moves: list[str]) -> list[str]:
         by_stage.setdefault(stage, []).append(system)
     written = "; ".join(f"{stage}: {', '.join(dict.fromkeys(systems))}" for stage, systems in sorted(by_stage.items()))
     notes.append(
-        "Assembled from the run files present (ratio_utils.reporting.paper_tables.assemble_tables, called at the end of notebooks "
-        f"08, 09 and 10): {written or 'none yet'}. Rows without a run file are empty and listed below; they fill in when "
-        "the notebook named in their note has run."
+        "Assembled from the run files present (ratio_utils.reporting.paper_tables.assemble_tables, called at the end "
+        f"of notebooks 08, 09 and 10): {written or 'none yet'}. Rows without a run file are empty and listed below; "
+        "they fill in when the notebook named in their note has run."
     )
     notes.append(
         f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
-        f"(10,000 resamples, seed fixed; ratio_utils.evaluation.stats). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+        f"(10,000 resamples, seed fixed; ratio_utils.evaluation.stats). {stats.DAGGER}: fewer than "
+        f"{stats.INDICATIVE_BELOW} queries, indicative only."
     )
     capped = sorted({i.max_queries for i in infos if i.max_queries})
     if capped:
-        notes.append(f"Reduced run: at most {', '.join(map(str, capped))} queries per move and split (the first by query id).")
-    notes.append("Ties in a ranking are broken by candidate id (ratio_utils.evaluation.metrics); a query's own sentence is never a candidate.")
+        notes.append(f"Reduced run: at most {', '.join(map(str, capped))} queries per move and split "
+                     "(the first by query id).")
+    notes.append("Ties in a ranking are broken by candidate id (ratio_utils.evaluation.metrics); a query's own "
+                 "sentence is never a candidate.")
     notes.append("Reranked rows have no M@100: candidates below rank 10 keep their first-stage order (Appendix C).")
     return notes
 
@@ -705,7 +726,8 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     _name_label_sources(out)
     cache.save()
     runs = pd.DataFrame([{"system": i.system, "move": i.move, "split": i.split, "stage": i.stage,
-                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)} for i in infos])
+                          "queries": len(scored[(i.model, i.prefix, i.setup, i.move, i.split)].per_query)}
+                         for i in infos])
     result = PaperTables(out.tables, out.numeric, out.notes, out.captions, runs)
     if write:
         inputs = [cfg.paths.benchmark, *files]
@@ -715,7 +737,8 @@ def assemble_tables(cfg: Config, bench: Benchmark | None = None, *, write: bool 
     return result
 
 
-def _expected_runs(runs_dir: Path, bench: Benchmark, expected: Expected) -> tuple[list[RunInfo], list[Path], list[str]]:
+def _expected_runs(runs_dir: Path, bench: Benchmark,
+                   expected: Expected) -> tuple[list[RunInfo], list[Path], list[str]]:
     """(the sidecars of the expected systems' run files, those files, the system folders no notebook of these
     params writes); a run computed on another benchmark raises ForeignRunError."""
     files, left_out = expected_run_files(runs_dir, expected.systems())
@@ -730,7 +753,8 @@ def _expected_runs(runs_dir: Path, bench: Benchmark, expected: Expected) -> tupl
 
 def _score_runs(bench: Benchmark, infos: list[RunInfo], files: list[Path]) -> dict[tuple, ScoredRun]:
     """(model, prefix, setup, move, split) -> the run scored on every metric any table shows."""
-    metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns} | {metric_key(c) for c in RERANK_METRICS})
+    metrics = sorted({metric_key(c) for spec in TABLE_SPECS.values() for c in spec.columns}
+                     | {metric_key(c) for c in RERANK_METRICS})
     scored: dict[tuple, ScoredRun] = {}
     for info, path in zip(infos, files):
         run = score_run_file(bench, info, path, metrics)
@@ -751,7 +775,8 @@ def _add_paper_tables(out: _Assembly, expected: Expected, common: list[str]) -> 
     planned = _planned(expected, {key[:3] for key in out.scored})
     ranks = _model_rank(expected)
     for name, spec in TABLE_SPECS.items():
-        shown, numbers, row_notes, out.records[name] = _paper_table(spec, out.scored, planned, ranks, out.silver_moves, out.cache)
+        shown, numbers, row_notes, out.records[name] = _paper_table(spec, out.scored, planned, ranks, out.silver_moves,
+                                                                    out.cache)
         label = query_set_label(out.silver_moves, spec.split)
         counts = _query_counts(numbers)
         out.tables[name], out.numeric[name] = shown, numbers
@@ -760,9 +785,9 @@ def _add_paper_tables(out: _Assembly, expected: Expected, common: list[str]) -> 
         out.notes[name] = out.notes[name] + ([f"Queries per move: {counts}."] if counts else []) + row_notes
         if spec.rerank_rows:
             out.notes[name].append(
-                "M@10 (first stage, same queries): a reranked row's first stage on the queries the reranked run covers "
-                "(its seeded sample, rerank.max_queries), so the two cells read as a paired comparison; the first "
-                "stage's own row covers every query (rerank_vs_first_stage gives the paired difference).")
+                "M@10 (first stage, same queries): a reranked row's first stage on the queries the reranked run "
+                "covers (its seeded sample, rerank.max_queries), so the two cells read as a paired comparison; the "
+                "first stage's own row covers every query (rerank_vs_first_stage gives the paired difference).")
         out.notes[name].append(
             'Prefixes: generic = "query: " / "document: " for every dense model, also one with prompts of its own '
             "(as the paper runs its other baselines); recommended = its developers' prompts (models/registry.toml).")
@@ -774,29 +799,34 @@ def _add_rerank_table(out: _Assembly) -> None:
     out.tables[RERANK_TABLE], out.numeric[RERANK_TABLE] = shown, numbers
     query_set = query_set_label(out.silver_moves, "silver")
     out.captions[RERANK_TABLE] = (f"LLM reranking vs its first stage on the same queries ({query_set}), "
-                                  "with a paired bootstrap interval of the difference and a paired permutation p-value.")
+                                  "with a paired bootstrap interval of the difference and a paired permutation "
+                                  "p-value.")
     out.notes[RERANK_TABLE] = ([] if not shown.empty else ["No reranked run file: no row of Tables 1 and 8 has "
                                                            "one (their notes say why)."]) + [
         "Difference = reranked - first stage, in points (%), over the queries both runs cover; p: two-sided sign-flip "
-        f"permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+        f"permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, "
+        "indicative only."
     ]
 
 
 def _add_baseline_table(out: _Assembly, expected: Expected) -> None:
-    shown, out.records[BASELINE_TABLE], rules = _baseline_comparisons(out.scored, out.cache, dict(expected.best_systems))
+    shown, out.records[BASELINE_TABLE], rules = _baseline_comparisons(out.scored, out.cache,
+                                                                      dict(expected.best_systems))
     chosen = {rule.partition(": ")[2] for rule in rules}
     if len(rules) > 1 and len(chosen) == 1:  # one rule for all: said once
         rules = [f"Every move and query set: {chosen.pop()}"]
     out.tables[BASELINE_TABLE], out.numeric[BASELINE_TABLE] = shown, out.records[BASELINE_TABLE]
-    out.captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever vs "
-                                    "BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned retriever vs the best "
-                                    "BM25, MRR@10 (%), per move and query set.")
+    out.captions[BASELINE_TABLE] = ("Baselines compared on the same queries (§5.2): the best untuned dense retriever "
+                                    "vs BM25-unigram, BM25 bigram/trigram vs unigram, and the best fine-tuned "
+                                    "retriever vs the best BM25, MRR@10 (%), per move and query set.")
     out.notes[BASELINE_TABLE] = [
-        "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: two-sided "
-        f"sign-flip permutation test (10,000 permutations). {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only.",
+        "Difference = first system - second, in points, over the same queries; interval: paired bootstrap; p: "
+        f"two-sided sign-flip permutation test (10,000 permutations). {stats.DAGGER}: fewer than "
+        f"{stats.INDICATIVE_BELOW} queries, indicative only.",
         "Best untuned dense, best BM25 and best tuned (notebook 09's first stages): the system retrieval.best_systems "
-        "fixes a priori, as the paper fixes its systems, else the highest MRR@10 on the validation split; never chosen "
-        "on the queries it is tested on (reporting.claims.choose_best). How each was chosen, per move and query set:",
+        "fixes a priori, as the paper fixes its systems, else the highest MRR@10 on the validation split; never "
+        "chosen on the queries it is tested on (reporting.claims.choose_best). How each was chosen, per move and "
+        "query set:",
         *rules,
     ]
 

@@ -35,11 +35,26 @@ from ..publish.published import read_records
 from ..schema import MOVES
 from . import claims
 from .summary_figure import mrr_figure, paired_gains, pool_size_rows
-from .summary_headline import (PAPER_GIVES, PAPER_SYSTEM, TEST_TABLE, headline_table, rerank_promotion, reranked_rows,
-                               results_long, silver_gains, tuned_vs_baseline)
+from .summary_headline import (
+    PAPER_GIVES,
+    PAPER_SYSTEM,
+    TEST_TABLE,
+    headline_table,
+    rerank_promotion,
+    reranked_rows,
+    results_long,
+    silver_gains,
+    tuned_vs_baseline,
+)
 from .summary_provenance import input_checksums, notebook_times, reductions, run_provenance, shorten_paths, wall_times
-from .summary_setting import (benchmark_of, contamination_caveat, differences, queries_per_split, run_label_sources,
-                              silver_waves)
+from .summary_setting import (
+    benchmark_of,
+    contamination_caveat,
+    differences,
+    queries_per_split,
+    run_label_sources,
+    silver_waves,
+)
 
 
 @dataclass
@@ -177,7 +192,8 @@ def pool_size_lines(summary: Summary, figure_files: dict[str, str]) -> list[str]
     for move in (m.value for m in MOVES):
         key = f"pool_size_{move}"
         lines += ([f"![{move.capitalize()}: scores against pool size]({figure_files[key]})", ""] if key in figure_files
-                  else [f"_{move.capitalize()}: figures/figure_pool_size_{move} absent (no point for this move)._", ""])
+                  else [f"_{move.capitalize()}: figures/figure_pool_size_{move} absent "
+                        "(no point for this move)._", ""])
     return lines
 
 
@@ -199,7 +215,8 @@ def wall_time_lines(summary: Summary) -> list[str]:
     seconds = times["seconds"].dropna()
     untimed = len(times) - len(seconds)
     return lines + [f"Total: {seconds.sum():,.0f} s ({seconds.sum() / 3600:.1f} h) over the latest executions of "
-                    f"{len(seconds)} notebooks" + (f"; {untimed} without a recorded time" if untimed else "") + ".", ""]
+                    f"{len(seconds)} notebooks" + (f"; {untimed} without a recorded time" if untimed else "")
+                    + ".", ""]
 
 
 def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
@@ -246,5 +263,6 @@ def render_markdown(summary: Summary, figure_files: dict[str, str]) -> str:
               for r in summary.reductions.to_dict("records")] or ["_(nothing recorded)_"]
     lines += ["", "## Provenance", ""]
     lines += [f"- {key}: `{value}`" for key, value in summary.provenance.items()]
-    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "", *wall_time_lines(summary)]
+    lines += ["", "Inputs (sha256, first 16 hex digits):", "", _markdown(summary.inputs), "",
+              *wall_time_lines(summary)]
     return "\n".join(lines)

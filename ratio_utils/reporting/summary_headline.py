@@ -174,8 +174,8 @@ PROMOTION_GAP = "this run - paper (points)"
 def _promotion_meaning(top_n: int, k: int) -> str:
     rates = ", ".join(f"{move.capitalize()} {rate:.1f} %" for move, rate in PAPER_PROMOTION.items())
     return (f"The reranker is shown the first stage's top {top_n} only, so its gain is bounded by the first stage's "
-            f"recall@{top_n} (a gold outside the top {top_n} is never shown to it); the promotion rate is the share of "
-            f"the answered queries with the gold in that top {top_n} whose gold it puts in its top {k}, beside the "
+            f"recall@{top_n} (a gold outside the top {top_n} is never shown to it); the promotion rate is the share "
+            f"of the answered queries with the gold in that top {top_n} whose gold it puts in its top {k}, beside the "
             f"paper's ({rates}: GPT-5-mini over the {PAPER_FIRST_STAGE}), and a rate far above the paper's says more "
             "about the model that answered than about the retriever. Where the silver judge and the reranker were "
             "answered by the same stand-in family (the label-source notes below name who answered each), promotion "

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import Config
+from ..dataset import papers_per_year_figure
+from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import IntervalCache, cell
 from ..evaluation.metrics import per_query_metrics
 from ..judge.sampling import pair_ids, sample_for_judging
-from ..dataset import papers_per_year_figure
-from ..dataset.benchmark import Benchmark, load_benchmark
 from ..models import contamination_note, encoders_used
 from ..param_sections import DatasetParams, JudgeParams
 from ..publish.label_sources import rerank_source, silver_sources
@@ -122,7 +122,8 @@ def model_list(entries: list) -> str:
         prefixes = entry.get("prefixes", entry.get("prefix"))
         prefixes = [prefixes] if isinstance(prefixes, str) else list(prefixes or [])
         name = str(entry.get("model", "?"))
-        shown.append(f"{name} ({' and '.join(prefixes)} prefix{'es' if len(prefixes) > 1 else ''})" if prefixes else name)
+        shown.append(f"{name} ({' and '.join(prefixes)} prefix{'es' if len(prefixes) > 1 else ''})" if prefixes
+                     else name)
     return ", ".join(shown) or "none"
 
 
@@ -133,7 +134,8 @@ def differences(cfg: Config, bench: Benchmark | None, label_sources: list, queri
     if Path(cfg.paths.papers).exists():
         papers = pd.read_parquet(cfg.paths.papers, columns=["corpus", "year"])
         ours["corpus"] = (f"{len(papers):,} papers of {', '.join(sorted(papers['corpus'].unique()))}, "
-                          f"{year_range(int(papers['year'].min()), int(papers['year'].max()))} (params corpus.sources)")
+                          f"{year_range(int(papers['year'].min()), int(papers['year'].max()))} "
+                          "(params corpus.sources)")
     if bench is not None:
         ours["test pool"] = f"{len(bench.pool(Split.TEST)):,} sentences"
     judge = next((source for source in label_sources if source.role == "judge"), None)
@@ -177,7 +179,8 @@ def _wave_of_queries(cfg: Config, bench: Benchmark, move: str, sizes: dict) -> t
     return sample, waves.dropna().astype(int).groupby(level=0).first(), unknown
 
 
-def silver_waves(cfg: Config, bench: Benchmark | None, n_resamples: int = 2_000) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def silver_waves(cfg: Config, bench: Benchmark | None,
+                 n_resamples: int = 2_000) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """For each move whose silver set pools several judge waves (judge.sample_sizes a list: a nested sample), the
     judge's acceptance per wave (silver pairs of the wave's sampled pairs, exact 95% interval) and each silver run's
     MRR@10 per wave beside its pooled score (reranked runs left out: they cover a sample); with one sentence on how to

@@ -58,7 +58,8 @@ def _resumable_rows(partial: Path, progress: Path, what: dict) -> int:
     done = 0
     for crc in state.get("chunks") or []:
         if data_crc32(rows[done:done + what["chunk"]]) != crc:
-            logger.warning("%s: rows from %d on do not match their progress record; encoding them again", partial, done)
+            logger.warning("%s: rows from %d on do not match their progress record; encoding them again",
+                           partial, done)
             break
         done = min(done + what["chunk"], what["rows"])
     return done
@@ -136,4 +137,5 @@ def search_blocks(query_vectors: np.ndarray, pool_vectors: np.ndarray, k: int, b
 
     k = min(k, pool_vectors.shape[0])  # a heap wider than the pool would keep padding ids
     queries = np.ascontiguousarray(query_vectors, dtype=np.float32)
-    return knn_ground_truth(queries, iter_blocks(pool_vectors, block_rows), k, metric_type=METRIC_INNER_PRODUCT, ngpu=ngpu)
+    return knn_ground_truth(queries, iter_blocks(pool_vectors, block_rows), k, metric_type=METRIC_INNER_PRODUCT,
+                            ngpu=ngpu)

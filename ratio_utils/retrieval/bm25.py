@@ -114,7 +114,8 @@ class BM25Retriever(Retriever):
         return self._index
 
     def index_bytes(self, texts: pd.Series) -> int:
-        """Estimated peak memory of indexing `texts`: their tokens (from an evenly spaced sample) x BM25_BYTES_PER_TOKEN."""
+        """Estimated peak memory of indexing `texts`: their tokens (from an evenly spaced sample) x
+        BM25_BYTES_PER_TOKEN."""
         sample = texts.iloc[:: max(1, len(texts) // _SAMPLE)]
         tokens_per_text = sum(len(self.tokenizer(t)) for t in sample) / max(len(sample), 1)
         return int(len(texts) * tokens_per_text * BM25_BYTES_PER_TOKEN)
@@ -142,8 +143,8 @@ class BM25Retriever(Retriever):
         answerable = [i for i, tokens in enumerate(query_tokens) if tokens]
         if answerable:
             found, found_scores = index.retrieve(
-                [query_tokens[i] for i in answerable], k=width, show_progress=self.show_progress and len(answerable) > 1000,
-                n_threads=0
+                [query_tokens[i] for i in answerable], k=width,
+                show_progress=self.show_progress and len(answerable) > 1000, n_threads=0
             )
             hits[answerable], scores[answerable] = found, found_scores
         hits = np.where(scores > 0, hits, -1)

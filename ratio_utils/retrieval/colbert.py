@@ -27,7 +27,8 @@ from ..models import resolve_model_path
 from .base import Retriever, run_from_hits
 
 
-def load_colbert(checkpoint: Any, query_length: int = 128, document_length: int = 300, device: str | None = None, **kwargs):
+def load_colbert(checkpoint: Any, query_length: int = 128, document_length: int = 300, device: str | None = None,
+                 **kwargs):
     """A PyLate ColBERT model from a local folder (or one of ratio_utils.models' packaged names)."""
     from pylate import models
 
@@ -119,15 +120,19 @@ class ColBERTRetriever(Retriever):
         starts = range(0, len(pool), doc_chunk)
         for start in tqdm(starts, desc=f"{self.name}: MaxSim", disable=not self.show_progress or len(starts) < 2):
             chunk = doc_embeddings[start : start + doc_chunk]
-            docs = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(d, dtype=torch.float32) for d in chunk], batch_first=True)
+            docs = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(d, dtype=torch.float32) for d in chunk],
+                                                   batch_first=True)
             # The mask keeps padding (zero vectors, similarity 0) from beating real tokens with negative similarity.
             docs_mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(d)) for d in chunk], batch_first=True)
             with torch.no_grad():
-                scores = colbert_scores(queries_tensor, docs, queries_mask=queries_mask, documents_mask=docs_mask, backend="torch")
+                scores = colbert_scores(queries_tensor, docs, queries_mask=queries_mask, documents_mask=docs_mask,
+                                        backend="torch")
             merged_scores = torch.cat([best_scores, scores.float().cpu()], dim=1)
-            merged_index = torch.cat([best_index, torch.arange(start, start + len(chunk)).expand(len(queries), -1)], dim=1)
+            merged_index = torch.cat([best_index, torch.arange(start, start + len(chunk)).expand(len(queries), -1)],
+                                     dim=1)
             top = torch.topk(merged_scores, k=min(width, merged_scores.shape[1]), dim=1)
             best_scores, best_index = top.values, torch.gather(merged_index, 1, top.indices)
         return run_from_hits(
-            list(queries["qid"]), pool["docid"].to_numpy(), best_index.numpy(), best_scores.numpy().astype(np.float32), k
+            list(queries["qid"]), pool["docid"].to_numpy(), best_index.numpy(), best_scores.numpy().astype(np.float32),
+            k
         )

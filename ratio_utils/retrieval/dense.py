@@ -17,8 +17,9 @@ $RATIO_OUTPUT_ROOT is set, else ~/.cache/ratio/embeddings): a second search over
 prefix loads the memory-mapped array instead of encoding again. Within a process, the retrievers built with
 `memo=True` (evaluate, the MTEB tasks, search, the explorer) also share one in-memory memo (`EMBEDDING_MEMO`) with the
 same key: one encoding per key, whoever asks. Loaded models are shared through `LOADED_MODELS`, keyed by the model's
-fingerprint, so a folder rewritten in place is loaded again, never served from the copy loaded before. `fp16_storage` halves the disk and index memory
-(the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an exhaustive search).
+fingerprint, so a folder rewritten in place is loaded again, never served from the copy loaded before. `fp16_storage`
+halves the disk and index memory (the index then holds float16 codes, IndexScalarQuantizer QT_fp16, still an
+exhaustive search).
 
 A pool whose vectors would take more than `max_pool_bytes` (retrieval.max_pool_bytes; the paper's
 13.8M-sentence train pool is 21 GB in float16 at 768 dimensions) is not held in memory: it is encoded
@@ -32,8 +33,8 @@ import contextlib
 import json
 import logging
 import os
-from collections import OrderedDict
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,8 @@ class DenseRetriever(Retriever):
         self.batch_size = batch_size
         self.cache = EmbeddingCache(cache_dir) if cache_dir is not None else None
         # memo=True: the process-wide EMBEDDING_MEMO; an EmbeddingMemo: that one; None/False: none (training loops)
-        self.memo: EmbeddingMemo | None = EMBEDDING_MEMO if memo is True else (memo if isinstance(memo, EmbeddingMemo) else None)
+        self.memo: EmbeddingMemo | None = (EMBEDDING_MEMO if memo is True
+                                           else (memo if isinstance(memo, EmbeddingMemo) else None))
         self.fp16_storage = fp16_storage
         self.device = device
         self.query_chunk = query_chunk
@@ -258,7 +260,8 @@ class DenseRetriever(Retriever):
         settings["load"] = {**entry.model_kwargs(), "max_seq_length": entry.max_seq_length} if entry else {}
         if self._model is not None and self._loaded_settings is not None:
             now = _settings_of(self._model)
-            settings["changed"] = {name: value for name, value in now.items() if self._loaded_settings.get(name) != value}
+            settings["changed"] = {name: value for name, value in now.items()
+                                   if self._loaded_settings.get(name) != value}
         else:
             settings["changed"] = {}
         return settings
@@ -369,7 +372,8 @@ class DenseRetriever(Retriever):
         if self._beyond_budget(len(pool)):
             return self._search_pool_file(queries, pool, k)
         index = self._pool_index(pool)
-        query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
+        query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix,
+                                           "encoding queries")
         width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
         qids = list(queries["qid"])
         runs = []
@@ -377,7 +381,8 @@ class DenseRetriever(Retriever):
         for start in tqdm(starts, desc=f"{self.name}: search", disable=not self.show_progress or len(starts) < 2):
             block = np.ascontiguousarray(query_vectors[start : start + self.query_chunk], dtype=np.float32)
             scores, hits = index.search(block, width)
-            runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(), hits, scores, k))
+            runs.append(run_from_hits(qids[start : start + self.query_chunk], pool["docid"].to_numpy(),
+                                      hits, scores, k))
         return pd.concat(runs, ignore_index=True)
 
     def _search_pool_file(self, queries: pd.DataFrame, pool: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -401,7 +406,8 @@ class DenseRetriever(Retriever):
                 path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ratio-pool-"))) / "pool.npy"
                 vectors = encode_to_memmap(encode, texts, path, self.embedding_dimension(), self.encode_chunk,
                                            self.storage_dtype, desc=desc)
-            query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix, "encoding queries")
+            query_vectors, _ = self.embeddings(list(queries["qid"]), list(queries["text"]), self.query_prefix,
+                                               "encoding queries")
             width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
             qids = list(queries["qid"])
             docids = pool["docid"].to_numpy()

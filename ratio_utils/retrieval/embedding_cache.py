@@ -93,7 +93,8 @@ class EmbeddingKey:
     @property
     def label(self) -> str:
         """A short identity for records and in-memory index sharing (no folder in it)."""
-        return f"{self.model_fingerprint[:16]}/{_short(json.dumps([self.encoder, self.prefix]))}/{self.texts[:24]}.{self.dtype}"
+        return (f"{self.model_fingerprint[:16]}/{_short(json.dumps([self.encoder, self.prefix]))}/"
+                f"{self.texts[:24]}.{self.dtype}")
 
 
 class EmbeddingCache:
@@ -140,7 +141,8 @@ class EmbeddingCache:
         except (OSError, ValueError, EOFError) as exc:  # truncated, zero bytes, random bytes, not an .npy
             return f"not a readable .npy file ({type(exc).__name__}: {exc})", None
         if array.ndim != 2 or array.shape[0] != key.rows or list(array.shape) != record.get("shape"):
-            return f"shape {tuple(array.shape)} where its sidecar says {record.get('shape')} for {key.rows} texts", None
+            return (f"shape {tuple(array.shape)} where its sidecar says {record.get('shape')} for {key.rows} texts",
+                    None)
         if array.dtype.name != key.dtype:
             return f"dtype {array.dtype.name}, not {key.dtype}", None
         stat = path.stat()

@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..llm.prompts import PromptFile, read_prompt
 from ..llm import ChatRequest, ChatResult
+from ..llm.prompts import PromptFile, read_prompt
 from ..param_sections import RerankParams
 from ..schema import Move
 from .runs import system_slug
@@ -36,7 +36,8 @@ RANKING_FIELD = "ranking"
 
 # The repair rules, in the order they are applied to an answer; each is counted per (system, move).
 REPAIR_RULES = {
-    "unusable_answer": "the answer is not a JSON object with a list under 'ranking': the query keeps its first-stage ranking",
+    "unusable_answer": "the answer is not a JSON object with a list under 'ranking': the query keeps its first-stage "
+                       "ranking",
     "non_integer": "entries that are not whole numbers are dropped (a numeric string such as \"7\" is read as 7)",
     "out_of_range": "numbers outside 1..n (n = candidates shown) are dropped",
     "duplicate": "a number given again is dropped (its first place is kept)",
@@ -68,7 +69,8 @@ def rerank_request(custom_id: str, prompt: PromptFile, query: str, candidates: l
     extra.update(params.extra)
     return ChatRequest(
         custom_id=custom_id, model=model,
-        messages=[{"role": "system", "content": prompt.text}, {"role": "user", "content": user_message(query, candidates, params.k)}],
+        messages=[{"role": "system", "content": prompt.text},
+                  {"role": "user", "content": user_message(query, candidates, params.k)}],
         response_format_json=True, extra=extra,
         meta={"prompt": prompt.label, "prompt_sha256": prompt.sha256, "move": prompt.move.value, **(meta or {})},
     )

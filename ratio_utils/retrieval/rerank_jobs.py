@@ -35,8 +35,8 @@ from .rerank import (
 )
 from .runs import RERANK_SUFFIX, info_path, read_run, read_run_info, reranked_system_name, run_path, write_system_run
 
-
-COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one request each); of those requests, sent: "
+COUNTS_NOTE = ("to_rerank: queries whose gold is in the first-stage top n (one request each); of those requests, "
+               "sent: "
                "sent to the endpoint in this run; replayed: answered from recorded responses (replay or the cache); "
                "request_files: written as Batch API request files without an answer (no key, nothing recorded).")
 
@@ -92,8 +92,8 @@ def split_for(bench: Benchmark, move: Move, split: str) -> tuple[str, str | None
     """The split reranked for `move` and a note when the silver split it asks for does not exist."""
     wanted = Split.parse(split)
     if wanted is Split.SILVER and bench.query_split(move) is not Split.SILVER:
-        return Split.TEST.value, (f"{move.value}: no silver split (notebook 07 wrote none); the unfiltered test queries "
-                                  "are reranked.")
+        return Split.TEST.value, (f"{move.value}: no silver split (notebook 07 wrote none); the unfiltered test "
+                                  "queries are reranked.")
     return wanted.value, None
 
 
@@ -145,7 +145,8 @@ def build_requests(bench: Benchmark, jobs: list[Job], prompts: dict[Move, Prompt
         for qid in job.to_send:
             candidates = [texts[job.split][d] for d in job.orders[qid][: params.top_n]]
             request = rerank_request(custom_id(job.system, job.move, job.split, qid), prompts[job.move], queries[qid],
-                                     candidates, model, params, meta={"system": job.system, "split": job.split, "qid": qid})
+                                     candidates, model, params,
+                                     meta={"system": job.system, "split": job.split, "qid": qid})
             out.append((job, qid, request))
     return out
 
@@ -231,9 +232,10 @@ def finish_job(job: Job, results: dict[str, ChatResult], asked: Asked, runs_dir:
     info = dataclasses.replace(
         first, setup=first.setup + RERANK_SUFFIX,
         family="llm-rerank", stage=NOTEBOOKS["10"], first_stage=first.system, max_queries=None, qids=sorted(orders),
-        source=model, retriever={**reranker_record(model, asked), "prompt": prompt.label, "prompt_sha256": prompt.sha256,
-                                 "top_n": params.top_n, "k": params.k},
-        notes=[f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"] if job.counts.missing else [],
+        source=model, retriever={**reranker_record(model, asked), "prompt": prompt.label,
+                                 "prompt_sha256": prompt.sha256, "top_n": params.top_n, "k": params.k},
+        notes=([f"{job.counts.missing} sent quer(ies) without an answer keep their first-stage ranking"]
+               if job.counts.missing else []),
     )
     job.written = write_system_run(ranked_run(orders), runs_dir, info)["parquet"]
     return []
@@ -260,7 +262,8 @@ def counts_table(jobs: list[Job], root: Path) -> pd.DataFrame:
         repairs = counts.pop("repairs")
         rows.append({"first stage": job.system, "move": job.move.value, "split": job.split, **counts,
                      **{f"repair: {r}": n for r, n in repairs.items()},
-                     "run file": shown_path(job.written, root) if job.written else f"— ({job.why_not_written or 'not run yet'})"})
+                     "run file": (shown_path(job.written, root) if job.written
+                                  else f"— ({job.why_not_written or 'not run yet'})")})
     return pd.DataFrame(rows)
 
 
@@ -268,13 +271,16 @@ def rerank_report(jobs: list[Job], asked: Asked | None, mode: str, model: str, p
                   report, notes: list[str], root: Path) -> dict:
     """The report of notebook 10 (cfg.paths.rerank_report): who answered, the estimate, every job's counts."""
     return {
-        "stage": NOTEBOOKS["10"], "configured_model": model, "answered_by": asked.answered_by if asked else [], "mode": mode,
-        "request_files": shown_path(asked.request_files, root) if asked else None, "top_n": params.top_n, "k": params.k,
+        "stage": NOTEBOOKS["10"], "configured_model": model, "answered_by": asked.answered_by if asked else [],
+        "mode": mode, "request_files": shown_path(asked.request_files, root) if asked else None,
+        "top_n": params.top_n, "k": params.k,
         "estimate": None if report is None else {"input_tokens": report.est_input_tokens,
-                                                  "output_tokens": report.est_output_tokens, "cost_usd": report.est_cost_usd},
+                                                  "output_tokens": report.est_output_tokens,
+                                                  "cost_usd": report.est_cost_usd},
         "repair_rules": REPAIR_RULES,
         "jobs": [{"first_stage": j.system, "system": j.reranked, "move": j.move.value, "split": j.split,
-                  "run_file": shown_path(j.written, root) if j.written else None, "why_not_written": j.why_not_written or None,
+                  "run_file": shown_path(j.written, root) if j.written else None,
+                  "why_not_written": j.why_not_written or None,
                   **j.counts.to_dict()} for j in jobs],
         "notes": portable_notes(notes, root),
     }

@@ -184,7 +184,8 @@ STALE_DIR = "_stale"  # runs_dir/_stale/<old checksum>/...: runs of an earlier b
 
 def run_files(runs_dir: Path) -> list[Path]:
     """Every run file under runs_dir/<system>/<move>/<split>.parquet, sorted (order-free)."""
-    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet") if not p.relative_to(runs_dir).parts[0].startswith("_"))
+    return sorted(p for p in Path(runs_dir).glob("*/*/*.parquet")
+                  if not p.relative_to(runs_dir).parts[0].startswith("_"))
 
 
 def retire_foreign_runs(runs_dir: Path, checksum: str) -> list[str]:

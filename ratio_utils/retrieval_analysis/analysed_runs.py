@@ -48,8 +48,10 @@ class Retrievers:
 def retrievers_frame(retrievers: Retrievers) -> pd.DataFrame:
     """Which retrievers the analyses compare (and which tuned ones are missing)."""
     rows = [{"role": "untuned", "move": "all", "retriever": retrievers.base}]
-    rows += [{"role": "tuned", "move": m, "retriever": f"models/{Path(p).name}"} for m, p in sorted(retrievers.tuned.items())]
-    rows += [{"role": "tuned", "move": m, "retriever": f"missing: {why}"} for m, why in sorted(retrievers.missing.items())]
+    rows += [{"role": "tuned", "move": m, "retriever": f"models/{Path(p).name}"}
+             for m, p in sorted(retrievers.tuned.items())]
+    rows += [{"role": "tuned", "move": m, "retriever": f"missing: {why}"}
+             for m, why in sorted(retrievers.missing.items())]
     return pd.DataFrame(rows)
 
 
@@ -79,7 +81,8 @@ class RunSource:
 
     def run(self, tuned_on: str | None, move: str, split: str, pool_name: str = FULL_POOL,
             pool: pd.DataFrame | None = None) -> pd.DataFrame:
-        """Top-k run of the untuned (tuned_on None) or a tuned retriever on one move's queries (runs.get_or_compute)."""
+        """Top-k run of the untuned (tuned_on None) or a tuned retriever on one move's queries
+        (runs.get_or_compute)."""
         setup = "Tuned" if tuned_on else "Baseline"
         info = RunInfo(self._model_label(tuned_on), "generic", setup, "dense", move, split,
                        self.checksum, self.stage, k=self.params.k, max_queries=self.params.max_queries,
@@ -88,7 +91,8 @@ class RunSource:
         stand_ins = []
         if pool_name == FULL_POOL and (tuned_on is None or tuned_on == move):
             # notebook 08's untuned run or notebook 09's tuned run of this move rank the same pool
-            stand_ins.append(run_path(self.cfg.paths.retrieval_runs, system_name(self.retrievers.label, "generic", setup), move, split))
+            stand_ins.append(run_path(self.cfg.paths.retrieval_runs,
+                                      system_name(self.retrievers.label, "generic", setup), move, split))
 
         def compute():
             queries = self.queries(move, split)
@@ -109,10 +113,13 @@ class RunSource:
 def interval_note(extra: str = "") -> str:
     """The note of every analysis table with intervals: what a cell and a difference are."""
     return (f"Cells: mean over queries with a {int(CONFIDENCE * 100)}% percentile bootstrap interval over queries "
-            f"(seeded; ratio_utils.evaluation.stats); differences: paired bootstrap interval and two-sided sign-flip permutation p "
-            f"over the same queries. {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only." + extra)
+            f"(seeded; ratio_utils.evaluation.stats); differences: paired bootstrap interval and two-sided sign-flip "
+            f"permutation p "
+            f"over the same queries. {stats.DAGGER}: fewer than {stats.INDICATIVE_BELOW} queries, indicative only."
+            + extra)
 
 
 def reduced_note(params: AnalysisParams) -> list[str]:
     """The note of a smoke run that caps the queries (none for a full run)."""
-    return [f"Reduced run: at most {params.max_queries} queries per move and query set (the first by id)."] if params.max_queries else []
+    return ([f"Reduced run: at most {params.max_queries} queries per move and query set (the first by id)."]
+            if params.max_queries else [])

@@ -116,7 +116,8 @@ class MoveOverlap:
     gold: pd.Series
 
     def cells(self, ks: Iterable[int], cache: IntervalCache) -> list[dict]:
-        """Rows (system, k, value, low, high, n): each retriever's mean at each k, and the query–gold mean at every k."""
+        """Rows (system, k, value, low, high, n): each retriever's mean at each k, and the query–gold mean at every
+        k."""
         rows = []
         for system, frame in self.per_system.items():
             for k in frame.columns:
@@ -157,7 +158,8 @@ def overlap_table(per_k: pd.DataFrame) -> pd.DataFrame:
     """The shown lexical-overlap table: one row per query set, move and retriever, a J@k cell per k."""
     rows = []
     for (split, move, system), group in per_k.groupby(["query_set", "move", "system"], sort=True):
-        row = {"Query set": query_set_name(split), "Move": move.capitalize(), "Retriever": system, "Queries": int(group["n"].max())}
+        row = {"Query set": query_set_name(split), "Move": move.capitalize(), "Retriever": system,
+               "Queries": int(group["n"].max())}
         for r in group.sort_values("k").itertuples():
             row[f"J@{r.k}"] = Cell(r.value, r.low, r.high, int(r.n)).text(1, 3)
         rows.append(row)
@@ -172,14 +174,14 @@ def overlap_count(comparisons: pd.DataFrame, comparison_ks: Iterable[int]) -> pd
         return pd.DataFrame([{"Query set": "all", "Move": "all", "Tuned overlaps less": 0, "Comparisons made": 0,
                               "Comparisons in the paper's design": possible}])
     grouped = comparisons.groupby(["Query set", "Move"], sort=True)["Tuned overlaps less"]
-    rows = [{"Query set": s, "Move": m, "Tuned overlaps less": int((g == "yes").sum()), "Comparisons made": int(len(g))}
-            for (s, m), g in grouped]
+    rows = [{"Query set": s, "Move": m, "Tuned overlaps less": int((g == "yes").sum()),
+             "Comparisons made": int(len(g))} for (s, m), g in grouped]
     rows.append({"Query set": "all", "Move": "all", "Tuned overlaps less": sum(r["Tuned overlaps less"] for r in rows),
                  "Comparisons made": int(len(comparisons)), "Comparisons in the paper's design": possible})
     return pd.DataFrame(rows)
 
 
-# -- F.1 end to end (stage 11) -----------------------------------------------------------------------------------------
+# -- F.1 end to end (stage 11) ----------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -202,9 +204,11 @@ def overlap_analysis(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
         for move in (m.value for m in MOVES):
             if not (bench.has(move, split) and len(bench.queries(move, split))):
                 if split == Split.SILVER.value:
-                    notes.append(f"{move}: no silver split, so its silver comparisons cannot be made (the judge of notebook 07 has not run).")
+                    notes.append(f"{move}: no silver split, so its silver comparisons cannot be made (the judge of "
+                                 "notebook 07 has not run).")
                 continue
-            runs = {system: source.run(tuned_on, move, split) for system, tuned_on in (("baseline", None), ("tuned", move))
+            runs = {system: source.run(tuned_on, move, split)
+                    for system, tuned_on in (("baseline", None), ("tuned", move))
                     if tuned_on is None or move in retrievers.tuned}
             overlap = measure.of_move(move, split, source.queries(move, split), source.qrels(move, split), runs,
                                       params.overlap_ks)
@@ -218,7 +222,8 @@ def overlap_analysis(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
                 comparisons.append({
                     "Query set": query_set_name(split), "Move": move.capitalize(), "k": k,
                     "Baseline": compared.baseline.text(1, 3), "Tuned": compared.tuned.text(1, 3),
-                    "Gold": compared.gold.text(1, 3), "Tuned - baseline": compared.difference.text(1, 3), "p": compared.p,
+                    "Gold": compared.gold.text(1, 3), "Tuned - baseline": compared.difference.text(1, 3),
+                    "p": compared.p,
                     "Tuned overlaps less": "yes" if compared.tuned_overlaps_less else "no"})
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its tuned rows and comparisons are missing.")
@@ -232,16 +237,18 @@ def overlap_analysis(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
                   f"untuned = {retrievers.label}, tuned = notebook 09's model of the move (generic prefixes).",
                   interval_note(), *reduced_note(params), *notes]
         inputs = [cfg.paths.benchmark]
-        write_table(overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common, labels=silver_sources(bench),
-                    caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, and "
-                            "between a query and its gold sentence, per query set and move.")
+        write_table(overlap_table(per_k), "analysis_lexical_overlap", cfg, inputs=inputs, notes=common,
+                    labels=silver_sources(bench),
+                    caption="Lexical overlap (Appendix F.1): mean Jaccard between a query and its top-k candidates, "
+                            "and between a query and its gold sentence, per query set and move.")
         labels = silver_sources(bench)
-        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common, shown=comparisons_shown,
-                    labels=labels, records=records_frame(records),
-                    caption="Lexical overlap, tuned vs untuned at k in {" + ", ".join(map(str, params.comparison_ks)) + "}.")
+        write_table(comparison_frame, "analysis_overlap_comparisons", cfg, inputs=inputs, notes=common,
+                    shown=comparisons_shown, labels=labels, records=records_frame(records),
+                    caption="Lexical overlap, tuned vs untuned at k in {"
+                            + ", ".join(map(str, params.comparison_ks)) + "}.")
         write_table(count, "analysis_overlap_count", cfg, inputs=inputs, notes=common, labels=labels,
-                    caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the query than "
-                            "the untuned retriever's (paper: 24 of 24).")
+                    caption="Comparisons in which the tuned retriever's top-k candidates overlap less with the "
+                            "query than the untuned retriever's (paper: 24 of 24).")
         figure = _overlap_figure(cfg, bench, per_k, notes)
     cache.save()  # the next run looks the intervals up instead of resampling again
     return OverlapResult(per_k, comparisons_shown, count, notes, figure if write and not per_k.empty else None)
@@ -273,15 +280,19 @@ def _overlap_figure(cfg: Config, bench: Benchmark, per_k: pd.DataFrame, notes: l
         ax.minorticks_off()
         n = int(data["n"].max()) if not data.empty else 0
         shown_n.append(n)
-        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}, N={n}{DAGGER if stats.is_indicative(n) else ''}", fontsize=9)
+        ax.set_title(f"{move.capitalize()}: {query_set_name(split)}, N={n}{DAGGER if stats.is_indicative(n) else ''}",
+                     fontsize=9)
         ax.set_xlabel("k")
     axes[0].set_ylabel("mean Jaccard, query vs top-k")
     handles = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels())}
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, -0.06))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8,
+               bbox_to_anchor=(0.5, -0.06))
     small = any(stats.is_indicative(n) for n in shown_n if n)
     fig.suptitle("Figure 4: lexical overlap of the top-k candidates with the query (bands: 95% bootstrap intervals; "
-                 f"N: queries{f'; {DAGGER} fewer than {stats.INDICATIVE_BELOW}, indicative' if small else ''})", fontsize=10)
+                 "N: queries"
+                 f"{f'; {DAGGER} fewer than {stats.INDICATIVE_BELOW}, indicative' if small else ''})", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes, labels=silver_sources(bench))
+    save_figure(fig, "figure4_lexical_overlap", cfg, inputs=[cfg.paths.benchmark], notes=notes,
+                labels=silver_sources(bench))
     plt.close(fig)
     return fig

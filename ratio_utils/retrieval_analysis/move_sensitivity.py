@@ -42,13 +42,15 @@ def sensitivity_ranks(encoder, bench: Benchmark, split: Split | str, moves: Sequ
     split = Split.parse(split)
     pool = bench.pool(split)[["docid", "text"]].drop_duplicates("docid").reset_index(drop=True)
     position = {d: i for i, d in enumerate(pool["docid"])}
-    pairs = pd.concat([_move_pairs(bench.eval_set(m, split), m) for m in moves if bench.has(m, split)], ignore_index=True)
+    pairs = pd.concat([_move_pairs(bench.eval_set(m, split), m) for m in moves if bench.has(m, split)],
+                      ignore_index=True)
     pairs = pairs.drop_duplicates(["qid", "gold_id", "move"])
     queries = pairs.drop_duplicates("qid")[["qid", "text"]].reset_index(drop=True)
     query_row = {q: i for i, q in enumerate(queries["qid"])}
     docids = pool["docid"].to_numpy()
     id_order = np.argsort(np.argsort(docids))  # rank of each docid in ascending order (tie-break)
-    pool_vectors = np.asarray(encoder.embeddings(list(pool["docid"]), list(pool["text"]), doc_prefix, "pool")[0], dtype=np.float32)
+    pool_vectors = np.asarray(encoder.embeddings(list(pool["docid"]), list(pool["text"]), doc_prefix, "pool")[0],
+                              dtype=np.float32)
     self_col = np.array([position.get(q, -1) for q in queries["qid"]])
     gold_col = np.array([position.get(g, -1) for g in pairs["gold_id"]])
     pair_query = pairs["qid"].map(query_row).to_numpy()
@@ -56,7 +58,8 @@ def sensitivity_ranks(encoder, bench: Benchmark, split: Split | str, moves: Sequ
     tops: dict[str, np.ndarray] = {}
     for move in moves:
         prefix = instructed_query_prefix(move, template)
-        qvec = np.asarray(encoder.embeddings(list(queries["qid"]), list(queries["text"]), prefix, "queries")[0], dtype=np.float32)
+        qvec = np.asarray(encoder.embeddings(list(queries["qid"]), list(queries["text"]), prefix, "queries")[0],
+                          dtype=np.float32)
         rank = np.full(len(pairs), np.nan)
         top = np.zeros((len(queries), min(TOP, len(pool))), dtype=np.int64)
         for start in range(0, len(queries), chunk):
@@ -69,7 +72,8 @@ def sensitivity_ranks(encoder, bench: Benchmark, split: Split | str, moves: Sequ
             in_chunk = np.flatnonzero((pair_query >= start) & (pair_query < start + chunk) & (gold_col >= 0))
             local = pair_query[in_chunk] - start
             gold_scores = scores[local, gold_col[in_chunk]][:, None]
-            ahead = (scores[local] > gold_scores) | ((scores[local] == gold_scores) & (id_order[None, :] < id_order[gold_col[in_chunk]][:, None]))
+            ahead = (scores[local] > gold_scores) | ((scores[local] == gold_scores)
+                                                     & (id_order[None, :] < id_order[gold_col[in_chunk]][:, None]))
             rank[in_chunk] = 1 + ahead.sum(axis=1)
         ranks[move.value] = rank
         tops[move.value] = top
@@ -78,7 +82,8 @@ def sensitivity_ranks(encoder, bench: Benchmark, split: Split | str, moves: Sequ
         out[f"rank_{move.value}"] = ranks[move.value]
     top_sets = {m: [frozenset(row) for row in t] for m, t in tops.items()}
     for move in moves:
-        out[f"overlap_{move.value}"] = [len(top_sets[own][q] & top_sets[move.value][q]) for own, q in zip(out["move"], pair_query)]
+        out[f"overlap_{move.value}"] = [len(top_sets[own][q] & top_sets[move.value][q])
+                                        for own, q in zip(out["move"], pair_query)]
     changed = [len({top_sets[m.value][q] for m in moves}) > 1 for q in range(len(queries))]
     out["changed"] = [changed[q] for q in pair_query]
     return out
@@ -88,7 +93,8 @@ def _move_pairs(evalset, move: Move) -> pd.DataFrame:
     """One row per (query, gold) of a move's eval set, in the pair file's order: qid, text, gold_id, move."""
     text = dict(zip(evalset.queries["qid"], evalset.queries["text"]))
     pairs = evalset.qrels.rename(columns={"docid": "gold_id"})
-    return pd.DataFrame({"qid": pairs["qid"], "text": pairs["qid"].map(text), "gold_id": pairs["gold_id"], "move": move.value})
+    return pd.DataFrame({"qid": pairs["qid"], "text": pairs["qid"].map(text), "gold_id": pairs["gold_id"],
+                         "move": move.value})
 
 
 def sensitivity_summary(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFrame:
@@ -101,8 +107,10 @@ def sensitivity_summary(ranks: pd.DataFrame, moves: Sequence[Move]) -> pd.DataFr
         if frame.empty:
             continue
         own_rank = np.array([row[f"rank_{row['move']}"] for _, row in frame.iterrows()])
-        best_other = np.array([min(row[f"rank_{m}"] for m in names if m != row["move"]) for _, row in frame.iterrows()])
-        overlap = np.array([np.mean([row[f"overlap_{m}"] for m in names if m != row["move"]]) for _, row in frame.iterrows()])
+        best_other = np.array([min(row[f"rank_{m}"] for m in names if m != row["move"])
+                               for _, row in frame.iterrows()])
+        overlap = np.array([np.mean([row[f"overlap_{m}"] for m in names if m != row["move"]])
+                            for _, row in frame.iterrows()])
         rows.append({
             "Move": own.capitalize() if own != "all" else "All",
             "Pairs": len(frame),
@@ -158,9 +166,9 @@ def sensitivity_table(cfg: Config, params: UnifiedParams, ranks: pd.DataFrame) -
     table = sensitivity_summary(ranks, moves)
     notes = [
         f"Each {params.sensitivity_split} query is issued three times to the unified retriever, once with each move's "
-        "instruction. 'Top 10 changes': the set of the 10 best candidates is not the same under all three instructions "
-        "(per query). Overlap: candidates shared by the own move's top 10 and another move's, averaged over the other moves. "
-        "Gold ranks are exact ranks in the whole pool (the query's own sentence excluded).",
+        "instruction. 'Top 10 changes': the set of the 10 best candidates is not the same under all three "
+        "instructions (per query). Overlap: candidates shared by the own move's top 10 and another move's, averaged "
+        "over the other moves. Gold ranks are exact ranks in the whole pool (the query's own sentence excluded).",
         "The paper's concern (§5.1): a retriever that ignores the move would return the same list for every move; "
         "a gold ranked higher under its own move than under the others shows the instruction steering the ranking.",
     ]
@@ -168,12 +176,13 @@ def sensitivity_table(cfg: Config, params: UnifiedParams, ranks: pd.DataFrame) -
     reading = sensitivity_reading(table, pairwise)
     write_table(table, "unified_move_sensitivity", cfg, notes=[*notes, *reading], inputs=[cfg.paths.benchmark],
                 caption="Move sensitivity of the unified retriever", float_format="{:.1f}")
-    pairwise_notes = [notes[0], "higher - lower: share of pairs whose gold ranks higher under the own move minus the share "
-                      "ranked lower (points), with its paired bootstrap interval over pairs; p: two-sided sign-flip "
-                      f"permutation test of higher - lower = 0 ({stats.N_RESAMPLES:,} permutations). {DAGGER}: fewer than "
-                      f"{INDICATIVE_BELOW} pairs, indicative only.", *reading]
+    pairwise_notes = [notes[0], "higher - lower: share of pairs whose gold ranks higher under the own move minus the "
+                      "share ranked lower (points), with its paired bootstrap interval over pairs; p: two-sided "
+                      f"sign-flip permutation test of higher - lower = 0 ({stats.N_RESAMPLES:,} permutations). "
+                      f"{DAGGER}: fewer than {INDICATIVE_BELOW} pairs, indicative only.", *reading]
     write_table(pairwise, "unified_own_vs_other", cfg, notes=pairwise_notes, inputs=[cfg.paths.benchmark],
-                shown=own_vs_other_shown(pairwise), caption="Gold rank under its own move vs under each other move (% of pairs)")
+                shown=own_vs_other_shown(pairwise),
+                caption="Gold rank under its own move vs under each other move (% of pairs)")
     return table
 
 
@@ -194,12 +203,14 @@ def sensitivity_reading(summary: pd.DataFrame, pairwise: pd.DataFrame) -> list[s
     if summary.empty:
         return []
     overall = summary[summary["Move"] == "All"].iloc[0]
-    higher, tied = overall["Gold higher under own move than under both others (%)"], overall["Tied with the best other (%)"]
+    higher, tied = (overall["Gold higher under own move than under both others (%)"],
+                    overall["Tied with the best other (%)"])
     lower = overall["Lower under own move than under another (%)"]
-    lines = [f"Over all {int(overall['Pairs']):,} pairs, the gold ranks lower under its own move than under another move "
-             f"for {lower:.1f}% of the pairs, higher than under both others for {higher:.1f}% and ties the best other for "
-             f"{tied:.1f}%. This compares the own move with the better of two others, so it is not symmetric: a retriever "
-             "that ignored the instruction would rank the gold strictly higher under its own move for about a third of the "
+    lines = [f"Over all {int(overall['Pairs']):,} pairs, the gold ranks lower under its own move than under another "
+             f"move for {lower:.1f}% of the pairs, higher than under both others for {higher:.1f}% and ties the best "
+             f"other for {tied:.1f}%. This compares the own move with the better of two others, so it is not "
+             "symmetric: a retriever that ignored the instruction would rank the gold strictly higher under its own "
+             "move for about a third of the "
              "untied pairs; the pairwise comparisons (tables/unified_own_vs_other) are the symmetric test."]
     if "higher - lower" in pairwise:
         groups: dict[str, list[str]] = {"up": [], "down": [], "unclear": []}
@@ -227,7 +238,8 @@ def sensitivity_figure(cfg: Config, params: UnifiedParams, ranks: pd.DataFrame, 
 
 def draw_sensitivity_figure(params: UnifiedParams, ranks: pd.DataFrame):
     """(a) own vs each other move: % of golds ranked higher / equal / lower; (b) top-10 overlap with other moves.
-    Each bar and box names its N (pairs), † below 30; the title names the query set. Returns the figure and its title."""
+    Each bar and box names its N (pairs), † below 30; the title names the query set. Returns the figure and its
+    title."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -66,7 +66,8 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
         if split == Split.SILVER.value:
             panels.append(("(b) golds of silver pairs", Split.SILVER.value))
         else:
-            notes.append(f"{move}: silver absent, so the queries are the unfiltered test queries and pool (b) would equal pool (a); panel (b) is not shown.")
+            notes.append(f"{move}: silver absent, so the queries are the unfiltered test queries and pool (b) would "
+                         "equal pool (a); panel (b) is not shown.")
         for panel, pool_split in panels:
             pool = oracle_pool(bench, move, pool_split)
             pool_name = f"oracle-{pool_split}-{move}"
@@ -79,33 +80,37 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
                     continue
                 scores = per_query_metrics(source.run(tuned_on, move, split, pool_name, pool), qrels, metrics)
                 per_system[setup] = scores
-                row = {**base_row, **{c: oracle_cell_text(c, cell(scores[columns[c]], cache), len(pool)) for c in shown_columns}}
+                row = {**base_row, **{c: oracle_cell_text(c, cell(scores[columns[c]], cache), len(pool))
+                                      for c in shown_columns}}
                 if setup == "Tuned":
                     diff, p = paired_cell(cache, scores["MRR@10"], per_system["Baseline"]["MRR@10"])
                     row.update({"Tuned - baseline M@10": diff.text(), "p": p})
-                    records.append(cell_record(diff, p, scope=f"oracle pool {panel}", move=move, query_set=split, metric="M@10",
-                                               subject="tuned", reference="baseline"))
+                    records.append(cell_record(diff, p, scope=f"oracle pool {panel}", move=move, query_set=split,
+                                               metric="M@10", subject="tuned", reference="baseline"))
                 rows.append(row)
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; its Tuned rows are empty.")
     table = pd.DataFrame(rows)
-    order = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *shown_columns, "Tuned - baseline M@10", "p"]
+    order = ["Panel", "Move", "Query set", "Pool size", "Queries", "Setup", *shown_columns, "Tuned - baseline M@10",
+             "p"]
     table = table.reindex(columns=[c for c in order if c in table.columns])
     table = table.astype(object).where(table.notna(), None)
     shown = stats.with_p_text(table, params.n_resamples).fillna("")
-    trivial = sorted({c for c in shown_columns if c in shown and shown[c].astype(str).str.contains(TRIVIAL_MARK, regex=False).any()},
+    trivial = sorted({c for c in shown_columns
+                      if c in shown and shown[c].astype(str).str.contains(TRIVIAL_MARK, regex=False).any()},
                      key=shown_columns.index)
     if trivial:
-        notes.append(f"'100{TRIVIAL_MARK} k)': the pool holds no more than k candidates, so every gold is in the top k by "
-                     f"construction and R@k is 100 whatever the retriever ({', '.join(trivial)} of the panels marked); "
-                     "not a result.")
+        notes.append(f"'100{TRIVIAL_MARK} k)': the pool holds no more than k candidates, so every gold is in the top "
+                     f"k by construction and R@k is 100 whatever the retriever ({', '.join(trivial)} of the "
+                     "panels marked); not a result.")
     if write:
         write_table(table, "table10_oracle_filtering", cfg, inputs=[cfg.paths.benchmark], shown=shown,
                     labels=silver_sources(bench), records=records_frame(records),
-                    caption=f"Table 10: oracle move filtering (%), {retrievers.label} before (Baseline) and after (Tuned) "
-                            "fine-tuning on the move, with candidate pools of the move's gold sentences only.",
-                    notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its silver "
-                           "pairs; the query's own sentence is never a candidate. Scores are not comparable across pools of "
-                           "different sizes: read each panel on its own.", interval_note(), *reduced_note(params), *notes])
+                    caption=f"Table 10: oracle move filtering (%), {retrievers.label} before (Baseline) and after "
+                            "(Tuned) fine-tuning on the move, with candidate pools of the move's gold sentences only.",
+                    notes=["Pool (a): the gold sentences of all test pairs of the move; pool (b): only those of its "
+                           "silver pairs; the query's own sentence is never a candidate. Scores are not comparable "
+                           "across pools of different sizes: read each panel on its own.", interval_note(),
+                           *reduced_note(params), *notes])
     cache.save()
     return shown

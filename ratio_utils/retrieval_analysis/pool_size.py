@@ -5,17 +5,18 @@ Our test pools are 15–57× smaller than the paper's (404,371 candidates), so a
 with its. Subsampling only removes candidates, so a query's ranking over a subsample is its full ranking filtered
 to the kept candidates: computed here from the run files notebooks 08 and 09 wrote (no retriever runs again, no
 text is encoded). A BM25 ranking is filtered as well, i.e. its term statistics stay those of the whole pool.
-A stored run holds the top `k` (100) only, so a query's MRR@10 and R@10 on a subsample are exact when every gold
-is in the filtered list, the filtered list still holds at least 10 candidates (then a gold missing from it is
-beyond 10), or the run lists fewer than `k` (all the retriever returns for the query). For the other queries of a dense run whose query and pool vectors are in the embedding cache, the
-gold's rank among the kept candidates is computed from the full scores (`vector_ranks`, read from the cache, never
-encoded); any query left is *undetermined*: counted, and the point gives bounds (undetermined queries at 0, and at
-the best rank they could have) instead of a value. A move's distractors are the candidates that are no gold of
-its query set (so other moves' golds are subsampled like any sentence); its subsamples are nested (one seeded
-permutation of the distractors, cut at each fraction), drawn `POOL_SEEDS` times (seeds seed, seed + 1, ...): a point is
-the mean over the draws, with the bootstrap interval over queries of each query's mean over the draws and, beside
-it, the spread of the draws' means (the variation one draw of the pool adds). Every gold is kept, so a smaller pool
-is also gold-heavier: the gold share of each fraction is in the table, since size and composition move together.
+A stored run holds the top `k` (100) only, so a query's MRR@10 and R@10 on a subsample are exact when every gold is
+in the filtered list, the filtered list still holds at least 10 candidates (then a gold missing from it is beyond
+10), or the run lists fewer than `k` (all the retriever returns for the query). For the other queries of a dense run
+whose query and pool vectors are in the embedding cache, the gold's rank among the kept candidates is computed from
+the full scores (`vector_ranks`, read from the cache, never encoded); any query left is *undetermined*: counted, and
+the point gives bounds (undetermined queries at 0, and at the best rank they could have) instead of a value. A
+move's distractors are the candidates that are no gold of its query set (so other moves' golds are subsampled like
+any sentence); its subsamples are nested (one seeded permutation of the distractors, cut at each fraction), drawn
+`POOL_SEEDS` times (seeds seed, seed + 1, ...): a point is the mean over the draws, with the bootstrap interval over
+queries of each query's mean over the draws and, beside it, the spread of the draws' means (the variation one draw
+of the pool adds). Every gold is kept, so a smaller pool is also gold-heavier: the gold share of each fraction is in
+the table, since size and composition move together.
 
 Serves stage 11 (ratio_utils.stages.analyses).
 Reads:  the benchmark (test pool, pairs), cfg.paths.retrieval_runs/<system>/<move>/<split>.parquet and its sidecar,
@@ -42,9 +43,9 @@ from ..evaluation.metrics import per_query_metrics, relevant_ranks
 from ..evaluation.stats import DAGGER
 from ..publish.label_sources import silver_sources
 from ..publish.published import save_figure, set_figure_style, write_table
-from ..systems.families import RetrieverSettings, dense_retriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, recorded_prefixes, run_path
 from ..schema import MOVES, Split
+from ..systems.families import RetrieverSettings, dense_retriever
 from .lexical_overlap import query_set_name
 
 FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
@@ -129,8 +130,9 @@ def _metrics_from_ranks(ranks: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({"MRR@10": grouped["rr"].max(), "R@10": grouped["hit"].mean()})
 
 
-def vector_ranks(query_ids: Sequence[str], query_vectors: np.ndarray, pool_ids: Sequence[str], pool_vectors: np.ndarray,
-                 qrels: pd.DataFrame, subsamples: Sequence[Subsample], chunk: int = 256) -> pd.DataFrame:
+def vector_ranks(query_ids: Sequence[str], query_vectors: np.ndarray, pool_ids: Sequence[str],
+                 pool_vectors: np.ndarray, qrels: pd.DataFrame, subsamples: Sequence[Subsample],
+                 chunk: int = 256) -> pd.DataFrame:
     """Each gold's rank among each subsample's kept candidates (index qid, docid; one column per subsample), from
     the full inner-product scores: the query's own sentence excluded, equal scores ordered by docid ascending (the
     order of evaluation.metrics); NaN for a gold not in the pool or a query without a vector."""
@@ -153,7 +155,8 @@ def vector_ranks(query_ids: Sequence[str], query_vectors: np.ndarray, pool_ids: 
             continue
         scores = np.asarray(query_vectors[rows[part]], dtype=np.float32) @ pool_vectors.T
         gold_scores = scores[np.arange(len(part)), golds[part]][:, None]
-        ahead = (scores > gold_scores) | ((scores == gold_scores) & (id_order[None, :] < id_order[golds[part]][:, None]))
+        ahead = (scores > gold_scores) | ((scores == gold_scores)
+                                          & (id_order[None, :] < id_order[golds[part]][:, None]))
         own = np.array([position.get(q, -1) for q in pairs["qid"].to_numpy()[part]])
         ahead[np.flatnonzero(own >= 0), own[own >= 0]] = False
         for i, row in enumerate(ahead):
@@ -163,7 +166,8 @@ def vector_ranks(query_ids: Sequence[str], query_vectors: np.ndarray, pool_ids: 
     return pd.DataFrame(out, index=index, columns=range(len(subsamples)))
 
 
-def cached_vectors(cache_dir: Path, info: RunInfo, queries: pd.DataFrame, pool: pd.DataFrame, root: Path | None = None):
+def cached_vectors(cache_dir: Path, info: RunInfo, queries: pd.DataFrame, pool: pd.DataFrame,
+                   root: Path | None = None):
     """(query vectors, pool vectors) a dense run was searched with, read from the embedding cache (never encoded
     here); None for another family, a run without its prefixes, a model not on this machine or a vector set not
     cached. The model is the run's own (its retriever record), else its source (relative: under `root`)."""
@@ -249,8 +253,9 @@ def pool_size_points(runs: dict[tuple[str, str], StoredRanking], cache: Interval
             draws = [subsample_scores(stored.run, stored.qrels, draw[j].kept, stored.depth,
                                       None if stored.exact is None else stored.exact[d][j])
                      for d, draw in enumerate(stored.draws)]
-            rows.append({"System": system, "Move": move, "Fraction": fraction_label(sub.fraction), "fraction": sub.fraction,
-                         "Pool size": sub.size, "Gold share %": 100 * stored.golds_in_pool / sub.size if sub.size else None,
+            rows.append({"System": system, "Move": move, "Fraction": fraction_label(sub.fraction),
+                         "fraction": sub.fraction, "Pool size": sub.size,
+                         "Gold share %": 100 * stored.golds_in_pool / sub.size if sub.size else None,
                          **point_row(mean_over_draws(draws), cache), **seed_spread(draws)})
     return pd.DataFrame(rows)
 
@@ -259,7 +264,8 @@ def shown_table(numeric: pd.DataFrame, query_sets: dict[str, str]) -> pd.DataFra
     """Cells 'value [low, high]' where exact, 'bounds [lower, upper] (u of N undetermined)' where not."""
     def text(row, metric):
         if row["Undetermined"] == 0:
-            return stats.format_ci(row[metric], row[f"{metric} low"], row[f"{metric} high"], scale=1) + stats.dagger(row["Queries"])
+            return (stats.format_ci(row[metric], row[f"{metric} low"], row[f"{metric} high"], scale=1)
+                    + stats.dagger(row["Queries"]))
         return (f"bounds [{row[f'{metric} lower bound']:.1f}, {row[f'{metric} upper bound']:.1f}] "
                 f"({row['Undetermined']} of {row['Queries']} undetermined)")
 
@@ -302,7 +308,8 @@ def move_reading(points: pd.DataFrame, move: str) -> str:
     if "Gold share %" in exact and exact["Gold share %"].notna().all():
         parts.append(f"gold share {at[small]['Gold share %'].iloc[0]:.1f} % at {label[small]} against "
                      f"{at[whole]['Gold share %'].iloc[0]:.1f} % at {label[whole]}")
-    parts.append("MRR@10 " + ", ".join(f"{system} {at[small].loc[system, 'MRR@10']:.1f} → {at[whole].loc[system, 'MRR@10']:.1f}"
+    parts.append("MRR@10 " + ", ".join(f"{system} {at[small].loc[system, 'MRR@10']:.1f} → "
+                                      f"{at[whole].loc[system, 'MRR@10']:.1f}"
                                       for system in at[whole].index if system in at[small].index))
     if len(at[whole]) >= 2:
         orders = {f: _order(at[f].reset_index()) for f in fractions}
@@ -314,7 +321,8 @@ def move_reading(points: pd.DataFrame, move: str) -> str:
             parts.append("the order changes with pool size: " + "; ".join(changes))
         best = orders[whole][0]
         parts.append("; ".join(
-            f"{best} − {other} {at[small].loc[best, 'MRR@10'] - at[small].loc[other, 'MRR@10']:+.1f} at {label[small]} → "
+            f"{best} − {other} {at[small].loc[best, 'MRR@10'] - at[small].loc[other, 'MRR@10']:+.1f} "
+            f"at {label[small]} → "
             f"{at[whole].loc[best, 'MRR@10'] - at[whole].loc[other, 'MRR@10']:+.1f} at {label[whole]}"
             for other in orders[whole][1:] if other in at[small].index))
     return f"{name}: " + "; ".join(parts) + "."
@@ -334,13 +342,15 @@ def reading(numeric: pd.DataFrame, whole_pool: int) -> str:
             width = (numeric[f"{metric} seed max"] - numeric[f"{metric} seed min"]).dropna()
             if len(width):
                 spreads.append(f"Over the {int(numeric['Seeds'].max())} draws of each subsampled pool a point's "
-                               f"{metric} varies by at most {width.max():.1f} points (the draws' range is in the table "
-                               "beside each interval)")
+                               f"{metric} varies by at most {width.max():.1f} points (the draws' range is in the "
+                               "table beside each interval)")
     ratio = PAPER_TEST_POOL / whole_pool
-    tail = (f"the paper's pool is {ratio:.0f}× our whole pool (about {np.log2(ratio):.0f} more doublings), so its absolute "
-            "MRR@10 and R@10 are not comparable with ours, and since every gold is kept a smaller pool is also "
-            "gold-heavier (size and composition move together): no value at the paper's pool size is estimated here.")
-    return " ".join([*lines, ("; ".join(spreads) + "; " if spreads else "") + (tail if spreads else tail[0].upper() + tail[1:])])
+    tail = (f"the paper's pool is {ratio:.0f}× our whole pool (about {np.log2(ratio):.0f} more doublings), so its "
+            "absolute MRR@10 and R@10 are not comparable with ours, and since every gold is kept a smaller pool is "
+            "also gold-heavier (size and composition move together): no value at the paper's pool size is estimated "
+            "here.")
+    return " ".join([*lines, ("; ".join(spreads) + "; " if spreads else "")
+                     + (tail if spreads else tail[0].upper() + tail[1:])])
 
 
 @dataclass
@@ -387,7 +397,8 @@ def load_runs(cfg: Config, bench: Benchmark, systems: Sequence[str],
             evalset = bench.eval_set(move, split, max_queries=info.max_queries if info else None,
                                      qids=info.qids if info else None)
             stored = StoredRanking(run, depth, evalset.qrels, draws, golds_in_pool=golds_in_pool)
-            vectors = cached_vectors(cfg.paths.embedding_cache, info, evalset.queries, pool, cfg.paths.root) if info else None
+            vectors = (cached_vectors(cfg.paths.embedding_cache, info, evalset.queries, pool, cfg.paths.root)
+                       if info else None)
             if vectors is not None:
                 stored.exact = [vector_ranks(list(evalset.queries["qid"].astype(str)), vectors[0],
                                              list(pool["docid"].astype(str)), vectors[1], evalset.qrels, draw)
@@ -454,10 +465,11 @@ def draw_pool_size_figure(points: pd.DataFrame, move: str, query_set: str):
             for row in line[line["Undetermined"] > 0].to_dict("records"):
                 ax.vlines(row["Pool size"], row[f"{metric} lower bound"], row[f"{metric} upper bound"], colors=color,
                           linestyles="dashed", linewidth=1)
-                ax.plot([row["Pool size"]], [row[f"{metric} lower bound"]], marker="v", markerfacecolor="none", color=color)
+                ax.plot([row["Pool size"]], [row[f"{metric} lower bound"]], marker="v", markerfacecolor="none",
+                        color=color)
         ax.axvline(PAPER_TEST_POOL, color="black", linestyle=":", linewidth=1)
-        ax.annotate(f"paper's test pool\n{PAPER_TEST_POOL:,}", (PAPER_TEST_POOL, 0.98), xycoords=("data", "axes fraction"),
-                    ha="right", va="top", fontsize=7)
+        ax.annotate(f"paper's test pool\n{PAPER_TEST_POOL:,}", (PAPER_TEST_POOL, 0.98),
+                    xycoords=("data", "axes fraction"), ha="right", va="top", fontsize=7)
         ax.set_xscale("log")
         ax.set_xlim(right=PAPER_TEST_POOL * 1.6)
         ax.set_xlabel("candidates in the test pool (log scale)")
@@ -466,13 +478,14 @@ def draw_pool_size_figure(points: pd.DataFrame, move: str, query_set: str):
     # it never covers the footer save_figure adds below the panels
     axes[-1].legend(loc="center right", fontsize=7, framealpha=0.9)
     fig.suptitle(f"{move.capitalize()}: scores as the test pool's distractors are subsampled ({query_set}, N={n}"
-                 f"{DAGGER if stats.is_indicative(n) else ''}; bars: 95% bootstrap intervals; dashed: bounds where the "
-                 "stored top-k cannot decide; no extrapolation)", fontsize=8)
+                 f"{DAGGER if stats.is_indicative(n) else ''}; bars: 95% bootstrap intervals; dashed: bounds where "
+                 "the stored top-k cannot decide; no extrapolation)", fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def _save_figure(cfg: Config, bench: Benchmark, points: pd.DataFrame, move: str, query_set: str, notes: list[str]) -> Path:
+def _save_figure(cfg: Config, bench: Benchmark, points: pd.DataFrame, move: str, query_set: str,
+                 notes: list[str]) -> Path:
     import matplotlib.pyplot as plt
 
     fig = draw_pool_size_figure(points, move, query_set)

@@ -85,16 +85,17 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams, r
             records.append(cell_record(diff, p, scope="tuned vs untuned", move=queried, query_set=split, metric="M@10",
                                        subject=f"tuned on {tuned_on}", reference="untuned"))
             change = relative_change(float(tuned.mean()), float(base.mean()))
-            rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split), "Tuned on": tuned_on.capitalize(),
-                         "Own move": "yes" if tuned_on == queried else "", "Queries": len(base),
+            rows.append({"Queries of": queried.capitalize(), "Query set": query_set_name(split),
+                         "Tuned on": tuned_on.capitalize(), "Own move": "yes" if tuned_on == queried else "",
+                         "Queries": len(base),
                          "Untuned M@10": base_cell.text(), "Tuned M@10": cell(tuned, cache).text(),
                          "Difference": diff.text(), "p": p,
                          "Relative change": "" if pd.isna(change) else f"{100 * change:+.0f}%"})
         # F.3's claim: on a move's queries, the retriever tuned on that move beats each one tuned on another move
         for other in sorted(set(per_query) - {queried}) if queried in per_query else []:
             diff, p = paired_cell(cache, per_query[queried], per_query[other])
-            records.append(cell_record(diff, p, scope="own move vs other move", move=queried, query_set=split, metric="M@10",
-                                       subject=f"tuned on {queried}", reference=f"tuned on {other}"))
+            records.append(cell_record(diff, p, scope="own move vs other move", move=queried, query_set=split,
+                                       metric="M@10", subject=f"tuned on {queried}", reference=f"tuned on {other}"))
     for move, why in retrievers.missing.items():
         notes.append(f"{move}: {why}; no retriever tuned on {move} is compared.")
     matrix = transfer_matrix(scores, untuned)
@@ -103,8 +104,9 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams, r
     if write and not table.empty:
         write_table(table, "analysis_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], shown=shown,
                     labels=silver_sources(bench), records=records_frame(records),
-                    caption=f"Cross-move transfer (Appendix F.3): MRR@10 (%) of {retrievers.label} tuned on one move, on the "
-                            "queries of each move, against the untuned model on the same queries (full test pool).",
+                    caption=f"Cross-move transfer (Appendix F.3): MRR@10 (%) of {retrievers.label} tuned on one move, "
+                            "on the queries of each move, against the untuned model on the same queries "
+                            "(full test pool).",
                     notes=["Relative change = (tuned - untuned) / untuned. Difference: tuned - untuned in points.",
                            interval_note(), *reduced_note(params), *notes])
         queried_sets = {q: (query_set_name(query_split(bench, q)), counts[q]) for q in counts}
@@ -131,7 +133,8 @@ def _transfer_figure(cfg: Config, matrix: pd.DataFrame, queried_sets: dict[str, 
     ax.set_title(f"Cross-move transfer, {label}\n{transfer_caption(queried_sets)}", fontsize=9)
     fig.tight_layout()
     save_figure(fig, "figure_cross_move_transfer", cfg, inputs=[cfg.paths.benchmark], labels=labels,
-                notes=[f"Cell: relative change of MRR@10, tuned (row) vs untuned, on the column's {transfer_caption(queried_sets)}.", *notes])
+                notes=[f"Cell: relative change of MRR@10, tuned (row) vs untuned, on the column's "
+                       f"{transfer_caption(queried_sets)}.", *notes])
     plt.close(fig)
     return fig
 
@@ -141,4 +144,5 @@ def transfer_caption(queried_sets: dict[str, tuple[str, int]]) -> str:
     parts = [f"{move.capitalize()} {name} N={n}{DAGGER if stats.is_indicative(n) else ''}"
              for move, (name, n) in queried_sets.items()]
     small = any(stats.is_indicative(n) for _, n in queried_sets.values())
-    return "queries: " + ", ".join(parts) + (f"; {DAGGER} fewer than {stats.INDICATIVE_BELOW} queries (indicative)" if small else "")
+    return "queries: " + ", ".join(parts) + (f"; {DAGGER} fewer than {stats.INDICATIVE_BELOW} queries (indicative)"
+                                             if small else "")

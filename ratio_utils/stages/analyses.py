@@ -40,7 +40,6 @@ from ..systems.spec import bm25_model_name
 from ..train import FINAL_RESULTS_FILE, move_model_dir
 
 
-
 def load_analysis_params(cfg: Config) -> AnalysisParams:
     return cfg.section("analysis", AnalysisParams)
 

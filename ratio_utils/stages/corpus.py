@@ -27,7 +27,8 @@ class CorpusStage(Stage):
         """Read, deduplicate, sample, split and clean; write the corpus outputs."""
         self._build = build_corpus(self.cfg, self.params)
         report = self._build.report
-        return Markdown(f"{report['papers_written']} papers, {self._build.n_sentences} sentences in {report['seconds']} s")
+        return Markdown(f"{report['papers_written']} papers, {self._build.n_sentences} sentences "
+                        f"in {report['seconds']} s")
 
     @property
     def written(self) -> dict:

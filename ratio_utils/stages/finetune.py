@@ -55,13 +55,15 @@ class FinetuneStage(Stage):
             return train_colbert.skipped_reason(self.params, self.move)
         for result in results:
             if not result.trained_now:
-                record_reused(f"{result.move}: the tuned ColBERT and its test scores ({self.cfg.paths.relative(result.model_dir)})")
+                record_reused(f"{result.move}: the tuned ColBERT and its test scores "
+                              f"({self.cfg.paths.relative(result.model_dir)})")
         train_colbert.write_colbert_table(self.cfg, self.params)
         return train_colbert.colbert_summary(results)
 
     def paper_tables(self):
         """This move's tuned run files, then Tables 1, 7, 8 re-assembled from the run files of 08's and 09's
-        systems and written; a pointer to them is shown (notebook 10 shows the tables, once every row can be filled)."""
+        systems and written; a pointer to them is shown (notebook 10 shows the tables, once every row can be
+        filled)."""
         from ..reporting import paper_tables
 
         record_tuned_runs(self.cfg, self.move)

@@ -38,7 +38,6 @@ from ..systems.spec import SystemSpec
 from ..train.tuned_runs import tuned_model
 
 
-
 class HumanEvalStatsStage(Stage):
     """What notebook 12 shows: the params, the packets and who labels what, then the tables once labels exist."""
 

@@ -1,8 +1,9 @@
 """Notebook 03_llm_marker_generation: LLM generation and labelling of markers, or the replay of the
 released labels without an endpoint (Appendix A "LLM generation").
 
-Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and the released lexicon CSV; writes `Paths.llm_markers("proposed")`,
-`Paths.llm_markers("labels")` and tables/llm_marker_labels_ours (online only), tables/llm_marker_labels.
+Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and the released lexicon CSV; writes
+`Paths.llm_markers("proposed")`, `Paths.llm_markers("labels")` and tables/llm_marker_labels_ours (online only),
+tables/llm_marker_labels.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class LLMMarkerGenerationStage(Stage):
     def generate(self) -> pd.DataFrame | Markdown:
         """The generation and labelling loop (online only); our labeller's counts (tables/llm_marker_labels_ours)."""
         if self.client is None:
-            return Markdown("Skipped: no LLM endpoint or recorded responses on this machine; the released labels are replayed below.")
+            return Markdown("Skipped: no LLM endpoint or recorded responses on this machine; the released labels are "
+                            "replayed below.")
         params = self.params
         try:
             run = marker_llm.run_generation(self.client, self.lexicon.frame, params, self.cfg.seed)
@@ -56,9 +58,12 @@ class LLMMarkerGenerationStage(Stage):
         for name in ("proposed", "labels"):
             write_parquet_atomic(run[name], self.cfg.paths.llm_markers(name))
         ours = marker_llm.label_counts(run["labels"])
-        write_table(ours, "llm_marker_labels_ours", self.cfg, caption="Our labeller's counts of the generated candidates",
-                    notes=[f"models: {', '.join(params.generation_models)}; labeller: {params.labeller_model}; rounds: {params.generation_rounds}",
-                           f"generation answers without usable markers: {run['failed_generation_answers']}; label problems: {len(run['label_problems'])}"])
+        write_table(ours, "llm_marker_labels_ours", self.cfg,
+                    caption="Our labeller's counts of the generated candidates",
+                    notes=[f"models: {', '.join(params.generation_models)}; labeller: {params.labeller_model}; "
+                           f"rounds: {params.generation_rounds}",
+                           f"generation answers without usable markers: {run['failed_generation_answers']}; "
+                           f"label problems: {len(run['label_problems'])}"])
         return ours
 
     def released_counts(self) -> pd.DataFrame:

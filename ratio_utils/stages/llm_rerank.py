@@ -41,8 +41,8 @@ from ..retrieval.rerank_jobs import (
     finish_jobs,
     plan_job,
     portable_notes,
-    reranker_record,
     rerank_report,
+    reranker_record,
     shown_path,
     split_for,
 )
@@ -94,10 +94,11 @@ class LLMRerankStage(Stage):
                "no key: recorded answers are replayed; requests without one are written as request files (dry run)"
                if self.client.settings.mode != "dry_run" else "llm.mode is dry_run: request files only")
         print(f"LLM reranker: {self.model}; {how}")
-        info = {"reranker model (configured)": self.model, "what happens": how, "first-stage systems": self.params.systems,
-                "split": self.params.split, "moves": self.params.moves,
+        info = {"reranker model (configured)": self.model, "what happens": how,
+                "first-stage systems": self.params.systems, "split": self.params.split, "moves": self.params.moves,
                 "queries per move": (f"a seeded sample of {self.params.max_queries} (seed {self.cfg.seed})"
-                                     if self.params.max_queries else "all"), "top_n": self.params.top_n, "k": self.params.k,
+                                     if self.params.max_queries else "all"),
+                "top_n": self.params.top_n, "k": self.params.k,
                 "prompts": {m.value: f"{p.label} ({p.sha256[:12]})" for m, p in self.prompts.items()},
                 "key": self.client.describe()["key"], "llm mode": self.client.settings.mode}
         return pd.DataFrame({"setting": list(info), "value": [str(v) for v in info.values()]})
@@ -110,7 +111,8 @@ class LLMRerankStage(Stage):
                 split, note = split_for(self.bench, move, self.params.split)
                 if note and note not in self.notes:
                     self.notes.append(note)
-                job = plan_job(self.bench, system, move, split, self.cfg.paths.retrieval_runs, self.params, self.cfg.seed)
+                job = plan_job(self.bench, system, move, split, self.cfg.paths.retrieval_runs, self.params,
+                               self.cfg.seed)
                 if job.why_not_written:
                     self.notes.append(f"{system} / {move.value}: {job.why_not_written}; nothing reranked.")
                 self.jobs.append(job)
@@ -131,15 +133,15 @@ class LLMRerankStage(Stage):
             self.asked = ask(self.client, requests, self.live)
             if self.asked.request_files:
                 n = sum(1 for r in self.asked.results if not r.content)
-                self.notes.append(f"{n} reranking request(s) had no answer here (no key, nothing recorded): written as "
-                                  f"Batch API request files to {self.request_files} (a dry run); send them with "
-                                  "llm.mode: batch and a key.")
+                self.notes.append(f"{n} reranking request(s) had no answer here (no key, nothing recorded): "
+                                  f"written as Batch API request files to {self.request_files} (a dry run); send "
+                                  "them with llm.mode: batch and a key.")
         else:
             self.asked = Asked([], "nothing to send", [], None)
             self.notes.append("No query to send: no first-stage run, or no gold sentence in any first-stage top "
                               f"{self.params.top_n}.")
-        for path in finish_jobs(self.jobs, planned, self.asked, self.cfg.paths.retrieval_runs, self.model, self.prompts,
-                                self.params):
+        for path in finish_jobs(self.jobs, planned, self.asked, self.cfg.paths.retrieval_runs, self.model,
+                                self.prompts, self.params):
             print(f"removed stale {shown_path(path, self.cfg.paths.root)}: this run has no reranked answers for it")
         write_json_atomic(self.cfg.paths.rerank_report, rerank_report(
             self.jobs, self.asked, self.mode, self.model, self.params, self.client.last_report, self.notes,
@@ -147,8 +149,9 @@ class LLMRerankStage(Stage):
         table = self.summary_table()
         reranker = rerank_source(reranker_record(self.model, self.asked)) if self.answered_by else None
         write_table(table, "rerank_summary", self.cfg,
-                    caption="LLM reranking (notebook 10): queries to rerank, what happened to their requests, answers, "
-                            "repairs, and the gold promotion beside the first stage's recall and the paper's rate",
+                    caption="LLM reranking (notebook 10): queries to rerank, what happened to their requests, "
+                            "answers, repairs, and the gold promotion beside the first stage's recall and the "
+                            "paper's rate",
                     notes=portable_notes([*self.notes, COUNTS_NOTE, promotion_note(self.params.top_n, self.params.k)],
                                          self.cfg.paths.root),
                     inputs=[self.prompts_dir], float_format="{:.0f}", labels=[*silver_sources(self.bench), reranker])

@@ -57,7 +57,8 @@ class MarkerCurationStage(Stage):
         conflicts = lx.conflict_table(self.lexicon)
         write_table(conflicts, "lexicon_group_conflicts", self.cfg,
                     caption="Released lexicon: markers whose rows disagree on the group",
-                    notes=["Resolution: move > distractor > BLACKLIST; every case listed with its line in the released file."],
+                    notes=["Resolution: move > distractor > BLACKLIST; every case listed with its line in the "
+                           "released file."],
                     inputs=[self.released_csv], latex=False)
         return conflicts
 
@@ -75,8 +76,9 @@ class MarkerCurationStage(Stage):
         """k seeded pairs per top span, one sheet per reviewer."""
         top = self.span_counts.head(self.params.top_spans)
         # part by part: a partitioned corpus's pairs are never held together (curation.sample_review_pairs)
-        sampled = curation.sample_review_pairs(curation.scan_sentence_parts(self.cfg.paths.sentences), top["span"].to_list(),
-                                               self.params.pairs_per_span, self.cfg.seed, self.params.max_span_words)
+        sampled = curation.sample_review_pairs(curation.scan_sentence_parts(self.cfg.paths.sentences),
+                                               top["span"].to_list(), self.params.pairs_per_span, self.cfg.seed,
+                                               self.params.max_span_words)
         sheet = curation.review_sheet(top, sampled, self.params.reviewers)
         files = curation.write_review_sheet(sheet, self.cfg.paths.lexicon_review, self.params.reviewers)
         say(f"{written_files(files, self.cfg)} {len(sheet):,} pairs for {sheet['span'].nunique()} spans")
@@ -84,12 +86,14 @@ class MarkerCurationStage(Stage):
 
     def review_decisions(self) -> pd.DataFrame | Markdown:
         """The paper's rule on the recorded decision files (tables/review_decisions), if there are any."""
-        decisions = lx.read_review_decisions(self.cfg.paths.from_params(self.params.review_decisions_dir), self.params.reviewers)
+        decisions = lx.read_review_decisions(self.cfg.paths.from_params(self.params.review_decisions_dir),
+                                             self.params.reviewers)
         if decisions is None:
             return Markdown(f"No decision files under {self.params.review_decisions_dir}: the released lexicon's "
                             "hand-made rows are the recorded decisions.")
         accepted = lx.apply_review_rule(decisions, self.params.reviewers)
-        write_table(accepted, "review_decisions", self.cfg, caption="Spans accepted by the reviewers' rule", latex=False)
+        write_table(accepted, "review_decisions", self.cfg, caption="Spans accepted by the reviewers' rule",
+                    latex=False)
         return accepted
 
     def _status(self) -> pd.DataFrame:
@@ -100,9 +104,12 @@ class MarkerCurationStage(Stage):
         status = self._status()
         summary = curation.status_summary(status)
         write_table(summary, "span_review_status", self.cfg,
-                    caption=f"Top {self.params.status_top_spans} spans before the first comma in our corpus, by recorded decision",
-                    notes=["Decisions are the released lexicon's manual rows and extendable connectives (no reviewer decision files here).",
-                           "'not reviewed': no hand-made row; also_in_lexicon in the span list says whether an LLM/pattern row has it."],
+                    caption=f"Top {self.params.status_top_spans} spans before the first comma in our corpus, "
+                            "by recorded decision",
+                    notes=["Decisions are the released lexicon's manual rows and extendable connectives "
+                           "(no reviewer decision files here).",
+                           "'not reviewed': no hand-made row; also_in_lexicon in the span list says whether an "
+                           "LLM/pattern row has it."],
                     inputs=[self.released_csv, self.cfg.paths.sentences])
         with atomic_path(self.cfg.paths.span_status) as tmp:
             status.to_csv(tmp, index=False)

@@ -1,7 +1,8 @@
 """Notebook 02_marker_extensions: extensions of the extendable connectives found in the corpus
 (Appendix A "Marker extensions").
 
-Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and `Paths.sentences`; writes `Paths.marker_extensions` and tables/marker_extensions.
+Reads `Paths.curated_lexicon` (notebook 01, never 04's final lexicon) and `Paths.sentences`; writes
+`Paths.marker_extensions` and tables/marker_extensions.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class MarkerExtensionsStage(Stage):
             longest = int(self.connectives["marker"].str.split().str.len().max())
             sentences = curation.scan_sentences(self.cfg.paths.sentences)  # streamed: one group-by pass
             span_counts = curation.count_spans(sentences, longest + self.params.max_extension_words)
-            self._extensions = curation.connective_extensions(span_counts, self.connectives, self.params.max_extension_words)
+            self._extensions = curation.connective_extensions(span_counts, self.connectives,
+                                                              self.params.max_extension_words)
             write_parquet_atomic(self._extensions, self.cfg.paths.marker_extensions)
         return self._extensions
 
@@ -44,8 +46,10 @@ class MarkerExtensionsStage(Stage):
         """Per connective: extensions found and sentences they open (tables/marker_extensions)."""
         summary = curation.extension_summary(self.extensions, self.connectives, self.params.extension_examples)
         write_table(summary, "marker_extensions", self.cfg,
-                    caption=f"Extendable connectives: extensions of at most {self.params.max_extension_words} words ending at a comma",
-                    notes=["extensions: distinct extension phrases found; sentences: sentences opening with the connective or an extension;",
+                    caption=f"Extendable connectives: extensions of at most {self.params.max_extension_words} words "
+                    "ending at a comma",
+                    notes=["extensions: distinct extension phrases found; sentences: sentences opening with the "
+                           "connective or an extension;",
                            "bare_connective: sentences where the connective itself is followed by the comma."],
                     inputs=[self.cfg.paths.curated_lexicon, self.cfg.paths.sentences])
         return summary

@@ -23,8 +23,8 @@ from ..param_sections import MiningParams
 from ..publish.display import Stage
 from ..publish.published import write_table
 
-TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data total is 809 "
-                    "on 366.6M S2ORC pairs.")
+TABLE4_DATA_NOTE = ("Data columns: markers that open at least one kept pair of this run's corpus; the paper's Data "
+                    "total is 809 on 366.6M S2ORC pairs.")
 
 
 class PairMiningStage(Stage):
@@ -43,20 +43,22 @@ class PairMiningStage(Stage):
         paths = self.cfg.paths
         for path in (paths.sentences, paths.final_lexicon):
             if not Path(path).exists():
-                raise FileNotFoundError(f"{path} not found: run the earlier notebooks (00 corpus, 01-04 lexicon) first")
+                raise FileNotFoundError(f"{path} not found: run the earlier notebooks (00 corpus, 01-04 lexicon) "
+                                        "first")
         matcher, self.lexicon_check = mining.build_matcher(pd.read_parquet(paths.final_lexicon),
                                                            self.params.extension_max_words, paths.final_lexicon)
         parts = None
         if Path(paths.sentences).is_dir():
             mined = mining.mine_parts(paths.sentences, paths.pairs, paths.distractors, paths.mining_parts, matcher,
                                       self.params, sha256_file(paths.final_lexicon), client)
-            self.result, parts = mining.mined_parts_result(mined, paths.pairs, paths.distractors, self.cfg.seed), mined.summary()
+            self.result, parts = (mining.mined_parts_result(mined, paths.pairs, paths.distractors, self.cfg.seed),
+                                  mined.summary())
         else:
             self.result = mining.mine_table(paths.sentences, matcher, self.params, client)
             mining.write_mined(self.result, paths.pairs, paths.distractors)
         inputs = {"sentences": str(paths.sentences), "lexicon": str(paths.final_lexicon)}
-        write_json_atomic(paths.mining_report, mining.mining_report(self.result, self.lexicon_check.summary(), self.params,
-                                                                    inputs, parts))
+        write_json_atomic(paths.mining_report, mining.mining_report(self.result, self.lexicon_check.summary(),
+                                                                    self.params, inputs, parts))
         with atomic_path(paths.lexicon_conflicts) as tmp:
             self.lexicon_check.conflicts.to_csv(tmp, index=False)
         return pd.Series({"pairs": len(self.result.pairs), "distractors": len(self.result.distractors)})
@@ -87,7 +89,8 @@ class PairMiningStage(Stage):
         table4 = lx.table4(pd.read_parquet(self.cfg.paths.final_lexicon), self.result.pairs)
         write_table(
             table4, "table4", self.cfg,
-            caption="Table 4: discourse markers by source and move (Lexicon: in the lexicon; Data: in at least one mined pair)",
+            caption="Table 4: discourse markers by source and move (Lexicon: in the lexicon; Data: in at least one "
+                    "mined pair)",
             notes=[TABLE4_DATA_NOTE, *lx.table4_notes(table4),
                    *lx.manual_count_notes(table4, lx.read_released_csv_rows(lx.released_lexicon_path(self.cfg)))],
             inputs=[self.cfg.paths.final_lexicon, self.cfg.paths.pairs],

@@ -23,7 +23,12 @@ from ..reporting import paper_tables
 from ..retrieval.runs import retire_foreign_runs
 from ..schema import Split
 from ..systems.families import (
-    RetrieverSettings, build_retriever, get_family, load_retrieval_params, plan_systems, resolve_systems,
+    RetrieverSettings,
+    build_retriever,
+    get_family,
+    load_retrieval_params,
+    plan_systems,
+    resolve_systems,
 )
 from ..systems.runs import record_run, runnable
 from ..systems.spec import BASELINE_STAGE

@@ -24,7 +24,8 @@ from ..schema import MOVES, Move, Split
 
 
 class SilverFilterStage(Stage):
-    """Notebook 07 step by step; `judge_notes` collects what could not be done here and why (every table carries them)."""
+    """Notebook 07 step by step; `judge_notes` collects what could not be done here and why (every table carries
+    them)."""
 
     def __init__(self, cfg: Config):
         super().__init__(cfg)
@@ -46,8 +47,10 @@ class SilverFilterStage(Stage):
         if not self.online:
             self.judge_notes.append(judge.no_judge_note(self.why, self.labels_dir))
 
-    def _write(self, table: pd.DataFrame, name: str, caption: str, notes: list[str], inputs: list, digits: int) -> None:
-        places = {str(self.cfg.paths.root): ".", str(self.cfg.paths.params_base): ".", str(self.cfg.paths.shared): "../shared"}
+    def _write(self, table: pd.DataFrame, name: str, caption: str, notes: list[str], inputs: list,
+               digits: int) -> None:
+        places = {str(self.cfg.paths.root): ".", str(self.cfg.paths.params_base): ".",
+                  str(self.cfg.paths.shared): "../shared"}
         write_table(table, name, self.cfg, caption=caption, notes=judge.portable(notes, places), inputs=inputs,
                     float_format=f"{{:.{digits}f}}")
 
@@ -81,8 +84,8 @@ class SilverFilterStage(Stage):
             subsets = judge.annotation_pairs(sample, self.params.n_calibration, self.params.n_panel, self.cfg.seed)
             if len(sample) < n_wanted:
                 self.judge_notes.append(
-                    f"{move.value}: only {len(sample)} pair(s) to annotate (fewer than judge.n_calibration + judge.n_panel = "
-                    f"{n_wanted}); shared in that ratio: {len(subsets['calibration'])} calibration, "
+                    f"{move.value}: only {len(sample)} pair(s) to annotate (fewer than judge.n_calibration + "
+                    f"judge.n_panel = {n_wanted}); shared in that ratio: {len(subsets['calibration'])} calibration, "
                     f"{len(subsets['panel'])} panel pair(s).")
             for which, pairs in subsets.items():
                 for path in judge.write_annotation_sheet(pairs, move, which, guideline, self.out_dir / "annotation"):
@@ -93,7 +96,8 @@ class SilverFilterStage(Stage):
     def load_labels(self) -> pd.DataFrame:
         self.labels, counts = judge.load_label_files(self.labels_dir)
         if counts["files"] == 0:
-            self.judge_notes.append(f"No human label files in {self.labels_dir}: agreement with annotators cannot be computed.")
+            self.judge_notes.append(f"No human label files in {self.labels_dir}: agreement with annotators cannot be "
+                                    "computed.")
             print(f"no label files in {self.labels_dir}")
         else:
             print(f"{counts['labels']} labels from {counts['files']} file(s); {counts['blank']} blank row(s) skipped")
@@ -105,19 +109,22 @@ class SilverFilterStage(Stage):
         self.retained.update(fixed)
         if fixed:
             self.judge_notes.append("Retained prompts fixed in params (judge.retained): "
-                                    + "; ".join(f"{m.value}: {', '.join(names)}" for m, names in self.retained.items()) + ".")
+                                    + "; ".join(f"{m.value}: {', '.join(names)}" for m, names in self.retained.items())
+                                    + ".")
         references = {}
         if not self.labels.empty:
             if self.online:
-                labelled = {m: judge.labelled_pairs(self.labels, self.test_pairs[m], m, self.judge_notes) for m in MOVES}
+                labelled = {m: judge.labelled_pairs(self.labels, self.test_pairs[m], m, self.judge_notes)
+                            for m in MOVES}
                 self.calibration_judgements = judge.judge_pairs(self.client, labelled, self.prompts, self.params,
                                                                 desc="judge calibration")
-            references = {m: judge.calibration_reference(self.labels, m, self.params.calibration_annotator) for m in MOVES}
+            references = {m: judge.calibration_reference(self.labels, m, self.params.calibration_annotator)
+                          for m in MOVES}
         selection, self.retained = judge.prompt_selection(self.calibration_judgements, references, self.prompts,
                                                           self.retained, self.params.n_retained, set(fixed))
         if not self.retained:
-            self.judge_notes.append("No prompts retained: prompt selection needs the judge's answers and calibration labels "
-                                    "(or judge.retained in the params).")
+            self.judge_notes.append("No prompts retained: prompt selection needs the judge's answers and calibration "
+                                    "labels (or judge.retained in the params).")
         self._write(selection, "judge_prompt_selection", "Judge prompt variants against the calibration annotator",
                     self.judge_notes, [self.prompts_dir, self.labels_dir], 2)
         return selection
@@ -130,12 +137,13 @@ class SilverFilterStage(Stage):
         prompts = {m: [p for p in self.prompts[m] if p.label in self.retained[m]] for m in MOVES}
         judgements = judge.judge_pairs(self.client, self.samples, prompts, self.params, desc="judge silver")
         if len(judgements) and judgements["replay_miss"].all():  # nothing recorded: the offline branch
-            self.online, self.why = False, (f"replay found no recorded response for any of the {len(judgements)} judge "
-                                            "request(s) (a prompt or the data differ from the recorded run)")
+            self.online, self.why = False, (f"replay found no recorded response for any of the {len(judgements)} "
+                                            "judge request(s) (a prompt or the data differ from the recorded run)")
             self.judge_notes.append(judge.no_judge_note(self.why))
             return self._no_silver(self.why)
         report = self.client.last_report
-        replayed, configured = report is not None and report.mode == "replay", self.params.model or self.client.settings.model
+        replayed, configured = (report is not None and report.mode == "replay",
+                                self.params.model or self.client.settings.model)
         write_parquet_atomic(judgements, self.out_dir / "judgements.parquet")
         self.replay_misses = judgements[judgements["replay_miss"]].groupby("move").size().astype(int).to_dict()
         self.judge_notes += judge.provenance_notes(judgements, configured, replayed, self.dry_run)
@@ -146,9 +154,11 @@ class SilverFilterStage(Stage):
         if not self.dry_run and (note := judge.unanswered_note(self.silver_verdicts, self.request_files)):
             self.judge_notes.append(note)
         if self.dry_run:
-            self.judge_notes.append("llm.mode is dry_run: request files were written, nothing was judged, no silver set written.")
+            self.judge_notes.append("llm.mode is dry_run: request files were written, nothing was judged, "
+                                    "no silver set written.")
             return self._no_silver(None)
-        write_parquet_atomic(self.silver_verdicts.drop(columns=["judge_text"]), self.out_dir / "silver_verdicts.parquet")
+        write_parquet_atomic(self.silver_verdicts.drop(columns=["judge_text"]),
+                             self.out_dir / "silver_verdicts.parquet")
         judge.write_silver(self.benchmark_dir, self.test_pairs, self.silver_verdicts, judge.judge_label_source(
             self.silver_verdicts, judgements, self.retained, bool(self.params.retained), configured, replayed))
         return self._silver_summary(self.silver_verdicts)
@@ -164,10 +174,11 @@ class SilverFilterStage(Stage):
     def _silver_summary(self, verdicts: pd.DataFrame | None) -> pd.DataFrame:
         table = judge.silver_summary(self.test_pairs, self.samples, self.retained, verdicts, self.replay_misses)
         if verdicts is not None and (missing := int(table["no verdict"].sum())):
-            self.judge_notes.append(f"{missing} sampled pair(s) got no usable verdict from a retained prompt (replay miss, "
-                                    "API error or malformed answer); they are not in the silver set (see judgements.parquet).")
-        self._write(table, "judge_silver_summary", "Silver filter: judged test pairs and the silver set", self.judge_notes,
-                    [self.benchmark_dir, self.prompts_dir], 1)
+            self.judge_notes.append(f"{missing} sampled pair(s) got no usable verdict from a retained prompt "
+                                    "(replay miss, API error or malformed answer); they are not in the silver set "
+                                    "(see judgements.parquet).")
+        self._write(table, "judge_silver_summary", "Silver filter: judged test pairs and the silver set",
+                    self.judge_notes, [self.benchmark_dir, self.prompts_dir], 1)
         return table
 
     # -- step 7: Table 9 -------------------------------------------------------------------------
@@ -178,7 +189,8 @@ class SilverFilterStage(Stage):
                     [*self.judge_notes, *judge.TABLE9_NOTES], [self.labels_dir, self.prompts_dir], 2)
         write_table(judge.paper_table9(), "table9_paper_reference", self.cfg,
                     caption="Table 9 values as reported in the paper (§4.3, Appendix E)",
-                    notes=["Copied from the paper's text for comparison; the paper gives ranges over the two retained prompts."])
+                    notes=["Copied from the paper's text for comparison; the paper gives ranges over the two retained "
+                           "prompts."])
         return table
 
     # -- step 8: anaphora analysis -------------------------------------------------------------

@@ -56,7 +56,8 @@ class SplitAndPoolStage(Stage):
         write_table(
             table5, "table5_split_and_pool", self.cfg, shown=dataset.table5_shown(table5),
             caption="Table 5: temporal split and shared candidate pools (ours beside the paper's)",
-            notes=dataset.table5_notes(self.built, corpus_papers) + [f"Split windows ({self.params.split_by}, inclusive): {self.params.splits}."],
+            notes=dataset.table5_notes(self.built, corpus_papers)
+            + [f"Split windows ({self.params.split_by}, inclusive): {self.params.splits}."],
             inputs=[self.cfg.paths.pairs, self.cfg.paths.distractors],
         )
         return table5
@@ -67,9 +68,12 @@ class SplitAndPoolStage(Stage):
         return show_figure(fig, "marker_frequency_per_move", self.cfg, inputs=[self.cfg.paths.pairs])
 
     def contamination(self) -> Markdown:
-        """Whether the test papers are newer than the pretrained encoders the run uses (the point of a temporal split)."""
-        years = self.built.pairs.loc[self.built.pairs["split"] == "test", "year"].dropna() if self.built else pd.Series(dtype=float)
-        note = None if years.empty else contamination_note((int(years.min()), int(years.max())), encoders_used(self.cfg))
+        """Whether the test papers are newer than the pretrained encoders the run uses (the point of a temporal
+        split)."""
+        years = (self.built.pairs.loc[self.built.pairs["split"] == "test", "year"].dropna() if self.built
+                 else pd.Series(dtype=float))
+        note = (None if years.empty
+                else contamination_note((int(years.min()), int(years.max())), encoders_used(self.cfg)))
         return Markdown(note or "Every test paper is newer than the pretrained encoders this run uses.")
 
     def benchmark_on_disk(self) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from ..retrieval.base import Retriever
 from ..schema import GENERIC_PREFIXES, Move, instructed_query_prefix
 from .spec import SystemSpec, bm25_model_name
 
+
 @dataclass(frozen=True)
 class RetrieverSettings:
     """How a built retriever encodes and searches; None leaves a retriever's own default (so each caller keeps the
@@ -178,8 +179,9 @@ def dense_retriever(model, query_prefix: str, doc_prefix: str, settings: Retriev
 
     optional = {key: value for key, value in (("max_pool_bytes", settings.max_pool_bytes), ("memo", settings.memo))
                 if value is not None}
-    return DenseRetriever(model, query_prefix, doc_prefix, batch_size=settings.batch_size, cache_dir=settings.cache_dir,
-                          fp16_storage=settings.fp16_storage, name=settings.name, device=settings.device, **optional)
+    return DenseRetriever(model, query_prefix, doc_prefix, batch_size=settings.batch_size,
+                          cache_dir=settings.cache_dir, fp16_storage=settings.fp16_storage, name=settings.name,
+                          device=settings.device, **optional)
 
 
 def _plan_bm25(params: RetrievalParams, cfg: Config | None) -> list[SystemSpec]:
@@ -211,11 +213,13 @@ def _build_dense(spec: SystemSpec, move: Move | None, settings: RetrieverSetting
 
 
 def _plan_colbert(params: RetrievalParams, cfg: Config | None) -> list[SystemSpec]:
-    systems = [SystemSpec(row_name, "-", "colbert", checkpoint) for row_name, checkpoint in params.colbert_checkpoints.items()]
+    systems = [SystemSpec(row_name, "-", "colbert", checkpoint)
+               for row_name, checkpoint in params.colbert_checkpoints.items()]
     return systems + [SystemSpec(model_name(model), "-", "colbert", model) for model in params.colbert_models]
 
 
-def _build_colbert(spec: SystemSpec, move: Move | None, settings: RetrieverSettings, ref: ModelRef | None) -> Retriever:
+def _build_colbert(spec: SystemSpec, move: Move | None, settings: RetrieverSettings,
+                   ref: ModelRef | None) -> Retriever:
     entry = _entry(ref if ref is not None else spec.source)
     lengths = {"query_length": entry.query_length, "document_length": entry.document_length} \
         if entry is not None and entry.query_length else {}

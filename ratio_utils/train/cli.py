@@ -20,7 +20,6 @@ from ..schema import MOVES, Move
 from .configurations import load_hyperparams, load_train_params
 from .selection import finetune, move_model_dir, score_percent
 
-
 # ---------------------------------------------------------------------------------------------
 # Command line (also the torchrun entry point)
 # ---------------------------------------------------------------------------------------------
@@ -44,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: params/default.yaml)")
     parser.add_argument("--move", default="all", help="address, broaden, specify or all (default: %(default)s)")
     parser.add_argument("--set", dest="overrides", action="append", type=_parse_override, default=[],
-                        metavar="KEY=VALUE", help="override a params value, e.g. train.max_train_pairs=null (repeatable)")
-    parser.add_argument("--no-tables", action="store_true", help="do not write Table 6 and the tuned-vs-baseline table")
+                        metavar="KEY=VALUE",
+                        help="override a params value, e.g. train.max_train_pairs=null (repeatable)")
+    parser.add_argument("--no-tables", action="store_true",
+                        help="do not write Table 6 and the tuned-vs-baseline table")
     parser.add_argument("--dry-run", action="store_true", help="print, per move, the base model, the configurations "
                         "and where the model would go, then exit; nothing is loaded or written")
     args = parser.parse_args(argv)
@@ -61,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     if is_main_process():
         for result in results:
             print(f"{result.move}: selected config {result.selected.config['id']} "
-                  f"validation MRR@10 {score_percent(result.selected.validation)} test MRR@10 {score_percent(result.test)} "
-                  f"(baseline {score_percent(result.baseline.get('validation'))} / {score_percent(result.baseline.get('test'))}) "
-                  f"-> {result.model_dir}")
+                  f"validation MRR@10 {score_percent(result.selected.validation)} test MRR@10 "
+                  f"{score_percent(result.test)} (baseline {score_percent(result.baseline.get('validation'))} / "
+                  f"{score_percent(result.baseline.get('test'))}) -> {result.model_dir}")
         if not args.no_tables:
             from .tables import write_table6, write_tuned_vs_baseline  # the notebook's tables
 

@@ -95,7 +95,8 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
                                     sort_keys=True).encode()).hexdigest()[:12]
     out_dir = colbert_model_dir(cfg, params, move)
     done = read_json_if_exists(out_dir / FINAL_RESULTS_FILE)
-    scored_here = done is not None and done.get("test_evaluated") and done.get("benchmark_checksum") == scored_on["benchmark"]
+    scored_here = (done is not None and done.get("test_evaluated")
+                   and done.get("benchmark_checksum") == scored_on["benchmark"])
     if done and done.get("key") == key and (scored_here or not params.colbert_evaluate_test):
         return ColbertResult(move.value, str(out_dir), done["train_pairs"], done["loss_history"],
                              done["pairs_per_second"], done.get("test") or {}, False)
@@ -137,7 +138,8 @@ def train_colbert_move(cfg: Config, move: Move | str, params: TrainParams | None
     return ColbertResult(move.value, str(out_dir), len(pairs), loss_history, pairs_per_second, test, True)
 
 
-def _train(base_path: "Path | ModelRef", pairs: pd.DataFrame, params: TrainParams, out_dir: Path, seed: int) -> tuple[list, float]:
+def _train(base_path: "Path | ModelRef", pairs: pd.DataFrame, params: TrainParams, out_dir: Path,
+           seed: int) -> tuple[list, float]:
     from datasets import Dataset
     from pylate import losses, utils
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -174,7 +176,8 @@ def _train(base_path: "Path | ModelRef", pairs: pd.DataFrame, params: TrainParam
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
-    losses_seen = [{"step": int(e["step"]), "loss": float(e["loss"])} for e in trainer.state.log_history if "loss" in e]
+    losses_seen = [{"step": int(e["step"]), "loss": float(e["loss"])} for e in trainer.state.log_history
+                   if "loss" in e]
     if trainer.is_world_process_zero():
         shutil.rmtree(out_dir, ignore_errors=True)
         model.save(str(out_dir))
@@ -219,8 +222,9 @@ def colbert_card(results: dict[str, Any]) -> str:
         f"- base model: `{results['base_model']}` (fingerprint `{results['base_model_fingerprint'][:16]}`)",
         f"- benchmark: `{results['benchmark']}` (checksum `{results['benchmark_checksum'][:16]}`)",
         f"- training pairs of the move: {results['train_pairs']} (cap {s['colbert_max_train_pairs']}, seeded sample)",
-        f"- epochs {s['colbert_epochs']}, batch {s['colbert_batch_size']}, learning rate {s['colbert_learning_rate']}, "
-        f"training query length {s['colbert_query_length']}, document length {s['colbert_document_length']}, seed {results['seed']}",
+        f"- epochs {s['colbert_epochs']}, batch {s['colbert_batch_size']}, "
+        f"learning rate {s['colbert_learning_rate']}, training query length {s['colbert_query_length']}, "
+        f"document length {s['colbert_document_length']}, seed {results['seed']}",
         f"- evaluated with `ColBERTRetriever(path, query_length={s['colbert_query_length']}, document_length=300)`",
         "- one configuration, no validation-based selection (a CPU budget)",
         f"- test MRR@10 (%): {score_percent(results['test'])}",
@@ -293,7 +297,8 @@ def collect_colbert_rows(cfg: Config, params: TrainParams | None = None) -> pd.D
 
 
 def _with_interval(mean: float | None, values: list[float] | None) -> str:
-    """'27.2 [8.1, 50.0] †' (%, 95% bootstrap interval; † under 30 queries); the mean alone without per-query values."""
+    """'27.2 [8.1, 50.0] †' (%, 95% bootstrap interval; † under 30 queries); the mean alone without per-query
+    values."""
     from ..evaluation import stats
 
     if mean is None:
@@ -315,24 +320,26 @@ def write_colbert_table(cfg: Config, params: TrainParams | None = None) -> pd.Da
     s = colbert_settings(params)
     write_table(
         table, "finetune_colbert", cfg,
-        caption="Tuned late-interaction row: a PyLate ColBERT trained per move on top of the base encoder (test split)",
+        caption="Tuned late-interaction row: a PyLate ColBERT trained per move on top of the base encoder "
+                "(test split)",
         notes=[
             "Kept out of Tables 1, 7 and 8: unlike the tuned dense rows, this model has no untuned baseline and no "
-            "validation-based selection (one configuration, scored directly on test), so it is not comparable with them.",
+            "validation-based selection (one configuration, scored directly on test), so it is not comparable with "
+            "them.",
             "No pretrained ColBERT checkpoint is installable offline, so there is no late-interaction baseline row; "
             "the untrained model (base encoder + random projection) is not a meaningful baseline and is not reported.",
-            "Cells: MRR@10 / Recall@k (%) with a 95% percentile bootstrap interval over test queries (10,000 resamples, "
-            "seed 13); † indicative only (fewer than 30 queries).",
-            f"Reduced relative to the paper's ColBERT setup: at most {s['colbert_max_train_pairs']} training pairs per move, "
-            f"{s['colbert_epochs']} epoch(s), batch {s['colbert_batch_size']}, lr {s['colbert_learning_rate']}, one "
-            "configuration without validation-based selection, query length "
+            "Cells: MRR@10 / Recall@k (%) with a 95% percentile bootstrap interval over test queries "
+            "(10,000 resamples, seed 13); † indicative only (fewer than 30 queries).",
+            f"Reduced relative to the paper's ColBERT setup: at most {s['colbert_max_train_pairs']} training pairs "
+            f"per move, {s['colbert_epochs']} epoch(s), batch {s['colbert_batch_size']}, "
+            f"lr {s['colbert_learning_rate']}, one configuration without validation-based selection, query length "
             f"{s['colbert_query_length']} (paper: 128) and training document length {s['colbert_document_length']} "
             "(paper: 300 at scoring, kept here at scoring). Exhaustive MaxSim scoring (ColBERTRetriever).",
             "Scored on the unfiltered test split only (no silver rows).",
             *([] if params.colbert_moves is None else [
-                f"Trained and scored for {', '.join(m.capitalize() for m in params.colbert_moves)} only (train.colbert_moves): "
-                "MaxSim scoring encodes the whole test pool at about 89 candidates/s on two CPU cores; "
-                "set train.colbert_moves: null for every move."]),
+                f"Trained and scored for {', '.join(m.capitalize() for m in params.colbert_moves)} only "
+                "(train.colbert_moves): MaxSim scoring encodes the whole test pool at about 89 candidates/s on two "
+                "CPU cores; set train.colbert_moves: null for every move."]),
         ],
         inputs=[cfg.paths.benchmark],
     )

@@ -71,7 +71,8 @@ class Schedule:
     warmup_steps: int
 
 
-def training_schedule(n_pairs: int, hp: HyperParams, *, world_size: int = 1, min_steps_per_epoch: int = 10) -> Schedule:
+def training_schedule(n_pairs: int, hp: HyperParams, *, world_size: int = 1,
+                      min_steps_per_epoch: int = 10) -> Schedule:
     """Batch, passes per epoch and warm-up in whole steps, so that a tiny move really trains.
 
     Three rules, each for a failure seen on Broaden (32 pairs; batch 32 or 64 gave one step whose
@@ -99,7 +100,8 @@ def load_train_params(cfg: Config) -> TrainParams:
     return cfg.section("train", TrainParams)
 
 
-def load_hyperparams(path: str | Path, move: Move | str | None = None, ids: list[int] | None = None) -> list[HyperParams]:
+def load_hyperparams(path: str | Path, move: Move | str | None = None,
+                     ids: list[int] | None = None) -> list[HyperParams]:
     """The configurations of a configs file for one move.
 
     File shape: `model:` (informative), `configs:` (a list used for every move) and optionally
@@ -115,7 +117,8 @@ def load_hyperparams(path: str | Path, move: Move | str | None = None, ids: list
     for index, row in enumerate(rows):
         unknown = sorted(set(row) - known)
         if unknown or "id" not in row:
-            raise ValueError(f"{path}: configuration #{index + 1} has unknown key(s) {unknown} or no id; allowed {sorted(known)}")
+            raise ValueError(f"{path}: configuration #{index + 1} has unknown key(s) {unknown} or no id; allowed "
+                             f"{sorted(known)}")
         configs.append(HyperParams(**row))
     seen = [c.id for c in configs]
     if len(seen) != len(set(seen)):

@@ -17,11 +17,14 @@ from ..dataset.benchmark import Benchmark, candidates_path, pairs_path
 from ..io import sha256_file
 from ..schema import Move, Split
 
+
 def training_pairs(bench: Benchmark, move: Move, max_pairs: int | None, seed: int) -> pd.DataFrame:
     """The move's training pairs as (anchor, positive), a seeded sample when `max_pairs` caps them."""
     frame = bench.queries(move, Split.TRAIN)
-    pairs = frame[["querySentence", "goldSentence"]].rename(columns={"querySentence": "anchor", "goldSentence": "positive"})
-    empty = pairs["anchor"].isna() | pairs["positive"].isna() | (pairs["anchor"].str.strip() == "") | (pairs["positive"].str.strip() == "")
+    pairs = frame[["querySentence", "goldSentence"]].rename(columns={"querySentence": "anchor",
+                                                                     "goldSentence": "positive"})
+    empty = (pairs["anchor"].isna() | pairs["positive"].isna() | (pairs["anchor"].str.strip() == "")
+             | (pairs["positive"].str.strip() == ""))
     if empty.any():
         raise ValueError(f"{int(empty.sum())} training pair(s) of {move.value} have an empty query or gold sentence")
     if max_pairs is not None and len(pairs) > max_pairs:

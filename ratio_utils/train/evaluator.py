@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
 from ..dataset.benchmark import EvalSet
+from .configurations import EVAL_KS, EVALUATOR_NAME, PRIMARY
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
@@ -35,7 +35,8 @@ def per_query_values(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, list]:
     from ..evaluation.metrics import per_query_metrics
 
     frame = per_query_metrics(run, qrels, PER_QUERY_METRICS)
-    return {"qid": [str(q) for q in frame.index], **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
+    return {"qid": [str(q) for q in frame.index],
+            **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
 
 
 def _sentence_evaluator_base():
@@ -72,7 +73,8 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         from ..evaluation.run_scoring import rank_and_score
         from ..systems.families import RetrieverSettings, dense_retriever
 
-        retriever = dense_retriever(model, self.query_prefix, self.doc_prefix, RetrieverSettings(batch_size=self.batch_size))
+        retriever = dense_retriever(model, self.query_prefix, self.doc_prefix,
+                                    RetrieverSettings(batch_size=self.batch_size))
         self._last_run, scores = rank_and_score(retriever, self.evalset, self.ks)
         return scores
 
@@ -84,7 +86,8 @@ class PoolRetrievalEvaluator(_sentence_evaluator_base()):
         self.seconds += time.perf_counter() - started
         # The weights' checksum ties each score to the weights scored: the restored model must match
         # the best epoch's checksum (tests/test_train.py checks it).
-        self.history.append({"epoch": float(epoch), "step": int(steps), "weights": model_fingerprint(model)[:16], **scores})
+        self.history.append({"epoch": float(epoch), "step": int(steps), "weights": model_fingerprint(model)[:16],
+                             **scores})
         if self._last_run is not None:  # a subclass scoring several query sets (ratio_utils.train.unified) keeps none
             self.per_query[int(steps)] = per_query_values(self._last_run, self.evalset.qrels)
         metrics = self.prefix_name_to_metrics(scores, self.name)

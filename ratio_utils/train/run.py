@@ -89,8 +89,8 @@ def train_configuration(
     """Train one configuration, restore its best epoch, save it to run_dir/model; return the result.
 
     `base_model_path`: the base model's folder, or its reference resolved once by the caller (its registry settings,
-    dtype or remote code, apply when it is loaded). `batch_sampler` replaces the no-duplicates sampler (a sentence-transformers batch sampler class;
-    the unified retriever's move-mixing sampler, ratio_utils.train.unified).
+    dtype or remote code, apply when it is loaded). `batch_sampler` replaces the no-duplicates sampler (a
+    sentence-transformers batch sampler class; the unified retriever's move-mixing sampler, ratio_utils.train.unified).
     """
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -107,7 +107,8 @@ def train_configuration(
     checkpoints = run_dir / "checkpoints"
     # With one epoch the last weights are the best ones: no checkpoint to write and restore.
     restore_best = hp.epochs > 1
-    schedule = training_schedule(len(pairs), hp, world_size=world_size(), min_steps_per_epoch=params.min_steps_per_epoch)
+    schedule = training_schedule(len(pairs), hp, world_size=world_size(),
+                                 min_steps_per_epoch=params.min_steps_per_epoch)
     # A tiny move's epoch passes over its pairs `repeats` times (training_schedule says why); the
     # no-duplicates sampler keeps each batch free of repeated texts.
     epoch_pairs = pd.concat([pairs] * schedule.repeats, ignore_index=True)
@@ -159,7 +160,8 @@ def train_configuration(
         best = evaluator.history[-1] if evaluator.history else {}
     best_epoch = best.get("epoch")
     validation = {k: v for k, v in best.items() if k not in ("epoch", "step", "weights")}
-    losses = [{"step": int(e["step"]), "epoch": float(e["epoch"]), "loss": float(e["loss"])} for e in state.log_history if "loss" in e]
+    losses = [{"step": int(e["step"]), "epoch": float(e["epoch"]), "loss": float(e["loss"])}
+              for e in state.log_history if "loss" in e]
     train_seconds = max(total - evaluator.seconds, 1e-9)
     model_dir = run_dir / "model"
     # Every rank has restored the best checkpoint (each reads it from disk) before rank 0 deletes it.

@@ -80,7 +80,8 @@ def with_prefixes(params: TrainParams) -> TrainParams:
     entry = registry_entry(params.base_model) or registry_entry(model_name(params.base_model))
     if entry is None:
         if params.prefixes == "recommended":
-            raise ValueError(f"train.prefixes is 'recommended' but the model registry does not list {params.base_model!r}")
+            raise ValueError("train.prefixes is 'recommended' but the model registry does not list "
+                             f"{params.base_model!r}")
         from ..models import GENERIC_STYLE
 
         prefixes = GENERIC_STYLE
@@ -97,7 +98,8 @@ def training_setups(params: TrainParams) -> list[TrainParams]:
     folders = [model_name(tuned_base(s.base_model, s.prefixes)) for s in setups]
     twice = sorted({f for f in folders if folders.count(f) > 1})
     if twice:
-        raise ValueError(f"train.setups: two setups would write the same models/<base>__<move>/ folders ({', '.join(twice)}); "
+        raise ValueError("train.setups: two setups would write the same models/<base>__<move>/ folders "
+                         f"({', '.join(twice)}); "
                          "give each base model one generic and one recommended setup at most")
     return setups
 
@@ -155,7 +157,8 @@ def _require_launch(cfg: Config, params: TrainParams, move: Move) -> None:
     if world_size() == 1 and params.nproc_per_node > 1:
         command = (f"torchrun --nproc_per_node {params.nproc_per_node} -m ratio_utils.train "
                    f"--params {cfg.to_dict()['params_file']} --move {move.value}")
-        raise RuntimeError(f"train.nproc_per_node is {params.nproc_per_node} and this is one process: train {move.value} "
+        raise RuntimeError(f"train.nproc_per_node is {params.nproc_per_node} and this is one process: "
+                           f"train {move.value} "
                            f"with `{command}` first (run_all.sh does), then run notebook 09 again to reuse its runs")
 
 
@@ -230,7 +233,8 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
     """The base model before fine-tuning, scored like the tuned one (same prefixes, pools); cached."""
     path = move_runs_dir(cfg, params, move) / "baseline.json"
     # "per_query": files written before per-query values were kept are recomputed.
-    key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix], "per_query": list(PER_QUERY_METRICS)},
+    key = hashlib.sha256(json.dumps({**fingerprints, "prefixes": [params.query_prefix, params.doc_prefix],
+                                     "per_query": list(PER_QUERY_METRICS)},
                                     sort_keys=True).encode()).hexdigest()[:12]
     cached = read_json_if_exists(path)
     if cached and cached.get("key") == key:
@@ -240,9 +244,10 @@ def baseline_scores(cfg: Config, params: TrainParams, bench: Benchmark, move: Mo
         # The embedding cache is notebook 08's: the base model's pool vectors are usually there already.
         per_query: dict[str, dict] = {}
         folder, ref = (base.path, base) if isinstance(base, ModelRef) else (base, None)
-        scores = _evaluate_saved(folder, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params, cfg.paths.embedding_cache,
-                                 per_query, ref=ref)
-        write_json_atomic(path, {"key": key, "base_model": params.base_model, "prefixes": [params.query_prefix, params.doc_prefix],
+        scores = _evaluate_saved(folder, bench, move, (Split.VALIDATION, *FINAL_SPLITS), params,
+                                 cfg.paths.embedding_cache, per_query, ref=ref)
+        write_json_atomic(path, {"key": key, "base_model": params.base_model,
+                                 "prefixes": [params.query_prefix, params.doc_prefix],
                                  "scores": scores, "per_query": per_query})
     barrier()
     return (read_json_if_exists(path) or {}).get("scores", scores)
@@ -260,7 +265,8 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
     bench = bench or load_benchmark(cfg.paths.benchmark)
     base = base if base is not None else resolve_model(params.base_model)
     base_fingerprint = base.fingerprint
-    fingerprints, scored_on = model_fingerprints(base_fingerprint, bench, move), benchmark_fingerprints(base_fingerprint, bench)
+    fingerprints, scored_on = (model_fingerprints(base_fingerprint, bench, move),
+                               benchmark_fingerprints(base_fingerprint, bench))
     configs = load_hyperparams(params.configs_file, move, params.configs)
     runs_dir = move_runs_dir(cfg, params, move)
     final_dir = move_model_dir(cfg, params, move)
@@ -293,7 +299,8 @@ def finetune_move(cfg: Config, move: Move | str, params: TrainParams | None = No
         hp = HyperParams(**selected.config)
         pairs = pairs if pairs is not None else training_pairs(bench, move, params.max_train_pairs, cfg.seed)
         validation = validation or bench.eval_set(move, Split.VALIDATION)
-        fresh = _train_and_record(base, pairs, validation, hp, Path(selected.model_dir).parent, params, move, selected.run_key, cfg.seed)
+        fresh = _train_and_record(base, pairs, validation, hp, Path(selected.model_dir).parent, params, move,
+                                  selected.run_key, cfg.seed)
         runs = [fresh if r.run_key == fresh.run_key else r for r in runs]
         selected = fresh
         trained_now.append(hp.id)
@@ -389,7 +396,8 @@ def not_beaten_note(results: dict[str, Any]) -> str | None:
     """The sentence a table or card shows when results.json says no configuration beat the baseline."""
     if results.get("beats_baseline_on_validation") is not False:
         return None
-    return NOT_BEATEN.format(tuned=score_percent(results.get("validation")), base=score_percent((results.get("baseline") or {}).get("validation")))
+    return NOT_BEATEN.format(tuned=score_percent(results.get("validation")),
+                             base=score_percent((results.get("baseline") or {}).get("validation")))
 
 
 def score_percent(scores: dict[str, float] | None, key: str = PRIMARY) -> str:
@@ -427,7 +435,8 @@ def move_model_card(results: dict[str, Any]) -> str:
         f"- max sequence length {results['max_seq_length']}; prefixes `{q}` / `{d}`; seed {results['seed']}",
         "",
         "## Selected configuration",
-        f"- configuration {hp['id']}: epochs {hp['epochs']}, batch {hp['batch_size']}, learning rate {hp['learning_rate']}, "
+        f"- configuration {hp['id']}: epochs {hp['epochs']}, batch {hp['batch_size']}, "
+        f"learning rate {hp['learning_rate']}, "
         f"weight decay {hp['weight_decay']}, warm-up ratio {hp['warmup_ratio']}, max grad norm {hp['max_grad_norm']}",
         f"- rationale: {hp.get('rationale') or '-'}",
         f"- best epoch (restored): {results['best_epoch']}; {len(results['configs_tried'])} configuration(s) tried, "
@@ -438,7 +447,8 @@ def move_model_card(results: dict[str, Any]) -> str:
         "",
         "| | validation | test |",
         "|---|---|---|",
-        f"| base model | {score_percent(results['baseline'].get('validation'))} | {score_percent(results['baseline'].get('test'))} |",
+        f"| base model | {score_percent(results['baseline'].get('validation'))} "
+        f"| {score_percent(results['baseline'].get('test'))} |",
         f"| this model | {score_percent(results['validation'])} | {score_percent(results['test'])} |",
         "",
         "The test split was scored once, for the selected configuration only.",
@@ -485,7 +495,8 @@ def finetune_summary(results: list[MoveResult]) -> pd.DataFrame:
          "reused from an earlier run": "; ".join(line.removeprefix(f"{r.move}: ") for line in r.reused()) or "nothing",
          "selected config": r.selected.config["id"], "best epoch": r.selected.best_epoch,
          "train pairs": r.selected.train_pairs, "pairs/s": r.selected.pairs_per_second,
-         "val MRR@10 baseline": score_percent(r.baseline.get("validation")), "val MRR@10 tuned": score_percent(r.selected.validation),
+         "val MRR@10 baseline": score_percent(r.baseline.get("validation")),
+         "val MRR@10 tuned": score_percent(r.selected.validation),
          "test MRR@10 baseline": score_percent(r.baseline.get("test")), "test MRR@10 tuned": score_percent(r.test),
          "beats baseline on validation": {True: "yes", False: "no", None: "n/a"}[r.beats_baseline],
          "optimizer steps": r.selected.optimizer_steps, "model": r.model_dir}

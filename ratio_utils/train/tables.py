@@ -73,7 +73,8 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
             "Other": f"wd={hp['weight_decay']}, wu={hp['warmup_ratio']}, mgn={hp['max_grad_norm']}",
             "Pairs": run.train_pairs,
             # optimizer steps actually taken, with the passes over the pairs per epoch when a tiny move repeats them
-            "Steps": f"{run.optimizer_steps} ({run.schedule.get('repeats', 1)}x/ep)" if run.schedule.get("repeats", 1) > 1 else run.optimizer_steps,
+            "Steps": (f"{run.optimizer_steps} ({run.schedule.get('repeats', 1)}x/ep)"
+                      if run.schedule.get("repeats", 1) > 1 else run.optimizer_steps),
             "Best ep": run.best_epoch,
             "Val M@10": 100 * run.score,
             "Selected": "✓" if final.get("selected_run_key") == run.run_key else "",
@@ -85,7 +86,8 @@ def collect_runs(cfg: Config, params: TrainParams | None = None) -> pd.DataFrame
 
 
 def setup_label(setup: TrainParams) -> str:
-    """How the tables name a fine-tuning setup: its base model, '(recommended prefixes)' for a setup trained with them."""
+    """How the tables name a fine-tuning setup: its base model, '(recommended prefixes)' for a setup trained with
+    them."""
     return base_name(setup.base_model) + (" (recommended prefixes)" if setup.prefixes == "recommended" else "")
 
 
@@ -112,16 +114,16 @@ PAPER_BASE_MODELS = ("all-mpnet-base-v2", "ModernBERT-embed-large", "Stella-en-1
 
 
 def _why_not_tuned(model: str) -> str:
-    """Whether a base model of the paper that no setup names resolves on this machine (ratio_utils.models.resolve_model,
-    nothing downloaded), and if not the resolver's reason, without machine paths."""
+    """Whether a base model of the paper that no setup names resolves on this machine
+    (ratio_utils.models.resolve_model, nothing downloaded), and if not the resolver's reason, without machine paths."""
     from ..models import ModelNotAvailableError, resolve_model
 
     try:
         resolve_model(model, download=False)
     except ModelNotAvailableError as exc:
         return "it does not resolve here: " + re.sub(r" \([^()]*[/\\][^()]*\)", "", exc.reason)
-    return ("it resolves here; train.base_model or train.setups selects it; untuned, it is a baseline of Tables 1, 7, 8 "
-            "where retrieval.dense_models names it")
+    return ("it resolves here; train.base_model or train.setups selects it; untuned, it is a baseline of Tables 1, 7, "
+            "8 where retrieval.dense_models names it")
 
 
 def _base_models_note(params: TrainParams) -> str:
@@ -130,25 +132,28 @@ def _base_models_note(params: TrainParams) -> str:
     missing = [m for m in PAPER_BASE_MODELS if m not in tuned]
     if not missing:
         return f"Relative to the paper: its base models ({', '.join(tuned)}) are all fine-tuned here; "
-    return (f"Reduced relative to the paper: base model{'s' if len(tuned) > 1 else ''} {', '.join(tuned)} instead of the paper's "
-            + "; ".join(f"{m} ({_why_not_tuned(m)})" for m in missing) + "; ")
+    return (f"Reduced relative to the paper: base model{'s' if len(tuned) > 1 else ''} {', '.join(tuned)} instead of "
+            "the paper's " + "; ".join(f"{m} ({_why_not_tuned(m)})" for m in missing) + "; ")
 
 
 def table6_notes(params: TrainParams) -> list[str]:
     of_its = "move" if len(training_setups(params)) == 1 else "move and setup"
     return [
         "Val M@10 = MRR@10 (%) on the whole validation pool, after restoring the run's best epoch; "
-        f"the selected configuration (✓) has the best Val M@10 of its {of_its} and is the only one scored on the test split.",
+        f"the selected configuration (✓) has the best Val M@10 of its {of_its} and is the only one scored on the test "
+        "split.",
         _base_models_note(params)
-        + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs else "")
+        + (f"at most {params.max_train_pairs} training pairs per move (a seeded sample); " if params.max_train_pairs
+           else "")
         + _configs_note(params)
         + f"max sequence length {params.max_seq_length}; one device (CPU unless a GPU is present), so in-batch "
         "candidates per query = Batch, where the paper used four GPUs for Address and Specify.",
         MPNET_COST,
         "Pairs/s = training pairs per second, evaluation time excluded.",
-        f"Steps = optimizer steps taken. A move with fewer than {params.min_steps_per_epoch} steps per pass over its pairs "
-        "repeats the pass within each epoch (Nx/ep) until an epoch has that many steps (train.min_steps_per_epoch); the "
-        "batch is capped at the number of pairs and the warm-up is floor(wu x steps) whole steps (docs/training.md).",
+        f"Steps = optimizer steps taken. A move with fewer than {params.min_steps_per_epoch} steps per pass over its "
+        "pairs repeats the pass within each epoch (Nx/ep) until an epoch has that many steps "
+        "(train.min_steps_per_epoch); the batch is capped at the number of pairs and the warm-up is floor(wu x steps) "
+        "whole steps (docs/training.md).",
     ]
 
 
@@ -194,7 +199,8 @@ def paired_comparison(tuned: dict[str, list], baseline: dict[str, list], metric:
         "baseline": float(b.mean()), "baseline_low": base_ci[0], "baseline_high": base_ci[1],
         "tuned": float(a.mean()), "tuned_low": tuned_ci[0], "tuned_high": tuned_ci[1],
         "difference": float((a - b).mean()), "difference_low": diff_ci[0], "difference_high": diff_ci[1],
-        "p_value": float(stats.paired_permutation_test(a.to_numpy(), b.to_numpy(), n_permutations=n_resamples, seed=seed)),
+        "p_value": float(stats.paired_permutation_test(a.to_numpy(), b.to_numpy(), n_permutations=n_resamples,
+                                                       seed=seed)),
         "indicative": len(a) < stats.INDICATIVE_BELOW,
     }
 
@@ -214,7 +220,8 @@ def collect_tuned_vs_baseline(cfg: Config, params: TrainParams | None = None) ->
             continue
         # one setup (the default): the table as before; several: each row names its setup
         named = {} if len(setups) == 1 else {"model": base_name(setup.base_model),
-                                               "prefix": "recommended" if setup.prefixes == "recommended" else "generic"}
+                                               "prefix": "recommended" if setup.prefixes == "recommended"
+                                               else "generic"}
         per_query = final.get("per_query") or {}
         for split in SPLIT_LABELS:
             tuned_scores = final.get(split)
@@ -263,7 +270,8 @@ def tuned_vs_baseline_notes(table: pd.DataFrame, params: TrainParams) -> list[st
     prefixes = ("the prefixes the setup was trained with (generic, or the model's recommended ones)" if recommended
                 else "the generic prefixes")
     tuned_bases = {base_name(s.base_model) for s in training_setups(params)}
-    paper_claim = ("these are our measured values for a smaller model under a CPU budget, not a reproduction of that claim."
+    paper_claim = ("these are our measured values for a smaller model under a CPU budget, not a reproduction of that "
+                   "claim."
                    if "ModernBERT-embed-large" not in tuned_bases else
                    "the ModernBERT-embed-large rows here are our measurement of that setup on this benchmark.")
     notes = [
@@ -281,7 +289,8 @@ def tuned_vs_baseline_notes(table: pd.DataFrame, params: TrainParams) -> list[st
             ("" if "model" not in table else f"{_row_label(r._asdict())} ") + f"{r.move}/{r.split} {int(r.queries)}"
             for r in small.itertuples()) + "); intervals on so few queries are wide and unstable.")
     if not table.empty and "p_value" not in table:
-        notes.append("No per-query values in results.json (a model published before they were kept): means only; rerun notebook 09.")
+        notes.append("No per-query values in results.json (a model published before they were kept): means only; "
+                     "rerun notebook 09.")
     groups = ([] if table.empty else table[[c for c in ("model", "prefix") if c in table] + ["move"]]
               .drop_duplicates().to_dict("records"))
     for group in groups:
@@ -339,8 +348,8 @@ def tuned_vs_baseline_records(table: pd.DataFrame, params: TrainParams) -> pd.Da
             continue
         model, prefix = row.get("model", model_name(params.base_model)), row.get("prefix", "generic")
         base, tuned = system_name(model, prefix), system_name(model, prefix, "Tuned")
-        rows.append({"scope": f"configuration {row['config']}", "move": row["move"], "query_set": row["split"], "metric": "M@10",
-                     "subject": tuned, "reference": base, "value": 100 * row["difference"],
+        rows.append({"scope": f"configuration {row['config']}", "move": row["move"], "query_set": row["split"],
+                     "metric": "M@10", "subject": tuned, "reference": base, "value": 100 * row["difference"],
                      "low": 100 * row["difference_low"], "high": 100 * row["difference_high"], "n": row["queries"],
                      "p": row.get("p_value")})
     return records_frame(rows)

@@ -56,17 +56,19 @@ class TunedModel:
         """The folder resolved once, for the run key's fingerprint and the retriever."""
         return resolve_model(self.folder)
 
-    def info(self, move: Move, split: Split, checksum: str, params: RetrievalParams, stage: str = TUNED_STAGE) -> RunInfo:
+    def info(self, move: Move, split: Split, checksum: str, params: RetrievalParams,
+             stage: str = TUNED_STAGE) -> RunInfo:
         return dataclasses.replace(self.system.info(move, split, checksum, params, stage=stage),
                                    model_fingerprint=self.ref.fingerprint, notes=tuned_notes(self.results or {}))
 
     def retriever(self, params: RetrievalParams, cfg: Config):
-        return dense_retriever(self.ref, *self.prefixes, RetrieverSettings.from_params(params, cfg, name=self.system.name))
+        return dense_retriever(self.ref, *self.prefixes,
+                               RetrieverSettings.from_params(params, cfg, name=self.system.name))
 
 
 def tuned_model(cfg: Config, base_model: str, move: Move, prefixes: str | None = None) -> TunedModel:
-    """The fine-tuned retriever of `base_model` on `move`, found through `Paths.tuned_model_dir` (as notebook 09 writes it);
-    `prefixes` "recommended": the setup trained with the model's recommended prefixes (its own folder and row)."""
+    """The fine-tuned retriever of `base_model` on `move`, found through `Paths.tuned_model_dir` (as notebook 09 writes
+    it); `prefixes` "recommended": the setup trained with the model's recommended prefixes (its own folder and row)."""
     folder = cfg.paths.tuned_model_dir(tuned_base(base_model, prefixes), move)
     row_prefix = "recommended" if prefixes == "recommended" else "generic"
     system = SystemSpec(model_name(base_model), row_prefix, "dense", f"models/{folder.name}", setup="Tuned")

@@ -24,7 +24,8 @@ Reads:  the benchmark (cfg.paths.benchmark), the base model (`ratio_utils.models
 Writes: models/unified/_runs/<base>/<config>-<key>/result.json   one per configuration tried (resume marker), in
         notebook 13's own folder
         models/<base>__unified/  the selected model, unified.json (its query format), results.json, README.md
-        the move-sensitivity ranks of the published model (ratio_utils.retrieval_analysis.move_sensitivity), beside its runs
+        the move-sensitivity ranks of the published model (ratio_utils.retrieval_analysis.move_sensitivity), beside
+        its runs
         tables/unified_vs_per_move (compare_with_per_move, with provenance)
 """
 
@@ -284,13 +285,15 @@ def _train_params(params: UnifiedParams) -> TrainParams:
     # The instruction is inside each anchor, so the trainer's query prefix is empty.
     return TrainParams(base_model=params.base_model, configs_file=params.configs_file, max_train_pairs=None,
                        max_seq_length=params.max_seq_length, query_prefix="", doc_prefix=params.doc_prefix,
-                       eval_batch_size=params.eval_batch_size, logging_steps=params.logging_steps, device=params.device)
+                       eval_batch_size=params.eval_batch_size, logging_steps=params.logging_steps,
+                       device=params.device)
 
 
 def unified_run_key(fingerprints: dict[str, str], params: UnifiedParams, hp: HyperParams, seed: int) -> str:
     """A checksum of every input that changes a run's outcome (a changed input means a new run)."""
-    payload = {**fingerprints, "moves": params.moves, "hp": hp.training_values(), "pairs_per_move": params.pairs_per_move,
-               "max_repeats": params.max_repeats, "template": params.instruction_template, "doc_prefix": params.doc_prefix,
+    payload = {**fingerprints, "moves": params.moves, "hp": hp.training_values(),
+               "pairs_per_move": params.pairs_per_move, "max_repeats": params.max_repeats,
+               "template": params.instruction_template, "doc_prefix": params.doc_prefix,
                "max_seq_length": params.max_seq_length, "seed": seed, "sampler": "move-mixing/1"}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -315,7 +318,8 @@ class UnifiedResult:
         earlier = [r for r in self.runs if r.config["id"] not in self.trained_now]
         lines = [f"unified: configuration(s) {describe_runs(earlier)}"] if earlier else []
         if not self.published_now:
-            lines.append(f"unified: the selected model, its test scores and move-sensitivity ranks ({Path(self.model_dir).name})")
+            lines.append(f"unified: the selected model, its test scores and move-sensitivity ranks "
+                         f"({Path(self.model_dir).name})")
         return lines
 
 
@@ -330,7 +334,8 @@ def unified_plan(cfg: Config, params: UnifiedParams | None = None) -> pd.DataFra
 def _pairs_by_move(bench: Benchmark, params: UnifiedParams) -> dict[Move, pd.DataFrame]:
     from . import training_pairs
 
-    return {m: training_pairs(bench, m, None, 0) if bench.has(m, Split.TRAIN) else pd.DataFrame(columns=["anchor", "positive"])
+    return {m: training_pairs(bench, m, None, 0) if bench.has(m, Split.TRAIN)
+            else pd.DataFrame(columns=["anchor", "positive"])
             for m in params.selected_moves()}
 
 
@@ -345,12 +350,14 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
     base_path = resolve_model_path(params.base_model)
     base_fingerprint = model_fingerprint(base_path)
     # keyed by what it is trained and selected on (the moves' train and validation pairs, the validation pool)
-    fingerprints = {"base_model": base_fingerprint, "training_data": training_data_fingerprint(bench, params.selected_moves())}
+    fingerprints = {"base_model": base_fingerprint,
+                    "training_data": training_data_fingerprint(bench, params.selected_moves())}
     scored_on = benchmark_fingerprints(base_fingerprint, bench)
     pairs, balance = balanced_pairs(_pairs_by_move(bench, params), params.pairs_per_move, params.max_repeats, cfg.seed)
     if pairs.empty:
         raise ValueError(f"no training pairs for the moves {params.moves} in {cfg.paths.benchmark}")
-    moves = [m for m in params.selected_moves() if bench.has(m, Split.VALIDATION) and len(bench.queries(m, Split.VALIDATION))]
+    moves = [m for m in params.selected_moves()
+             if bench.has(m, Split.VALIDATION) and len(bench.queries(m, Split.VALIDATION))]
     train_params = _train_params(params)
     runs_dir = unified_runs_dir(cfg, params)
     validation = {m: bench.eval_set(m, Split.VALIDATION) for m in moves}
@@ -378,14 +385,16 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         done = read_json_if_exists(runs_dir / f"{hp.name}-{key}" / RESULT_FILE)
         if done is not None:
             # The folder may have moved with the output root: trust the location, not the stored path.
-            runs.append(dataclasses.replace(RunResult.from_json(done), model_dir=str(runs_dir / f"{hp.name}-{key}" / "model")))
+            runs.append(dataclasses.replace(RunResult.from_json(done),
+                                            model_dir=str(runs_dir / f"{hp.name}-{key}" / "model")))
         else:
             runs.append(train_one(hp, key))
             trained_now.append(hp.id)
     selected = max(runs, key=lambda r: (r.score, -r.config["id"]))  # ties: the lower configuration id
     existing = read_json_if_exists(final_dir / FINAL_RESULTS_FILE) or {}
     # the run key leaves test and silver out: a model scored on another benchmark is scored again, not retrained
-    published = existing.get("selected_run_key") == selected.run_key and existing.get("benchmark_checksum") == scored_on["benchmark"]
+    published = (existing.get("selected_run_key") == selected.run_key
+                 and existing.get("benchmark_checksum") == scored_on["benchmark"])
     if not published and not Path(selected.model_dir).exists():
         # Its weights were removed when it lost an earlier selection over other configurations: retrain it.
         fresh = train_one(HyperParams(**selected.config), selected.run_key)
@@ -393,7 +402,8 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
         selected = fresh
         trained_now.append(fresh.config["id"])
     published_before = published and sensitivity_path(cfg, params, selected.run_key).exists()
-    final = _publish(cfg, params, bench, selected, runs, balance, {**fingerprints, "benchmark": scored_on["benchmark"]}, final_dir)
+    final = _publish(cfg, params, bench, selected, runs, balance,
+                     {**fingerprints, "benchmark": scored_on["benchmark"]}, final_dir)
     for run in runs:
         if run.run_key != selected.run_key:
             shutil.rmtree(run.model_dir, ignore_errors=True)
@@ -403,7 +413,8 @@ def train_unified(cfg: Config, params: UnifiedParams | None = None) -> UnifiedRe
 
 def sensitivity_path(cfg: Config, params: UnifiedParams, run_key: str) -> Path:
     """Per-pair ranks of the published model's move-sensitivity analysis (written with its test scores)."""
-    return unified_runs_dir(cfg, params) / f"sensitivity_{Split.parse(params.sensitivity_split).value}-{run_key}.parquet"
+    return (unified_runs_dir(cfg, params)
+            / f"sensitivity_{Split.parse(params.sensitivity_split).value}-{run_key}.parquet")
 
 
 def query_format(params: UnifiedParams) -> dict[str, Any]:
@@ -431,20 +442,23 @@ def _publish(cfg, params: UnifiedParams, bench: Benchmark, selected: RunResult, 
         if evalsets:
             scores = score_moves(str(staging), evalsets, params.instruction_template, params.doc_prefix,
                                  batch_size=params.eval_batch_size, cache_dir=cache)
-            final_scores[split.value] = {m.value: {k.split("/", 1)[1]: v for k, v in scores.items() if k.startswith(m.value + "/")}
+            final_scores[split.value] = {m.value: {k.split("/", 1)[1]: v for k, v in scores.items()
+                                                   if k.startswith(m.value + "/")}
                                          for m in evalsets}
     # Every test query under every move, while the staged folder's fingerprint still keys the cached
     # test-pool vectors (files written below change it).
     from ..systems.families import RetrieverSettings, dense_retriever
 
     sens_moves = [m for m in params.selected_moves() if bench.has(m, params.sensitivity_split)]
-    retriever = dense_retriever(str(staging), "", "", RetrieverSettings(batch_size=params.eval_batch_size, cache_dir=cache))
+    retriever = dense_retriever(str(staging), "", "",
+                                RetrieverSettings(batch_size=params.eval_batch_size, cache_dir=cache))
     ranks = sensitivity_ranks(retriever, bench,
                               params.sensitivity_split, sens_moves, params.instruction_template, params.doc_prefix)
     write_parquet_atomic(ranks, sensitivity_path(cfg, params, selected.run_key))
     results = {
         "base_model": params.base_model, "moves": params.moves, "benchmark_checksum": fingerprints["benchmark"],
-        "base_model_fingerprint": fingerprints["base_model"], "training_data_fingerprint": fingerprints["training_data"],
+        "base_model_fingerprint": fingerprints["base_model"],
+        "training_data_fingerprint": fingerprints["training_data"],
         "query_format": query_format(params),
         "balance": balance.to_dict(orient="records"), "pairs_per_move": params.pairs_per_move,
         "max_repeats": params.max_repeats, "seed": cfg.seed, "selected_config": selected.config,
@@ -535,7 +549,8 @@ def _per_move_per_query(per_move: dict | None, split: Split) -> pd.DataFrame | N
     values = (((per_move or {}).get("per_query") or {}).get("tuned") or {}).get(split.value)
     if not values or any(metric not in values for metric in COMPARED):
         return None
-    return pd.DataFrame({metric: values[metric] for metric in COMPARED}, index=pd.Index(values["qid"], name="qid")).sort_index()
+    return pd.DataFrame({metric: values[metric] for metric in COMPARED},
+                        index=pd.Index(values["qid"], name="qid")).sort_index()
 
 
 COMPARED = ("MRR@10", "R@10")
@@ -577,7 +592,8 @@ def comparison_row(move: str, split: str, base: pd.DataFrame, per_move: pd.DataF
         key = f"Unified − {against.lower()} M@10"
         other = models[against]
         if other is None:
-            numbers[key], numbers[f"{key} low"], numbers[f"{key} high"], numbers[f"p vs {against.lower()}"] = None, None, None, None
+            (numbers[key], numbers[f"{key} low"], numbers[f"{key} high"],
+             numbers[f"p vs {against.lower()}"]) = None, None, None, None
             shown[key], shown[f"p vs {against.lower()}"] = "", ""
             continue
         if set(other.index) != set(uni.index):
@@ -603,10 +619,11 @@ def confound_notes(numeric: pd.DataFrame, per_move_configs: dict[str, str], unif
     configs = sorted(set(per_move_configs.values()))
     if unmatched:
         notes.append("Not a matched comparison: the two designs were trained on different pair budgets per move ("
-                     + "; ".join(unmatched) + "), so 'Unified − per-move' mixes the unified design with the budget; read it "
-                     "as the unified model under its own budget, not as the cost of sharing one model.")
+                     + "; ".join(unmatched) + "), so 'Unified − per-move' mixes the unified design with the budget; "
+                     "read it as the unified model under its own budget, not as the cost of sharing one model.")
     else:
-        notes.append("Pair budgets match: each move's per-move model and the unified model saw the same number of training pairs.")
+        notes.append("Pair budgets match: each move's per-move model and the unified model saw the same number of "
+                     "training pairs.")
     if configs and configs != [unified_config]:
         notes.append(f"Configurations also differ: per-move models selected among notebook 09's configurations "
                      f"({', '.join(f'{m} {c}' for m, c in sorted(per_move_configs.items()))}), the unified model "
@@ -625,7 +642,8 @@ def compare_with_per_move(cfg: Config, params: UnifiedParams, result: UnifiedRes
     for move in params.selected_moves():
         per_move, why = _per_move_results(cfg, params, move)
         if per_move is not None and per_move.get("benchmark_checksum") != checksum:
-            per_move, why = None, f"{cfg.paths.tuned_model_dir(params.base_model, move).name} was trained on another benchmark"
+            per_move, why = None, (f"{cfg.paths.tuned_model_dir(params.base_model, move).name} was trained on "
+                                   "another benchmark")
         if why:
             missing.append(why)
         else:
@@ -651,16 +669,16 @@ def compare_with_per_move(cfg: Config, params: UnifiedParams, result: UnifiedRes
     notes = [
         "M@10 = MRR@10 (%), R@10 = Recall@10 (%), mean [95% percentile bootstrap interval over queries]; every query "
         "ranked against the whole pool of its split (silver: the test pool), its own sentence excluded. Baseline: the "
-        "base model before fine-tuning with the generic prefixes; Per-move: notebook 09's retriever of that move (test "
-        "split scored once there; its per-query values from its results.json); Unified: one model for all moves with the "
-        "move's instruction on the query (notebook 13).",
+        "base model before fine-tuning with the generic prefixes; Per-move: notebook 09's retriever of that move "
+        "(test split scored once there; its per-query values from its results.json); Unified: one model for all "
+        "moves with the move's instruction on the query (notebook 13).",
         "Differences: mean paired difference over the same queries with its paired bootstrap interval; p: two-sided "
-        f"sign-flip permutation test ({stats.N_RESAMPLES:,} permutations, ratio_utils.evaluation.stats). {DAGGER}: fewer than "
-        f"{INDICATIVE_BELOW} queries, indicative only.",
+        f"sign-flip permutation test ({stats.N_RESAMPLES:,} permutations, ratio_utils.evaluation.stats). {DAGGER}: "
+        f"fewer than {INDICATIVE_BELOW} queries, indicative only.",
         f"Unified: {base_name(params.base_model)}, configuration {sel['id']} of {params.configs_file} (epochs "
-        f"{sel['epochs']}, batch {sel['batch_size']}, lr {sel['learning_rate']}), selected by mean validation MRR@10 over "
-        "the moves. Training pairs: what each model was trained on for the move (unified: after balancing, repeats "
-        "included; unique: distinct pairs).",
+        f"{sel['epochs']}, batch {sel['batch_size']}, lr {sel['learning_rate']}), selected by mean validation MRR@10 "
+        "over the moves. Training pairs: what each model was trained on for the move (unified: after balancing, "
+        "repeats included; unique: distinct pairs).",
     ]
     if not numeric.empty:
         notes += confound_notes(numeric, configs, str(sel["id"]))
@@ -697,13 +715,15 @@ def comparison_narrative(table: Comparison | pd.DataFrame, sensitivity_summary: 
                 vs += (f", trained on {int(row['Per-move training pairs']):,} pairs against the unified model's "
                        f"{int(row['Unified training pairs']):,}")
         small = f" {DAGGER}" if stats.is_indicative(int(row["Queries"])) else ""
-        lines.append(f"- {row['Move']} ({row['Split']}, {row['Queries']} queries{small}): unified {row['Unified M@10']:.1f}, "
-                     f"baseline {row['Baseline M@10']:.1f}; {vs}.")
+        lines.append(f"- {row['Move']} ({row['Split']}, {row['Queries']} queries{small}): "
+                     f"unified {row['Unified M@10']:.1f}, baseline {row['Baseline M@10']:.1f}; {vs}.")
     if isinstance(table, Comparison):
         lines += [f"- {note}" for note in table.notes if note.startswith(("Not a matched", "Pair budgets match"))]
     if not sensitivity_summary.empty:
         overall = sensitivity_summary[sensitivity_summary["Move"] == "All"].iloc[0]
-        lines.append(f"- Under the three instructions the top 10 differs for {overall['Top 10 changes with the move (%)']:.1f}% "
-                     f"of the queries (mean overlap {overall['Mean top-10 overlap with other moves (of 10)']:.1f} of 10).")
-        lines += [f"- {line}" for line in sensitivity_reading(sensitivity_summary, pairwise if pairwise is not None else pd.DataFrame())]
+        lines.append(f"- Under the three instructions the top 10 differs for "
+                     f"{overall['Top 10 changes with the move (%)']:.1f}% of the queries (mean overlap "
+                     f"{overall['Mean top-10 overlap with other moves (of 10)']:.1f} of 10).")
+        lines += [f"- {line}" for line in sensitivity_reading(sensitivity_summary,
+                                                              pairwise if pairwise is not None else pd.DataFrame())]
     return "\n".join(lines)
