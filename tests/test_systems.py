@@ -212,6 +212,18 @@ def test_a_registered_toy_family_gets_a_table1_row_and_an_evaluate_result(toy_fa
     assert scores["MRR@10"] == pytest.approx(expected[Move.SPECIFY])
 
 
+# -- one scorer of a run -----------------------------------------------------------------------------------------
+
+def test_runs_are_scored_only_through_evaluation():
+    """Outside evaluation/, a run is scored by evaluation.run_scoring.score_run (the one scorer), never by the
+    metric functions it wraps."""
+    metric_functions = re.compile(r"\b(?:per_query_metrics|evaluate_run)\b")
+    found = sorted(path.relative_to(REPO).as_posix() for path in (REPO / "ratio_utils").rglob("*.py")
+                   if not path.relative_to(REPO).as_posix().startswith("ratio_utils/evaluation/")
+                   and metric_functions.search(path.read_text()))
+    assert not found, f"runs scored outside evaluation.run_scoring.score_run: {found}"
+
+
 # -- retrievers are built through the registry -----------------------------------------------------------------
 
 def test_retrievers_are_constructed_only_in_systems_and_retrieval():

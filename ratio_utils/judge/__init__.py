@@ -46,6 +46,7 @@ from .labels import (
     panel_labels,
     parse_label,
     write_annotation_sheet,
+    write_annotation_sheets,
 )
 from .sampling import (
     first_wave,
@@ -105,5 +106,6 @@ __all__ = [
     "rater_panel_agreement", "read_prompt", "remove_stale_silver", "sample_for_judging", "sample_overview",
     "select_prompts", "silver_summary", "silver_verdicts", "single_annotator_agreement", "stratified_equal_allocation",
     "table9_rows", "unanimous_label", "unanswered_ids", "unanswered_note", "unanswered_requests", "verdict_matrix",
-    "with_pair_columns", "with_release_columns", "write_annotation_sheet", "write_requests", "write_silver",
+    "with_pair_columns", "with_release_columns", "write_annotation_sheet", "write_annotation_sheets", "write_requests",
+    "write_silver",
 ]  # fmt: skip

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..io import InputError, require_columns, write_text_atomic
 from ..schema import Move
-from .sampling import with_pair_columns
+from .sampling import first_wave, with_pair_columns
 
 ANNOTATION_SETS = ("calibration", "panel")
 _TRUE = {"1", "true", "yes", "y", "accept", "accepted"}
@@ -69,6 +69,40 @@ def write_annotation_sheet(pairs: pd.DataFrame, move: Move, which: str, guidelin
     )
     html_path = write_text_atomic(out_dir / f"{move.value}_{which}.html", page)
     return [csv_path, html_path]
+
+
+def write_annotation_sheets(samples: dict[Move, pd.DataFrame], prompts: dict[Move, list], guideline_prompt: str,
+                            n_calibration: int, n_panel: int, seed: int,
+                            out_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Every move's calibration and panel sheets, drawn from the sample's first wave (labels made on them stay valid
+    as waves are added).
+
+    Args:
+        samples: each move's pairs sampled for the judge (with their waves).
+        prompts: each move's judge prompts; the one named `guideline_prompt` (else the first) is the sheet's guideline.
+        guideline_prompt: the prompt shown to annotators as the guideline.
+        n_calibration: calibration pairs wanted per move.
+        n_panel: held-out panel pairs wanted per move.
+        seed: the draw's seed.
+        out_dir: where the sheets are written.
+
+    Returns:
+        (one row per sheet written: move, set, pairs, file; a note per move with fewer pairs than wanted)."""
+    rows, notes = [], []
+    for move, sample in samples.items():
+        sample = first_wave(sample, move)
+        guideline = next((p.text for p in prompts[move] if p.name == guideline_prompt),
+                         prompts[move][0].text if prompts[move] else "")
+        subsets = annotation_pairs(sample, n_calibration, n_panel, seed)
+        if len(sample) < n_calibration + n_panel:
+            notes.append(
+                f"{move.value}: only {len(sample)} pair(s) to annotate (fewer than judge.n_calibration + "
+                f"judge.n_panel = {n_calibration + n_panel}); shared in that ratio: {len(subsets['calibration'])} "
+                f"calibration, {len(subsets['panel'])} panel pair(s).")
+        for which, pairs in subsets.items():
+            for path in write_annotation_sheet(pairs, move, which, guideline, out_dir):
+                rows.append({"move": move.value, "set": which, "pairs": len(pairs), "file": str(path)})
+    return pd.DataFrame(rows), notes
 
 
 def parse_label(value: Any) -> int | None:

@@ -19,12 +19,12 @@ from ..dataset import papers_per_year_figure
 from ..dataset.benchmark import Benchmark, load_benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import IntervalCache, cell
-from ..evaluation.metrics import per_query_metrics
+from ..evaluation.run_scoring import score_run
 from ..judge.sampling import pair_ids, sample_for_judging
 from ..models import contamination_note, encoders_used
 from ..param_sections import DatasetParams, JudgeParams
 from ..publish.label_sources import rerank_source, silver_sources
-from ..retrieval.runs import info_path, read_run, read_run_info, run_files
+from ..retrieval.runs import info_path, read_run_info, run_files
 from ..schema import MOVES, Move, Split
 
 # The paper's setting, as its text states it (§4, §5.1, Appendix C).
@@ -211,7 +211,7 @@ def silver_waves(cfg: Config, bench: Benchmark | None,
             if info.setup.endswith("rerank"):
                 continue
             evalset = bench.eval_set(move, Split.SILVER, max_queries=info.max_queries, qids=info.qids)
-            per_query = per_query_metrics(read_run(path), evalset.qrels, ["MRR@10"])["MRR@10"]
+            per_query = score_run(path, evalset.qrels, metrics=["MRR@10"], per_query=True)["MRR@10"]
             row = {"system": info.system, "move": move}
             for wave in sorted(set(waves)):
                 values = per_query[per_query.index.isin(waves.index[waves == wave])]

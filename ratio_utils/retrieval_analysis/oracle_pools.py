@@ -20,7 +20,7 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import Cell, IntervalCache, cell, cell_record, paired_cell
-from ..evaluation.metrics import per_query_metrics
+from ..evaluation.run_scoring import score_run
 from ..evaluation.stats import DAGGER
 from ..param_sections import AnalysisParams
 from ..publish.label_sources import silver_sources
@@ -78,7 +78,8 @@ def oracle_filtering(cfg: Config, bench: Benchmark, params: AnalysisParams, retr
                 if tuned_on and move not in retrievers.tuned:
                     rows.append({**base_row, "Tuned - baseline M@10": "", "p": None})
                     continue
-                scores = per_query_metrics(source.run(tuned_on, move, split, pool_name, pool), qrels, metrics)
+                scores = score_run(source.run(tuned_on, move, split, pool_name, pool), qrels, metrics=metrics,
+                                   per_query=True)
                 per_system[setup] = scores
                 row = {**base_row, **{c: oracle_cell_text(c, cell(scores[columns[c]], cache), len(pool))
                                       for c in shown_columns}}

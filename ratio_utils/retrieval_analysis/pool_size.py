@@ -39,7 +39,8 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import CONFIDENCE, IntervalCache, cell
-from ..evaluation.metrics import per_query_metrics, relevant_ranks
+from ..evaluation.metrics import relevant_ranks
+from ..evaluation.run_scoring import score_run
 from ..evaluation.stats import DAGGER
 from ..publish.label_sources import silver_sources
 from ..publish.published import save_figure, set_figure_style, write_table
@@ -99,7 +100,7 @@ def subsample_scores(run: pd.DataFrame, qrels: pd.DataFrame, kept: frozenset[str
     vectors (`vector_ranks`), where the embeddings are cached; it decides the queries the stored run cannot
     (`from_vectors` marks them)."""
     filtered = run[run["docid"].astype(str).isin(kept)]
-    values = per_query_metrics(filtered, qrels, METRICS)
+    values = score_run(filtered, qrels, metrics=METRICS, per_query=True)
     stored = run.groupby(run["qid"].astype(str)).size().reindex(values.index, fill_value=0)
     listed = filtered.groupby(filtered["qid"].astype(str)).size().reindex(values.index, fill_value=0)
     ranks = relevant_ranks(filtered, qrels)

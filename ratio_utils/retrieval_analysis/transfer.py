@@ -22,7 +22,7 @@ from ..config import Config
 from ..dataset.benchmark import Benchmark
 from ..evaluation import stats
 from ..evaluation.intervals import IntervalCache, cell, cell_record, paired_cell
-from ..evaluation.metrics import per_query_metrics
+from ..evaluation.run_scoring import score_run
 from ..evaluation.stats import DAGGER
 from ..param_sections import AnalysisParams
 from ..publish.label_sources import silver_sources
@@ -72,13 +72,14 @@ def cross_move_transfer(cfg: Config, bench: Benchmark, params: AnalysisParams, r
         if split != Split.SILVER.value:
             notes.append(f"{queried}: silver absent, so its queries are the unfiltered test queries.")
         qrels = source.qrels(queried, split)
-        base = per_query_metrics(source.run(None, queried, split), qrels, ["MRR@10"])["MRR@10"]
+        base = score_run(source.run(None, queried, split), qrels, metrics=["MRR@10"], per_query=True)["MRR@10"]
         untuned[queried] = float(base.mean())
         counts[queried] = len(base)
         base_cell = cell(base, cache)
         per_query = {}
         for tuned_on in sorted(retrievers.tuned):
-            tuned = per_query_metrics(source.run(tuned_on, queried, split), qrels, ["MRR@10"])["MRR@10"]
+            tuned = score_run(source.run(tuned_on, queried, split), qrels, metrics=["MRR@10"],
+                              per_query=True)["MRR@10"]
             scores[(tuned_on, queried)] = float(tuned.mean())
             diff, p = paired_cell(cache, tuned, base)
             per_query[tuned_on] = tuned

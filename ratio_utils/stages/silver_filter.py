@@ -75,22 +75,11 @@ class SilverFilterStage(Stage):
 
     # -- step 3: annotation sheets (from wave 1: labels made on them stay valid as waves are added) ------------
     def write_annotation_sheets(self) -> pd.DataFrame:
-        rows = []
-        n_wanted = self.params.n_calibration + self.params.n_panel
-        for move, sample in self.samples.items():
-            sample = judge.first_wave(sample, move)
-            guideline = next((p.text for p in self.prompts[move] if p.name == self.params.guideline_prompt),
-                             self.prompts[move][0].text if self.prompts[move] else "")
-            subsets = judge.annotation_pairs(sample, self.params.n_calibration, self.params.n_panel, self.cfg.seed)
-            if len(sample) < n_wanted:
-                self.judge_notes.append(
-                    f"{move.value}: only {len(sample)} pair(s) to annotate (fewer than judge.n_calibration + "
-                    f"judge.n_panel = {n_wanted}); shared in that ratio: {len(subsets['calibration'])} calibration, "
-                    f"{len(subsets['panel'])} panel pair(s).")
-            for which, pairs in subsets.items():
-                for path in judge.write_annotation_sheet(pairs, move, which, guideline, self.out_dir / "annotation"):
-                    rows.append({"move": move.value, "set": which, "pairs": len(pairs), "file": str(path)})
-        return pd.DataFrame(rows)
+        sheets, notes = judge.write_annotation_sheets(
+            self.samples, self.prompts, self.params.guideline_prompt, self.params.n_calibration, self.params.n_panel,
+            self.cfg.seed, self.out_dir / "annotation")
+        self.judge_notes += notes
+        return sheets
 
     # -- step 4: human labels --------------------------------------------------------------------
     def load_labels(self) -> pd.DataFrame:

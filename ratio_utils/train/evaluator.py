@@ -32,9 +32,9 @@ PER_QUERY_METRICS = ("MRR@10", "R@10", "R@100")  # kept per query: intervals and
 
 def per_query_values(run: pd.DataFrame, qrels: pd.DataFrame) -> dict[str, list]:
     """{"qid": [...], "MRR@10": [...], ...}: the per-query values behind the reported means (JSON-ready)."""
-    from ..evaluation.metrics import per_query_metrics
+    from ..evaluation.run_scoring import score_run
 
-    frame = per_query_metrics(run, qrels, PER_QUERY_METRICS)
+    frame = score_run(run, qrels, metrics=PER_QUERY_METRICS, per_query=True)
     return {"qid": [str(q) for q in frame.index],
             **{name: [float(v) for v in frame[name]] for name in PER_QUERY_METRICS}}
 
