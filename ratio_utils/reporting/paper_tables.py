@@ -453,16 +453,21 @@ def _main_setups(keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
                  or (prefix == "-" and (not model.startswith("BM25") or model == BM25_UNIGRAM)))}
 
 
-def _first_stage_on_sample(run: ScoredRun, by_system: dict[tuple[str, str, str], ScoredRun],
-                           cache: IntervalCache):
-    """A reranked run's first stage's MRR@10 cell on the queries the reranked run covers (its seeded sample), so the
-    two read as a paired comparison; None where the first stage has no run file."""
-    first = by_system.get((run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX), run.info.move,
-                           run.info.split))
-    if first is None:
-        return None
+def _by_system(scored: dict[tuple, ScoredRun]) -> dict[tuple[str, str, str], ScoredRun]:
+    return {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
+
+
+def _first_stage(run: ScoredRun, by_system: dict[tuple[str, str, str], ScoredRun]) -> tuple[str, ScoredRun | None]:
+    """A reranked run's first stage: (its system name, its scored run on the same move and split, or None)."""
+    name = run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX)
+    return name, by_system.get((name, run.info.move, run.info.split))
+
+
+def _on_same_queries(run: ScoredRun, first: ScoredRun, metric: str, cache: IntervalCache):
+    """(the reranked run's cell, its first stage's cell, their queries): both on the queries both runs cover (the
+    reranked run's seeded sample), so the two read as a paired comparison."""
     common = run.per_query.index.intersection(first.per_query.index)
-    return cell(first.per_query.loc[common, "MRR@10"], cache)
+    return cell(run.per_query.loc[common, metric], cache), cell(first.per_query.loc[common, metric], cache), common
 
 
 def first_stage_column(move: Move) -> str:
@@ -482,7 +487,7 @@ def _paper_table(
     if not spec.rerank_rows:
         keys = {k for k in keys if not k[2].endswith("rerank")}
     why = dict(planned)
-    by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
+    by_system = _by_system(scored)
     display_rows, numeric_rows, notes, records = [], [], [], []
     for key in sorted(keys, key=lambda k: row_order(k, ranks)):
         model, prefix, setup = key
@@ -508,7 +513,8 @@ def _paper_table(
                                            subject=run.info.system, model=model, prefix=prefix, setup=setup))
             if spec.rerank_rows:
                 name = first_stage_column(move)
-                first = _first_stage_on_sample(run, by_system, cache) if run and setup.endswith("rerank") else None
+                first_run = _first_stage(run, by_system)[1] if run and setup.endswith("rerank") else None
+                first = _on_same_queries(run, first_run, "MRR@10", cache)[1] if first_run is not None else None
                 shown[name] = first.text() if first is not None else ""
                 numbers[name], numbers[f"{name} low"], numbers[f"{name} high"] = (
                     (100 * first.value, 100 * first.low, 100 * first.high) if first is not None
@@ -539,15 +545,14 @@ def _unchanged_queries(reranked: ScoredRun, first: ScoredRun) -> set[str]:
 
 def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each reranked run against its first stage on the same queries: paired interval and p-value."""
-    by_system = {(run.info.system, run.info.move, run.info.split): run for run in scored.values()}
+    by_system = _by_system(scored)
     shown_rows, numeric_rows, records = [], [], []
     columns = ["Reranked system", "First stage", "Move", "Query set", "Metric", "Queries", "First stage value",
                "Reranked value", "Difference", "p (permutation)", "Note"]
     for run in sorted(scored.values(), key=lambda r: (r.info.system, r.info.move, r.info.split)):
         if not run.info.setup.endswith("rerank"):
             continue
-        first_name = run.info.first_stage or run.info.system.removesuffix(RERANK_SUFFIX)
-        first = by_system.get((first_name, run.info.move, run.info.split))
+        first_name, first = _first_stage(run, by_system)
         fixed = _unchanged_queries(run, first) if first is not None else set()
         for column in RERANK_METRICS:
             metric = metric_key(column)
@@ -559,9 +564,7 @@ def _rerank_table(scored: dict[tuple, ScoredRun], cache: IntervalCache) -> tuple
                 numeric_rows.append({**row, "Queries": len(run.per_query)})
                 continue
             diff, p = paired_cell(cache, run.per_query[metric], first.per_query[metric], fixed=fixed)
-            common = run.per_query.index.intersection(first.per_query.index)
-            reranked, base = (cell(run.per_query.loc[common, metric], cache),
-                              cell(first.per_query.loc[common, metric], cache))
+            reranked, base, common = _on_same_queries(run, first, metric, cache)
             shown_rows.append({**row, "Queries": len(common), "First stage value": base.text(),
                                "Reranked value": reranked.text(),
                                "Difference": diff.text(), "p (permutation)": stats.format_p(p, cache.n_resamples),
