@@ -694,6 +694,17 @@ def test_colbert_models_and_recommended_tuned_runs_are_read(cfg, bench, monkeypa
         "not run: notebook 09 fine-tunes train.base_model (ModernBERT-embed-large (recommended prefixes)) only")
 
 
+def test_table1_shows_a_model_with_its_developers_prefixes_where_it_has_such_rows():
+    """As the paper's Table 1: EmbeddingGemma run with both prefixes appears with its own prompts there (its generic
+    row in Table 8), a model without such rows with the generic prefix."""
+    keys = {("EmbeddingGemma-300m", "generic", "Baseline"), ("EmbeddingGemma-300m", "recommended", "Baseline"),
+            ("all-MiniLM-L6-v2", "generic", "Baseline"), ("all-MiniLM-L6-v2", "generic", "Tuned"),
+            ("all-MiniLM-L6-v2", "per-move", "Baseline"), ("all-MiniLM-L6-v2", "generic", "Baseline + rerank")}
+    assert paper_tables._main_setups(keys) == {
+        ("EmbeddingGemma-300m", "recommended", "Baseline"), ("all-MiniLM-L6-v2", "generic", "Baseline"),
+        ("all-MiniLM-L6-v2", "generic", "Tuned")}
+
+
 def test_one_rule_for_every_move_and_query_set_is_said_once(cfg, bench):
     _baselines(cfg, bench)
     fixed = (("bm25", "BM25-bigram"), ("tuned", "all-MiniLM-L6-v2 (tuned)"))

@@ -117,9 +117,9 @@ TABLE_SPECS: dict[str, TableSpec] = {
     "table1_silver_main": TableSpec(
         "silver", TABLE1_COLUMNS, False, True,
         "Table 1: results (%) on the {query_set}, every query ranked against the full test pool. As in the paper, "
-        "each model appears with the prefix it is fine-tuned with (its developers' where a setup fine-tunes it with "
-        "them, else the generic one), BM25 as its unigram variant and reranking after fine-tuning only; Table 8 adds "
-        "the generic-prefix setups, BM25 n-grams, reranked Baselines and move instructions.", main_setups_only=True),
+        "each model appears with its developers' prefixes where it has rows with them, else with the generic ones, "
+        "BM25 as its unigram variant and reranking after fine-tuning only; Table 8 adds the generic-prefix setups, "
+        "BM25 n-grams, reranked Baselines and move instructions.", main_setups_only=True),
     "table7_test_full": TableSpec(
         "test", FULL_COLUMNS, False, False, "Table 7: results (%) on the {query_set}, per move."),
     "table8_silver_full": TableSpec(
@@ -442,10 +442,10 @@ def _split_used(move: str, split: str, silver_moves: list[str]) -> str:
 
 
 def _main_setups(keys: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
-    """The rows of the paper's Table 1 (its caption): a model fine-tuned with its developers' prefixes (a
-    recommended-prefix Tuned row, planned or of the paper) in that setup only, every other model with the generic
-    prefix; BM25-unigram of the n-gram variants; of the reranked rows, Tuned + rerank."""
-    recommended = {model for model, prefix, setup in keys if prefix == "recommended" and setup == "Tuned"}
+    """The rows of the paper's Table 1 (its caption): a model with a row with its developers' prefixes (planned or
+    of the paper) in those rows only, every other model with the generic prefix; BM25-unigram of the n-gram variants;
+    of the reranked rows, Tuned + rerank."""
+    recommended = {model for model, prefix, _ in keys if prefix == "recommended"}
     main_prefix = {model: "recommended" if model in recommended else "generic" for model, _, _ in keys}
     return {(model, prefix, setup) for model, prefix, setup in keys
             if setup != "Baseline + rerank"
