@@ -75,6 +75,26 @@ def test_bm25_scores_follow_the_lucene_formula_and_skip_the_query_itself(tiny_be
         assert list(got.docid) == sorted(others, key=lambda d: (-others[d], d))[:5]
 
 
+def test_bm25_keeps_every_candidate_tied_at_the_cut_off_and_orders_ties_by_docid(tiny_benchmark):
+    """A pool where each sentence appears under four docids: the run must not depend on the pool's order (bm25s's
+    own top-k picks among ties by backend and position), and must be the reference order on full scores."""
+    bench = load_benchmark(tiny_benchmark)
+    queries = bench.eval_set("address", "test").queries
+    texts = bench.pool("test")["text"]
+    pool = pd.DataFrame({"docid": [f"{copy}-{i:04d}" for copy in "dcba" for i in range(len(texts))],
+                         "text": list(texts) * 4})
+    k = 6  # not a multiple of 4: every cut-off falls inside a block of ties
+    runs = [BM25Retriever(1).search(queries, pool.sample(frac=1, random_state=seed), k=k) for seed in (0, 1, 2)]
+    for run in runs[1:]:
+        pd.testing.assert_frame_equal(run, runs[0])
+    retriever = BM25Retriever(1)
+    docs = [retriever.tokenizer(t) for t in pool["text"]]
+    for qid, text in queries.itertuples(index=False):
+        scores = dict(zip(pool["docid"], np.round(_lucene_bm25(retriever.tokenizer(text), docs), 4)))
+        expected = sorted((d for d in scores if scores[d] > 0), key=lambda d: (-scores[d], d))[:k]
+        assert list(runs[0].loc[runs[0].qid == qid, "docid"]) == expected
+
+
 def test_instruction_prefix_carries_the_move_instruction():
     prefix = instructed_query_prefix("broaden")
     assert MOVE_INSTRUCTIONS[Move.BROADEN] in prefix and prefix.endswith("Query: ")

@@ -125,3 +125,30 @@ def test_a_sidecar_names_the_software_that_wrote_it_and_reuse_ignores_it(tmp_pat
     record["software"] = {"python": "3.0", "torch": "0.1"}  # written by another machine
     sidecar.write_text(json.dumps(record))
     assert get_or_compute(tmp_path, WANTED, compute, prefixes=PREFIXES).reused and compute.calls == 1
+
+
+def test_a_bm25_run_ranked_by_another_rule_is_ranked_again(tmp_path):
+    """A sidecar records its family's ranking rule; a BM25 run written before ties were ordered by docid (no rule
+    recorded) is recomputed, a dense run (its family has no versioned rule) is still read back."""
+    import json
+
+    from ratio_utils.retrieval.bm25 import BM25Retriever
+
+    bm25 = dataclasses.replace(WANTED, model="BM25-unigram", prefix="-", family="bm25", source="1",
+                               model_fingerprint=None)
+    compute = Counter()
+    first = get_or_compute(tmp_path, bm25, compute)
+    assert read_run_info(first.path).ranking == BM25Retriever.RANKING
+    assert get_or_compute(tmp_path, bm25, compute).reused and compute.calls == 1
+    sidecar = first.path.with_suffix(".run.json")
+    record = json.loads(sidecar.read_text())
+    del record["ranking"]  # as every sidecar written before the rule was recorded
+    sidecar.write_text(json.dumps(record))
+    assert not get_or_compute(tmp_path, bm25, compute).reused and compute.calls == 2
+
+    dense = get_or_compute(tmp_path / "dense", WANTED, compute, prefixes=PREFIXES)
+    sidecar = dense.path.with_suffix(".run.json")
+    record = json.loads(sidecar.read_text())
+    assert record.pop("ranking") == ""
+    sidecar.write_text(json.dumps(record))
+    assert get_or_compute(tmp_path / "dense", WANTED, compute, prefixes=PREFIXES).reused

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from .base import Retriever, run_from_hits
 
@@ -89,6 +90,10 @@ class BM25Retriever(Retriever):
         self._index = None
         self._vocab: set[str] = set()
 
+    # How candidates are ordered (top_by_score_then_docid). A run's sidecar records it and a run file ranked by
+    # another rule is never reused (systems.runs.reusable): change it whenever the ordering changes.
+    RANKING = "bm25s scores, ties at the cut-off by docid"
+
     def describe(self) -> dict:
         return {
             **super().describe(),
@@ -139,13 +144,28 @@ class BM25Retriever(Retriever):
         width = min(k + 1, len(pool))  # one spare slot for the query's own sentence
         hits = np.full((len(queries), width), -1, dtype=np.int64)
         scores = np.zeros((len(queries), width), dtype=np.float32)
+        docids = pool["docid"].to_numpy()
+        docid_order = np.empty(len(docids), dtype=np.int64)
+        docid_order[np.argsort(docids, kind="stable")] = np.arange(len(docids))
         # A query left with no indexed token (all stopwords or unseen words) retrieves nothing.
         answerable = [i for i, tokens in enumerate(query_tokens) if tokens]
-        if answerable:
-            found, found_scores = index.retrieve(
-                [query_tokens[i] for i in answerable], k=width,
-                show_progress=self.show_progress and len(answerable) > 1000, n_threads=0
-            )
-            hits[answerable], scores[answerable] = found, found_scores
+        for i in tqdm(answerable, desc=f"{self.name} search", unit="query",
+                      disable=not (self.show_progress and len(answerable) > 1000)):
+            hits[i], scores[i] = top_by_score_then_docid(index.get_scores(query_tokens[i]), docid_order, width)
         hits = np.where(scores > 0, hits, -1)
-        return run_from_hits(list(queries["qid"]), pool["docid"].to_numpy(), hits, scores, k)
+        return run_from_hits(list(queries["qid"]), docids, hits, scores, k)
+
+
+def top_by_score_then_docid(scores: np.ndarray, docid_order: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `width` best candidates of one query by score, ties broken by docid (`docid_order`: each candidate's
+    position among the sorted docids), and their scores.
+
+    Written here rather than taken from `bm25s.BM25.retrieve` because its top-k picks among candidates tied at the
+    cut-off by its backend: with numba installed (ranx pulls it in) 273 of the ML Address test queries got another
+    top 101 than with numpy, which moved golds in and out of Recall@100. Every candidate tied with the width-th
+    score is kept before the docid order decides, so the run depends only on the scores and the docids.
+    """
+    cut = np.partition(scores, len(scores) - width)[len(scores) - width]
+    candidates = np.flatnonzero(scores >= cut)
+    order = np.lexsort((docid_order[candidates], -scores[candidates]))[:width]
+    return candidates[order], scores[candidates[order]]

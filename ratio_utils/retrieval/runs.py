@@ -126,6 +126,7 @@ class RunInfo:
     source: str = ""  # model name/path, checkpoint, n-gram order
     model_fingerprint: str | None = None  # models.model_fingerprint of a model folder
     retriever: dict = field(default_factory=dict)  # Retriever.describe()
+    ranking: str = ""  # the family's ranking rule (systems.families.Family.ranking); part of the reuse key
     notes: list[str] = field(default_factory=list)
     software: dict = field(default_factory=dict)  # Python and package versions of the writer; not in the reuse key
 

@@ -21,6 +21,7 @@ from ..config import Config
 from ..models import ModelNotAvailableError, ModelRef, RegistryEntry, model_name, registry_entry, resolve_model
 from ..param_sections import RetrievalParams
 from ..retrieval.base import Retriever
+from ..retrieval.bm25 import BM25Retriever
 from ..schema import GENERIC_PREFIXES, Move, instructed_query_prefix
 from .spec import SystemSpec, bm25_model_name
 
@@ -67,6 +68,9 @@ class Family:
     build: Builder | None  # the retriever of a row for a move; None: the family does not search a pool itself
     per_move: Callable[[SystemSpec], bool] = field(default=_never_per_move)  # whether build depends on the move
     resolves_model: bool = False  # its rows name a model that notebook 08 resolves once (resolve_systems)
+    # How its retriever orders candidates, recorded in every run's sidecar; a run file ranked by another rule (an
+    # older version of the code) is recomputed, never read (systems.runs.reusable). "": the rule has no version.
+    ranking: str = ""
 
 
 FAMILIES: dict[str, Family] = {}
@@ -92,6 +96,13 @@ def get_family(name: str) -> Family:
         return FAMILIES[name]
     except KeyError:
         raise KeyError(f"unknown retriever family {name!r}; registered: {', '.join(FAMILIES)}") from None
+
+
+def ranking_rule(name: str) -> str:
+    """The ranking rule a run of family `name` is recorded with (`Family.ranking`); "" for a family not registered
+    in this process (a test's toy family after it is removed)."""
+    family = FAMILIES.get(name)
+    return family.ranking if family else ""
 
 
 def parse_system(text: str, prefix: str = "generic") -> SystemSpec:
@@ -189,8 +200,6 @@ def _plan_bm25(params: RetrievalParams, cfg: Config | None) -> list[SystemSpec]:
 
 
 def _build_bm25(spec: SystemSpec, move: Move | None, settings: RetrieverSettings, ref: ModelRef | None) -> Retriever:
-    from ..retrieval.bm25 import BM25Retriever
-
     return BM25Retriever(int(spec.source), name=settings.name, max_pool_bytes=settings.max_pool_bytes)
 
 
@@ -241,7 +250,7 @@ def _plan_nothing(params: RetrievalParams, cfg: Config | None) -> list[SystemSpe
     return []
 
 
-BM25 = register(Family("bm25", _plan_bm25, _build_bm25))  # retrieval.bm25_ngrams
+BM25 = register(Family("bm25", _plan_bm25, _build_bm25, ranking=BM25Retriever.RANKING))  # retrieval.bm25_ngrams
 DENSE = register(Family("dense", _plan_dense, _build_dense, per_move=lambda spec: spec.prefix == "per-move",
                         resolves_model=True))  # retrieval.dense_models
 COLBERT = register(Family("colbert", _plan_colbert, _build_colbert,

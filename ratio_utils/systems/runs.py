@@ -22,6 +22,7 @@ from ..dataset.benchmark import Benchmark
 from ..retrieval.base import Retriever
 from ..retrieval.runs import RunInfo, info_path, read_run, read_run_info, recorded_prefixes, run_path, write_system_run
 from ..schema import MOVES, Move, Split
+from .families import ranking_rule
 
 
 def runnable(bench: Benchmark, splits: list[Split]) -> list[tuple[Move, Split]]:
@@ -45,8 +46,13 @@ def search_run(retriever: Retriever, bench: Benchmark, info: RunInfo) -> tuple[p
 def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: Path) -> pd.DataFrame:
     """Search (`search_run`) and write the run and its sidecar under runs_dir, whatever is there."""
     run, described = search_run(retriever, bench, info)
-    write_system_run(run, runs_dir, dataclasses.replace(info, retriever=described))
+    write_system_run(run, runs_dir, _stamped(info, described))
     return run
+
+
+def _stamped(info: RunInfo, described: dict) -> RunInfo:
+    """The sidecar of a run just computed: the retriever's description and its family's ranking rule."""
+    return dataclasses.replace(info, retriever=described, ranking=ranking_rule(info.family))
 
 
 # -- reuse: one rule for every stage that would otherwise rank again what a run file holds ----------
@@ -55,12 +61,12 @@ def record_run(retriever: Retriever, bench: Benchmark, info: RunInfo, runs_dir: 
 def reusable(path: Path, wanted: RunInfo, prefixes: tuple[str, str] | None = None) -> bool:
     """Whether the run file at `path` holds the ranking `wanted` asks for, so that it need not be computed.
 
-    The key: the retriever (family; the model fingerprint where both sidecars record one, else the model
-    source, as notebook 08 records an installed model by name; the prefixes, where given), the benchmark
-    checksum, the move and split, and the queries (max_queries sample or qids list). The file must rank at
-    least `wanted.k` candidates. The display name and the stage that wrote it are not part of the key, so
-    notebook 11 can read notebook 08's run of the same model. The pool is the split's: a caller that ranks
-    another pool keeps those runs in their own folder.
+    The key: the retriever (family and its ranking rule, `Family.ranking`; the model fingerprint where both
+    sidecars record one, else the model source, as notebook 08 records an installed model by name; the prefixes,
+    where given), the benchmark checksum, the move and split, and the queries (max_queries sample or qids list).
+    The file must rank at least `wanted.k` candidates. The display name and the stage that wrote it are not part of
+    the key, so notebook 11 can read notebook 08's run of the same model. The pool is the split's: a caller that
+    ranks another pool keeps those runs in their own folder.
     """
     path = Path(path)
     if not (path.exists() and info_path(path).exists()):
@@ -70,7 +76,8 @@ def reusable(path: Path, wanted: RunInfo, prefixes: tuple[str, str] | None = Non
         same_model = found.model_fingerprint == wanted.model_fingerprint
     else:
         same_model = found.source == wanted.source
-    return (same_model and found.family == wanted.family and found.benchmark_checksum == wanted.benchmark_checksum
+    return (same_model and found.ranking == ranking_rule(wanted.family) and found.family == wanted.family
+            and found.benchmark_checksum == wanted.benchmark_checksum
             and (found.move, found.split) == (wanted.move, wanted.split)
             and found.max_queries == wanted.max_queries and found.qids == wanted.qids and found.k >= wanted.k
             and (prefixes is None or recorded_prefixes(found) == tuple(prefixes)))
@@ -100,7 +107,7 @@ def get_or_compute(
         if reusable(path, wanted, prefixes):
             return StoredRun(read_run(path), Path(path), True)
     run, described = compute()
-    write_system_run(run, runs_dir, dataclasses.replace(wanted, retriever=described))
+    write_system_run(run, runs_dir, _stamped(wanted, described))
     return StoredRun(run, own, False)
 
 
