@@ -1,7 +1,8 @@
 """The one definition of each shared concept: moves, splits, marker groups, ids and columns.
 
 Every stage imports these names instead of spelling strings itself, so a column rename or a
-new move is a change in one place.
+new move is a change in one place. A move's texts (its instruction, its definitions, the
+annotators' question) are data, read from prompts/moves.toml by `move_text`.
 """
 
 from __future__ import annotations
@@ -9,42 +10,43 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
+import tomllib
+from functools import cache
+from importlib.resources import files
+from typing import Self
 
 
-class Move(str, enum.Enum):
+class _ParsedFromValue:
+    """The `parse` of an enum whose values are lower-case names (Move, Split)."""
+
+    @classmethod
+    def parse(cls, value: "str | Self") -> Self:
+        """Accept a member (`Move.ADDRESS`), its value ('address') or that in any case ('ADDRESS'); anything else is
+        a clear error naming the enum ('unknown move ...')."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown {cls.__name__.lower()} {value!r}; expected one of "
+                             f"{[member.value for member in cls]}") from None
+
+
+class Move(_ParsedFromValue, str, enum.Enum):
     """An ideation move (paper §3). The value is the lower-case name used in paths and columns."""
 
     ADDRESS = "address"
     BROADEN = "broaden"
     SPECIFY = "specify"
 
-    @classmethod
-    def parse(cls, value: "str | Move") -> "Move":
-        """Accept `Move.ADDRESS`, 'address' or 'ADDRESS'; anything else is a clear error."""
-        if isinstance(value, Move):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown move {value!r}; expected one of {[m.value for m in cls]}") from None
 
-
-class Split(str, enum.Enum):
+class Split(_ParsedFromValue, str, enum.Enum):
     """A benchmark split. SILVER is the judge-filtered subset of TEST (paper §4.3)."""
 
     TRAIN = "train"
     VALIDATION = "validation"
     TEST = "test"
     SILVER = "silver"
-
-    @classmethod
-    def parse(cls, value: "str | Split") -> "Split":
-        if isinstance(value, Split):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise ValueError(f"unknown split {value!r}; expected one of {[s.value for s in cls]}") from None
 
     @property
     def pool_split(self) -> "Split":
@@ -62,26 +64,34 @@ GENERIC_DOC_PREFIX = "document: "
 GENERIC_PREFIXES = (GENERIC_QUERY_PREFIX, GENERIC_DOC_PREFIX)
 DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {instruction}\nQuery: "
 
-# Appendix C, "Move instructions".
-MOVE_INSTRUCTIONS: dict[Move, str] = {
-    Move.ADDRESS: (
-        "Given a scientific statement describing a research problem or limitation, retrieve a passage that "
-        "addresses, solves, or mitigates that problem."
-    ),
-    Move.BROADEN: (
-        "Given a specific scientific statement, retrieve a passage that generalizes it into a broader claim, "
-        "principle, or framing."
-    ),
-    Move.SPECIFY: (
-        "Given a general scientific statement, retrieve a passage that makes it more concrete through a specific "
-        "instance, detail, or special case."
-    ),
-}
+# The wording of each move, one text per purpose (the retriever's instruction, the marker prompts' definition, what
+# annotators read): prompts/moves.toml, shipped as ratio_utils/resources/prompts/moves.toml (a link in a checkout).
+MOVE_TEXTS_FILE = "prompts/moves.toml"
+
+
+@cache
+def _move_texts() -> dict[str, dict[str, str]]:
+    return tomllib.loads(files("ratio_utils").joinpath("resources", *MOVE_TEXTS_FILE.split("/"))
+                         .read_text(encoding="utf-8"))
+
+
+def move_text(move: Move | str, purpose: str) -> str:
+    """A move's text for one purpose, exactly as prompts/moves.toml writes it.
+
+    move: a Move or its name (`Move.parse`).
+    purpose: `instruction` (the retriever's, Appendix C), `definition` (the marker prompts'), `annotator_definition`
+        or `annotator_question` (the human-eval packets'); another is a KeyError naming the file and the move.
+    """
+    name = Move.parse(move).value
+    texts = _move_texts()[name]
+    if purpose not in texts:
+        raise KeyError(f"{MOVE_TEXTS_FILE}: no {purpose!r} text of [{name}]; it has {sorted(texts)}")
+    return texts[purpose]
 
 
 def instructed_query_prefix(move: Move | str, template: str = DEFAULT_INSTRUCTION_TEMPLATE) -> str:
     """The query prefix that carries the move's instruction (Appendix C)."""
-    return template.format(instruction=MOVE_INSTRUCTIONS[Move.parse(move)])
+    return template.format(instruction=move_text(move, "instruction"))
 
 
 # The released lexicon's `group` column (shared/lexicon/PROVENANCE.md).

@@ -189,7 +189,7 @@ def test_the_mteb_query_prompt_is_the_moves_instruction(counting_model, tiny_ben
 
     from ratio_utils.evaluation.mteb_tasks import generic_prompts, mteb_model, mteb_scores, ratio_tasks, task_move
     from ratio_utils.models import ModelRef, registry_entry, resolve_model
-    from ratio_utils.schema import MOVE_INSTRUCTIONS
+    from ratio_utils.schema import move_text
 
     folder, model = counting_model
     tasks = ratio_tasks(tiny_benchmark)
@@ -202,7 +202,7 @@ def test_the_mteb_query_prompt_is_the_moves_instruction(counting_model, tiny_ben
     assert encoder.instruction
     for task in tasks:
         move = Move.parse(task_move(task.metadata.name))
-        assert task.metadata.prompt == {"query": MOVE_INSTRUCTIONS[move]}
+        assert task.metadata.prompt == {"query": move_text(move, "instruction")}
         assert encoder.prefix(task.metadata, PromptType.query) == "query: " + instructed_query_prefix(move)
         assert encoder.prefix(task.metadata, PromptType.document) == "document: "  # documents get no instruction
     mteb_scores(encoder, tasks)

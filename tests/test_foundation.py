@@ -17,7 +17,7 @@ from ratio_utils.io import (
     replace_folder,
     write_parquet_chunks_atomic,
 )
-from ratio_utils.schema import Move, Split, normalize_marker, sentence_id
+from ratio_utils.schema import MOVES, Move, Split, move_text, normalize_marker, sentence_id
 
 
 def test_config_extends_and_overrides(tmp_path, monkeypatch):
@@ -170,6 +170,26 @@ def test_ids_and_marker_normalisation():
     assert Move.parse("ADDRESS") is Move.ADDRESS and Split.SILVER.pool_split is Split.TEST
     with pytest.raises(ValueError, match="unknown move"):
         Move.parse("zoom")
+
+
+def test_move_and_split_parse_by_one_rule_and_name_their_enum():
+    assert Move.parse(" Broaden ") is Move.BROADEN and Split.parse("VALIDATION") is Split.VALIDATION
+    assert Split.parse(Split.TEST) is Split.TEST
+    with pytest.raises(ValueError) as move_error:
+        Move.parse(Split.TEST)
+    assert str(move_error.value) == ("unknown move <Split.TEST: 'test'>; expected one of "
+                                     "['address', 'broaden', 'specify']")
+    with pytest.raises(ValueError) as split_error:
+        Split.parse("dev")
+    assert str(split_error.value) == "unknown split 'dev'; expected one of ['train', 'validation', 'test', 'silver']"
+
+
+def test_every_move_has_each_text_of_prompts_moves_toml():
+    purposes = ("instruction", "definition", "annotator_definition", "annotator_question")
+    assert all(move_text(move, purpose).strip() for move in MOVES for purpose in purposes)
+    assert move_text("ADDRESS", "instruction").startswith("Given a scientific statement describing a research problem")
+    with pytest.raises(KeyError, match=r"prompts/moves\.toml: no 'caption' text of \[specify\]"):
+        move_text(Move.SPECIFY, "caption")
 
 
 def test_load_benchmark_reads_official_layout_without_our_ids(tiny_benchmark):

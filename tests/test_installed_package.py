@@ -155,10 +155,11 @@ def test_the_scripts_run_the_installed_copy_not_the_checkout(installed, user_fol
     # the package data are files in the installed copy (no link back into the checkout)
     prompts = package / "resources" / "prompts"
     assert prompts.is_dir() and not prompts.is_symlink()
-    judge = sorted(p.relative_to(prompts).as_posix() for p in prompts.rglob("*.md"))
-    assert judge == sorted(p.relative_to(CHECKOUT / "prompts").as_posix()
-                           for p in (CHECKOUT / "prompts").rglob("*.md"))
-    for name in judge:  # byte-identical: recorded LLM answers replay only on identical request texts
+    # every prompt file and prompts/moves.toml (a move's texts, schema.move_text)
+    shipped = sorted(p.relative_to(prompts).as_posix() for p in prompts.rglob("*") if p.is_file())
+    assert "moves.toml" in shipped and shipped == sorted(p.relative_to(CHECKOUT / "prompts").as_posix()
+                                                         for p in (CHECKOUT / "prompts").rglob("*") if p.is_file())
+    for name in shipped:  # byte-identical: recorded LLM answers replay only on identical request texts
         assert (prompts / name).read_bytes() == (CHECKOUT / "prompts" / name).read_bytes(), name
 
 

@@ -99,7 +99,7 @@ def test_a_directory_without_silver_says_so_and_has_no_silver_split(tiny_benchma
 def test_tasks_describe_the_directory(bench):
     pytest.importorskip("mteb")
     from ratio_utils.evaluation.mteb_tasks import directory_id, ratio_tasks, task_move
-    from ratio_utils.schema import MOVE_INSTRUCTIONS
+    from ratio_utils.schema import move_text
 
     tasks = {t.metadata.name.split("_")[0]: t for t in ratio_tasks(bench.root, licences=LICENCES)}
     assert sorted(tasks) == ["RatioAddress", "RatioBroaden", "RatioSpecify"]
@@ -107,7 +107,7 @@ def test_tasks_describe_the_directory(bench):
     assert {task_move(t.metadata.name) for t in tasks.values()} == {"address", "broaden", "specify"}
     # each task carries its move: the query prompt is the move's instruction, documents get none
     for name, task in tasks.items():
-        assert task.metadata.prompt == {"query": MOVE_INSTRUCTIONS[Move.parse(task_move(name))]}
+        assert task.metadata.prompt == {"query": move_text(task_move(name), "instruction")}
     assert tasks["RatioAddress"].metadata.eval_splits == ["test", "silver"]
     assert tasks["RatioBroaden"].metadata.eval_splits == ["test"]  # its silver file holds no pair
     meta = tasks["RatioSpecify"].metadata

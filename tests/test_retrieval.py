@@ -16,7 +16,7 @@ from ratio_utils.evaluation.run_scoring import run_and_score
 from ratio_utils.io import InputError
 from ratio_utils.retrieval import BM25Retriever, DenseRetriever, read_run, run_path, write_run
 from ratio_utils.retrieval.bm25 import BM25Tokenizer
-from ratio_utils.schema import GENERIC_PREFIXES, MOVE_INSTRUCTIONS, Move, instructed_query_prefix
+from ratio_utils.schema import GENERIC_PREFIXES, Move, instructed_query_prefix, move_text
 
 
 def _with_query_in_pool(bench, move="address"):
@@ -97,7 +97,7 @@ def test_bm25_keeps_every_candidate_tied_at_the_cut_off_and_orders_ties_by_docid
 
 def test_instruction_prefix_carries_the_move_instruction():
     prefix = instructed_query_prefix("broaden")
-    assert MOVE_INSTRUCTIONS[Move.BROADEN] in prefix and prefix.endswith("Query: ")
+    assert move_text(Move.BROADEN, "instruction") in prefix and prefix.endswith("Query: ")
 
 
 def test_run_files_round_trip(tmp_path):

@@ -12,16 +12,16 @@ import pytest
 
 from ratio_utils.param_sections import UnifiedParams
 from ratio_utils.retrieval_analysis import move_sensitivity
-from ratio_utils.schema import MOVE_INSTRUCTIONS, Move
+from ratio_utils.schema import Move, move_text
 from ratio_utils.train import unified
 
 
 def test_format_query_puts_the_move_instruction_before_the_statement():
     text = "Parsers overfit small treebanks."
     formatted = unified.format_query(text, "broaden")
-    assert formatted == f"Instruct: {MOVE_INSTRUCTIONS[Move.BROADEN]}\nQuery: {text}"
+    assert formatted == f"Instruct: {move_text(Move.BROADEN, 'instruction')}\nQuery: {text}"
     assert (unified.format_query(text, Move.ADDRESS, "{instruction} || ")
-            == MOVE_INSTRUCTIONS[Move.ADDRESS] + " || " + text)
+            == move_text(Move.ADDRESS, "instruction") + " || " + text)
     assert len({unified.query_prefix(m) for m in Move}) == 3  # each move asks differently
 
 

@@ -42,7 +42,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from ..local_server import add_host_arguments
-from ..schema import MOVE_INSTRUCTIONS, MOVES, Move
+from ..schema import MOVES, Move, move_text
 from .search import (
     INDEX_FORMAT,
     MAX_STATEMENT,
@@ -293,9 +293,10 @@ class InspirationLibrary:
                                     if line.startswith(("The move is", "Relation:")))
             except (OSError, ValueError):
                 relation = ""
-            described.append(MoveDescription(move=move.value, relation=relation or MOVE_INSTRUCTIONS[move],
+            instruction = move_text(move, "instruction")
+            described.append(MoveDescription(move=move.value, relation=relation or instruction,
                                              markers=markers.get(move.value, []), markers_from=source,
-                                             instruction=MOVE_INSTRUCTIONS[move]))
+                                             instruction=instruction))
         return MovesAnswer(moves=described)
 
     def _markers(self) -> tuple[dict[str, list[str]], str]:

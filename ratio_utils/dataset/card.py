@@ -28,7 +28,7 @@ import yaml
 
 from ..io import write_text_atomic
 from ..publish.label_sources import SILVER_RECORD
-from ..schema import CARD_FILE, MOVES, POOL_SPLITS, Split
+from ..schema import CARD_FILE, MOVES, POOL_SPLITS, Split, move_text
 from .benchmark import Benchmark, candidates_path, pairs_path
 
 CARD_SPLITS = (Split.TRAIN, Split.VALIDATION, Split.TEST, Split.SILVER)
@@ -231,8 +231,6 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 
 def dataset_card(bench: Benchmark, sources: CardSources) -> str:
     """The card's text: YAML header (configs) and prose, every number read from the directory."""
-    from ..schema import MOVE_INSTRUCTIONS
-
     configs, left_out = card_configs(bench)
     header = card_metadata(bench, sources, configs)
     licence = ("The `license` field is `other`: the corpora's licences differ (or the Hub lists none of one), so each "
@@ -245,7 +243,7 @@ def dataset_card(bench: Benchmark, sources: CardSources) -> str:
         f"{PAPER}. This directory is the compendium's rebuild from the corpora listed below, in the layout of the "
         "authors' release; it is **not** the authors' official release.", "",
         "## Moves", "",
-        *[f"- **{move.value.capitalize()}**: {MOVE_INSTRUCTIONS[move]}" for move in MOVES], "",
+        *[f"- **{move.value.capitalize()}**: {move_text(move, 'instruction')}" for move in MOVES], "",
         "## Splits", "",
         "Pairs are split by the publication date of their paper; each split has one candidate pool shared by the "
         "three moves, and silver queries (the judge-filtered subset of test) search the test pool. Cells: pairs "

@@ -8,11 +8,11 @@ query's gold candidates are its qrels, and `test` and, where it holds pairs, `si
 (silver queries search the test pool). Main score MRR@10, the paper's primary metric; nDCG@10 is reported beside it.
 
 Each task carries its move: the task's query prompt (`TaskMetadata.prompt`) is the move's instruction
-(schema.MOVE_INSTRUCTIONS, the text `schema.instructed_query_prefix` puts before a query; documents get none), which
-instruction-following models receive. Its identity is per directory: the task name carries a hash of the directory's
-path (`RatioAddress_1a2b3c4d`), and the dataset revision is a hash of the files the task reads (its move's pairs of
-the evaluated splits and the test pool, each file hashed once per `ratio_tasks` call), so MTEB's result cache never
-hands one directory's scores to another.
+(`schema.move_text(move, "instruction")` from prompts/moves.toml, the text `schema.instructed_query_prefix` puts before
+a query; documents get none), which instruction-following models receive. Its identity is per directory: the task name
+carries a hash of the directory's path (`RatioAddress_1a2b3c4d`), and the dataset revision is a hash of the files the
+task reads (its move's pairs of the evaluated splits and the test pool, each file hashed once per `ratio_tasks` call),
+so MTEB's result cache never hands one directory's scores to another.
 
 A query's own sentence may be in the pool (ids are text hashes, so it has the query's id): as in the BEIR export
 (docs/search.md), it is never a candidate for its own query, which MTEB's `ignore_identical_ids=True` applies; MTEB
@@ -45,7 +45,7 @@ import pandas as pd
 
 from ..dataset.benchmark import Benchmark, candidates_path, load_benchmark, pairs_path
 from ..io import sha256_file
-from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_PREFIXES, MOVE_INSTRUCTIONS, MOVES, Move, Split
+from ..schema import DEFAULT_INSTRUCTION_TEMPLATE, GENERIC_PREFIXES, MOVES, Move, Split, move_text
 
 K_VALUES = (1, 3, 5, 10, 20, 100)
 MAIN_SCORE = "mrr_at_10"
@@ -134,14 +134,15 @@ def task_metadata(bench: Benchmark, move: Move, licences: dict[str, str] | None 
     from ..dataset.card import PAPER
 
     splits = eval_splits(bench, move)
+    instruction = move_text(move, "instruction")
     return TaskMetadata(
         name=task_name(move, bench.root),
-        description=(f"{PAPER}. This task: {move.value.capitalize()}. {MOVE_INSTRUCTIONS[move]} Built by the ratio "
+        description=(f"{PAPER}. This task: {move.value.capitalize()}. {instruction} Built by the ratio "
                      f"compendium from {Path(bench.root).name}/ (not the authors' official release); splits: "
                      f"{', '.join(splits)} (silver: the LLM-judge-filtered subset of test, against the test pool)."),
         reference=None,  # the paper names no public address for its release
         dataset={"path": str(Path(bench.root).name), "revision": task_revision(bench, move, hashes)},
-        prompt={"query": MOVE_INSTRUCTIONS[move]},
+        prompt={"query": instruction},
         type="Retrieval",
         category="t2t",
         modalities=["text"],

@@ -5,7 +5,8 @@ app (ratio_utils.human_eval.annotation_app), which reads packets back with `load
 
 Reads:  the benchmark (silver pairs, or unfiltered test where silver is absent), the run files of two
         systems (data/retrieval_runs/<system>/<move>/<split>.parquet) and stage 05's distractors (for the
-        sentences as the paper wrote them).
+        sentences as the paper wrote them); prompts/moves.toml (each move's definition and question shown to
+        annotators, schema.move_text).
 Writes: <packets>/study.json, queries.jsonl, assignments.json   what annotators see (no system names)
         <key folder>/unblinding_key.jsonl                         which list is which system; gold; papers,
                                                                   outside the packets and their parent folder
@@ -26,7 +27,7 @@ from ..dataset.benchmark import Benchmark
 from ..io import InputError, iter_jsonl, write_json_atomic, write_text_atomic
 from ..param_sections import HumanEvalParams
 from ..retrieval.runs import read_run, run_path
-from ..schema import MOVES, Move, Split
+from ..schema import MOVES, Move, Split, move_text
 
 PACKET_FORMAT = "ratio-human-eval-packet/1"
 
@@ -47,22 +48,6 @@ LABEL_FIELDS = (
 MAX_COMMENT = 5_000  # characters; the app's comment box holds no more
 
 KEY_FILE = "unblinding_key.jsonl"
-
-# Paper §3, shown to annotators beside the query; the question follows Appendix G's guidelines.
-ANNOTATOR_DEFINITIONS = {
-    Move.ADDRESS: "The query articulates a problem; the candidate gives an approach or insight that can help address "
-    "it.",
-    Move.BROADEN: "The candidate reformulates the query at a broader scope or greater generality, so that the query "
-    "is a particular instance or manifestation of it.",
-    Move.SPECIFY: "The candidate instantiates the query through a concrete case, mechanism, or example.",
-}
-
-MOVE_QUESTIONS = {
-    Move.ADDRESS: "Would this candidate help you address the problem in the query?",
-    Move.BROADEN: "Would this candidate help you broaden the query?",
-    Move.SPECIFY: "Would this candidate help you find a concrete example of the query?",
-}
-
 
 def sample_by_marker(queries: pd.DataFrame, n: int, rng: np.random.Generator,
                      marker_column: str = "queryTerm") -> pd.DataFrame:
@@ -322,8 +307,9 @@ def write_packets(packets: StudyPackets, packets_dir: Path, key_path: Path, repo
         raise RuntimeError(f"{packets_dir} already holds other packets with labels in {labels_here}; move them away "
                            "(or restore the params that made them) before writing new packets")
     study = {"format": PACKET_FORMAT, "k": k, "lists": list(LISTS),
-             "moves": {m.value: {"definition": ANNOTATOR_DEFINITIONS[m], "question": MOVE_QUESTIONS[m]}
-                       for m in MOVES},
+             # paper §3's definition, shown beside the query; the question follows Appendix G's guidelines
+             "moves": {m.value: {"definition": move_text(m, "annotator_definition"),
+                                 "question": move_text(m, "annotator_question")} for m in MOVES},
              "annotators": sorted(packets.assignments)}
     written = {
         "study": write_json_atomic(packets_dir / "study.json", study),

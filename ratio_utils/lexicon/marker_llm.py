@@ -4,7 +4,8 @@ The loop: several model families propose markers over several rounds, each reque
 curated markers (and, from round 2, a seeded sample of what earlier rounds proposed) and one move
 subcategory (`data/lexicon/move_subcategories.yaml`); a labeller then assigns STRONG-TRUE,
 WEAK-TRUE or FALSE to every distinct candidate, and only STRONG-TRUE candidates are kept.
-Prompts are files under `prompts/lexicon/`. Every call goes through `ratio_utils.llm.LLMClient`.
+Prompts are files under `prompts/lexicon/`, the move's definition in them from `prompts/moves.toml`.
+Every call goes through `ratio_utils.llm.LLMClient`.
 
 The request builders and answer parsers here are pure functions. Without an endpoint (or
 recorded responses), `released_label_counts` replays the labels of the released lexicon instead.
@@ -25,24 +26,13 @@ import pandas as pd
 import yaml
 
 from ..config import packaged
-from ..schema import MOVE_TO_GROUP, Move, normalize_marker
+from ..schema import MOVE_TO_GROUP, Move, move_text, normalize_marker
 from .markers import PAPER_LLM_LABELS, PAPER_PATTERN_NEW, STRENGTH_LABELS
 
 # shipped with the package (ratio_utils/resources, the checkout's prompts/ and data/lexicon/)
 PROMPT_DIR = packaged("prompts/lexicon")
 SUBCATEGORIES_FILE = packaged("data/lexicon/move_subcategories.yaml")
 KEEP_LABEL = "STRONG-TRUE"
-
-# The moves as the paper defines them (§3, §4.1), in the words given to the models.
-MOVE_DEFINITIONS = {
-    Move.ADDRESS: "the sentence proposes or describes a response (a solution, improvement, mitigation or "
-    "workaround) to a problem, limitation or need stated in the preceding sentence.",
-    Move.BROADEN: "the sentence states a more general version of what the preceding sentence said: the preceding "
-    "sentence is a specific instance or special case of it.",
-    Move.SPECIFY: "the sentence states a more specific instance, special case or concrete realisation of what the "
-    "preceding sentence said.",
-}
-
 
 @dataclass(frozen=True)
 class Prompts:
@@ -68,7 +58,9 @@ def _slug(text: str) -> str:
 
 
 def _move_fields(move: Move) -> dict[str, str]:
-    return {"move_name": move.value.capitalize(), "move_definition": MOVE_DEFINITIONS[move]}
+    """The move's placeholders of the prompt files: its name and its definition as the paper gives it (§3, §4.1),
+    in the words given to the models (prompts/moves.toml)."""
+    return {"move_name": move.value.capitalize(), "move_definition": move_text(move, "definition")}
 
 
 def generation_requests(

@@ -7,8 +7,8 @@ queries and candidates; candidates are ranked by exact inner product of L2-norma
 Inputs are prefixed before encoding:
 * the generic prefixes `query: ` / `document: ` (GENERIC_PREFIXES), used for every model;
 * a model's recommended prefixes where its developers give them (the model registry, ratio_utils.models);
-* for instruction-following models, a per-move instruction (schema.MOVE_INSTRUCTIONS, Appendix C) put
-  in front of the query by `schema.instructed_query_prefix`.
+* for instruction-following models, a per-move instruction (Appendix C; prompts/moves.toml, `schema.move_text`)
+  put in front of the query by `schema.instructed_query_prefix`.
 
 Embeddings are cached on disk (retrieval.embedding_cache: keyed by the model's content fingerprint, the encoder's
 settings, the prefix, the texts and the dtype; verified on every load; `cfg.paths.embedding_cache` in a stage,
