@@ -1,6 +1,6 @@
 """Fixtures shared by every test module: the shared data folder, a config writing to a temporary
-root, a loopback HTTP server, and a tiny benchmark directory in the official release layout
-(sentences written for the tests, not taken from any corpus).
+root, a loopback HTTP server, OpenAI-compatible stubs (`openai_stub`), and a tiny benchmark directory in the
+official release layout (sentences written for the tests, not taken from any corpus).
 
 Without ../shared (or $RATIO_SHARED) the tests about the real data (the `shared_dir` fixture) are skipped
 with the reason; tests of code behaviour use the invented corpus in tests/fixtures/corpus/mini instead. The
@@ -13,16 +13,18 @@ RATIO_MODEL_CACHE) points under one session temp folder, and the run fails if ~/
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from loopback import loopback_http
+from loopback import serving
+from openai_stub_server import StubOpenAI
 
 from ratio_utils.config import find_checkout, load_config
 from ratio_utils.dataset.benchmark import write_pairs, write_pool
@@ -84,8 +86,22 @@ def loopback(tmp_path) -> Iterator[tuple[Path, str]]:
     """A static file server on 127.0.0.1: (the folder it serves, its base URL)."""
     served = tmp_path / "served"
     served.mkdir()
-    with loopback_http(functools.partial(_QuietFileHandler, directory=str(served))) as base_url:
+    handler = functools.partial(_QuietFileHandler, directory=str(served))
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as base_url:
         yield served, base_url
+
+
+@pytest.fixture
+def openai_stub() -> Iterator[Callable[..., StubOpenAI]]:
+    """Starts OpenAI-compatible servers on 127.0.0.1 (tests/openai_stub_server.py), each stopped when the test ends:
+    `openai_stub(api_key, **options)` returns a running StubOpenAI."""
+    with contextlib.ExitStack() as running:
+        def start(api_key: str, **options) -> StubOpenAI:
+            """api_key: the key the stub takes (any other is answered 401).
+            options: StubOpenAI's keyword arguments (responder, batch_polls_before_done, batch_fail_once, ...)."""
+            return running.enter_context(StubOpenAI(api_key, **options))
+
+        yield start
 
 
 # (move, query, gold, marker) — invented for the tests.

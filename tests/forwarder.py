@@ -14,10 +14,11 @@ import http.client
 import http.server
 import re
 import socket
+import socketserver
 import threading
 from collections.abc import Iterator
 
-from loopback import loopback_http
+from loopback import serving
 
 PROXY_PATH = re.compile(r"/user/[^/]+/proxy/(\d+)(/.*)?")
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
@@ -35,44 +36,46 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
             sink.shutdown(socket.SHUT_WR)
 
 
+class _PortForward(socketserver.ThreadingTCPServer):
+    """A listener on 127.0.0.1 (random port) joining each connection to a new one to 127.0.0.1:`target_port`."""
+
+    daemon_threads = True
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.open_sockets: list[socket.socket] = []
+        super().__init__(("127.0.0.1", 0), _ForwardedConnection)
+
+    def server_close(self) -> None:
+        """Close the listener and every forwarded connection still open (a browser keeps its connections alive)."""
+        super().server_close()
+        for sock in self.open_sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+class _ForwardedConnection(socketserver.BaseRequestHandler):
+    """One connection to the forwarder: bytes copied both ways, one thread each, until both sides have closed."""
+
+    def handle(self) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.server.target_port), timeout=10)
+        except OSError:
+            return
+        upstream.settimeout(None)
+        self.server.open_sockets.extend((self.request, upstream))
+        back = threading.Thread(target=_pump, args=(upstream, self.request), daemon=True)
+        back.start()
+        _pump(self.request, upstream)
+        back.join()
+
+
 @contextlib.contextmanager
 def tcp_forward(target_port: int) -> Iterator[int]:
     """A TCP port forward 127.0.0.1:<yielded port> -> 127.0.0.1:target_port, one pair of threads per connection."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    open_sockets: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            try:
-                upstream = socket.create_connection(("127.0.0.1", target_port), timeout=10)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            open_sockets.extend((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        listener.close()
-        for sock in open_sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
+    forward = _PortForward(target_port)
+    with serving(forward):
+        yield forward.server_address[1]
 
 
 class _PrefixProxy(http.server.BaseHTTPRequestHandler):
@@ -117,5 +120,5 @@ class _PrefixProxy(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def prefix_proxy() -> Iterator[str]:
     """A path-prefix proxy on 127.0.0.1; yields its base URL (`<base>/user/NAME/proxy/<port>/` reaches <port>)."""
-    with loopback_http(_PrefixProxy) as base:
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PrefixProxy)) as base:
         yield base

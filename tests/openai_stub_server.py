@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from loopback import serving
+
 
 def default_responder(body: dict) -> str:
     """Echo the last user message back as a JSON object."""
@@ -59,16 +61,15 @@ class StubOpenAI:
         self._lock = threading.Lock()
         self._rng = random.Random(shuffle_seed)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._serving = serving(self._server)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> "StubOpenAI":
-        self._thread.start()
+        self._serving.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.__exit__(*exc)
 
     @property
     def base_url(self) -> str:

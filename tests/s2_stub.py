@@ -12,7 +12,7 @@ import hashlib
 import http.server
 import json
 
-from loopback import loopback_http
+from loopback import serving
 
 API_KEY = "test-key-0123456789"
 SIGNATURE = "X-Amz-Signature=deadbeefsecret"
@@ -104,14 +104,15 @@ class FakeS3AndApi:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.serving = loopback_http(Handler)
+        self._handler = Handler
 
     def expire(self) -> None:
         self.valid_from = self.generation + 1
 
     def __enter__(self):
-        self.base = self.serving.__enter__()
+        self._serving = serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler))
+        self.base = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc):
-        self.serving.__exit__(*exc)
+        self._serving.__exit__(*exc)

@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import socket
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from forwarder import prefix_proxy, tcp_forward
 from human_eval_helpers import make_packets
+from loopback import serving
 
 from ratio_utils.apps import annotate as annotate_cli
 from ratio_utils.human_eval import annotation_app as annotate
@@ -33,16 +33,10 @@ def packets_dir(tmp_path, tiny_benchmark) -> Path:
 @contextlib.contextmanager
 def _serving(packets_dir: Path, annotator: str = "ann1"):
     """A running app on a free port; stopped (and its lock released) afterwards."""
-    store = annotate.open_store(packets_dir, annotator)
-    app = annotate.AnnotateServer(store, port=0)
-    thread = threading.Thread(target=app.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield app
-    finally:
-        app.shutdown()
-        app.server_close()
-        store.close()
+    with contextlib.closing(annotate.open_store(packets_dir, annotator)) as store:
+        app = annotate.AnnotateServer(store, port=0)
+        with serving(app):
+            yield app
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -271,7 +272,6 @@ def test_a_partial_pool_file_with_a_rewritten_chunk_resumes_at_that_chunk(tmp_pa
 _WRITER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    sys.path.insert(0, {tests!r})
     from fake_encoder import DIM, bag_of_words
     from ratio_utils.retrieval.blocks import encode_to_memmap
     from ratio_utils.retrieval.embedding_cache import texts_checksum
@@ -288,9 +288,11 @@ _WRITER = textwrap.dedent("""
 def test_two_processes_writing_one_pool_file_with_different_chunks_both_get_the_right_rows(tmp_path):
     path = tmp_path / "pool.float16.npy"
     script = tmp_path / "writer.py"
-    script.write_text(_WRITER.format(tests=str(REPO / "tests"), path=str(path)))
+    script.write_text(_WRITER.format(path=str(path)))
+    # A script run as a file has its own folder on sys.path, not the tests' helpers nor this checkout's package.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
     writers = [subprocess.Popen([sys.executable, str(script), chunk, str(tmp_path / f"out{chunk}.npy")], cwd=REPO,
-                                stderr=subprocess.PIPE, text=True) for chunk in ("50", "70")]
+                                env=env, stderr=subprocess.PIPE, text=True) for chunk in ("50", "70")]
     for writer in writers:
         _, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ import pandas as pd
 import pytest
 from fake_encoder import FakeEncoder
 from forwarder import prefix_proxy, tcp_forward
+from loopback import serving
 
 from ratio_utils.apps import explorer, search
 from ratio_utils.io import InputError
@@ -149,13 +149,8 @@ def test_the_listen_address_is_this_machine_unless_named():
 @contextlib.contextmanager
 def _serving(the_explorer, path):
     server = explorer.ExplorerServer(the_explorer, explorer.JudgmentLog(path), port=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
@@ -303,9 +298,7 @@ def test_one_command_builds_what_is_missing_and_loads_a_real_model_for_every_mov
 
 
 def test_the_rerank_switch_reranks_each_column_through_the_stub_and_says_unavailable_without_a_key(
-        cfg, the_explorer, monkeypatch):
-    from openai_stub_server import StubOpenAI
-
+        cfg, the_explorer, monkeypatch, openai_stub):
     from ratio_utils.apps.search_rerank import SearchReranker
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -325,13 +318,13 @@ def test_the_rerank_switch_reranks_each_column_through_the_stub_and_says_unavail
         moves_asked.append(body["messages"][0]["content"].split("The move is ")[1].split(":")[0])
         return json.dumps({"ranking": [2, 1]})
 
-    with StubOpenAI("sk-explorer", responder=answer) as stub:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-explorer")
-        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
-        switched = explorer.Explorer(the_explorer.columns, top=3, reranker=lambda: SearchReranker(cfg, max_retries=0))
-        with _serving(switched, cfg.paths.explorer_judgments) as running:
-            status, reranked = _post(running, "api/ask", {"statement": STATEMENT, "retrievers": "per-move",
-                                                            "rerank": True})
+    stub = openai_stub("sk-explorer", responder=answer)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-explorer")
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    switched = explorer.Explorer(the_explorer.columns, top=3, reranker=lambda: SearchReranker(cfg, max_retries=0))
+    with _serving(switched, cfg.paths.explorer_judgments) as running:
+        status, reranked = _post(running, "api/ask", {"statement": STATEMENT, "retrievers": "per-move",
+                                                        "rerank": True})
     assert status == 200, reranked
     assert sorted(moves_asked) == ["Address", "Broaden", "Specify"]  # one request per move: its own prompt
     for column, before in zip(reranked["columns"], plain["columns"]):

@@ -9,7 +9,6 @@ import hashlib
 import itertools
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -47,9 +46,6 @@ from ratio_utils.param_sections import JudgeParams
 from ratio_utils.publish.label_sources import read_silver_source
 from ratio_utils.schema import MOVES, Move, Split
 from ratio_utils.stages.silver_filter import SilverFilterStage
-
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_stub_server import StubOpenAI  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "judge"
 KEY = "fake-judge-key-0000-SECRET"
@@ -363,38 +359,38 @@ def _fill_labels(sheets: pd.DataFrame, labels_dir: Path) -> None:
             filled.to_csv(labels_dir / f"{annotator}__{Path(path).name}", index=False)
 
 
-def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch):
+def test_online_run_against_the_loopback_server(cfg, tiny_benchmark, monkeypatch, openai_stub):
     _install_benchmark(tiny_benchmark, cfg)
     pools_before = sha256_tree(cfg.paths.benchmark / "candidates")
-    with StubOpenAI(KEY, responder=_responder, batch_polls_before_done=1) as stub:
-        base = cfg.sections
-        base["llm"] = {"model": "judge-model", "base_url": stub.base_url, "batch_poll_interval_s": 0.01}
-        base["judge"] = {"n_calibration": 2, "n_panel": 1}
-        monkeypatch.setenv("OPENAI_API_KEY", KEY)
-        sf = SilverFilterStage.from_config(cfg)
-        assert sf.online
-        sf.sample()
-        sheets = sf.write_annotation_sheets()
-        _fill_labels(sheets, sf.labels_dir)
-        labels = sf.load_labels()
-        assert set(labels["set"]) == {"calibration", "panel"}
-        selection = sf.calibrate()
-        summary = sf.filter().set_index("move")
-        table9 = sf.table9()
-        anaphora = sf.anaphora().set_index("move")
-        requests_after_first_run = stub.total_requests
-        # the tiny test set is entirely labelled: the calibration batch judged every pair with every
-        # prompt, so the silver filter's requests are all answered from the cache
-        assert stub.counts["POST /v1/batches"] == 1
-        assert sf.client.last_report.desc == "judge silver" and sf.client.last_report.n_to_send == 0
+    stub = openai_stub(KEY, responder=_responder, batch_polls_before_done=1)
+    base = cfg.sections
+    base["llm"] = {"model": "judge-model", "base_url": stub.base_url, "batch_poll_interval_s": 0.01}
+    base["judge"] = {"n_calibration": 2, "n_panel": 1}
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    sf = SilverFilterStage.from_config(cfg)
+    assert sf.online
+    sf.sample()
+    sheets = sf.write_annotation_sheets()
+    _fill_labels(sheets, sf.labels_dir)
+    labels = sf.load_labels()
+    assert set(labels["set"]) == {"calibration", "panel"}
+    selection = sf.calibrate()
+    summary = sf.filter().set_index("move")
+    table9 = sf.table9()
+    anaphora = sf.anaphora().set_index("move")
+    requests_after_first_run = stub.total_requests
+    # the tiny test set is entirely labelled: the calibration batch judged every pair with every
+    # prompt, so the silver filter's requests are all answered from the cache
+    assert stub.counts["POST /v1/batches"] == 1
+    assert sf.client.last_report.desc == "judge silver" and sf.client.last_report.n_to_send == 0
 
-        # a rerun is answered from the cache: zero HTTP requests
-        again = SilverFilterStage.from_config(cfg)
-        again.sample()
-        again.load_labels()
-        again.calibrate()
-        again.filter()
-        assert stub.total_requests == requests_after_first_run
+    # a rerun is answered from the cache: zero HTTP requests
+    again = SilverFilterStage.from_config(cfg)
+    again.sample()
+    again.load_labels()
+    again.calibrate()
+    again.filter()
+    assert stub.total_requests == requests_after_first_run
 
     prompts = load_prompts(REPO_ROOT / "prompts" / "judge")
     judgements = sf.calibration_judgements

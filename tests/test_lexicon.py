@@ -414,13 +414,8 @@ def test_generated_and_label_answers_are_parsed_strictly():
             and problems == [f"{requests[1].custom_id}: HTTP 500"])
 
 
-def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path):
+def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path, openai_stub):
     """The whole loop (rounds x models x subcategories, then the labeller) over real HTTP to a local stub."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from openai_stub_server import StubOpenAI
-
     from ratio_utils.config import load_config
 
     def responder(body: dict) -> str:
@@ -437,13 +432,13 @@ def test_generation_loop_against_a_loopback_endpoint(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.setenv("RATIO_OUTPUT_ROOT", str(tmp_path))
     monkeypatch.setenv("RATIO_SHARED", str(tmp_path / "shared"))  # no recorded answers: every one comes from the stub
-    with StubOpenAI(key, responder=responder) as stub:
-        cfg = load_config(overrides={"llm": {"base_url": stub.base_url, "mode": "sync", "concurrency": 2},
-                                     "lexicon": {"generation_models": ["m-one", "m-two"], "generation_rounds": 2}})
-        client, why = marker_llm.llm_client(cfg)
-        assert client is not None, why
-        params = lx.lexicon_params(cfg)
-        run = marker_llm.run_generation(client, lx.load_released_csv(FIXTURES / "good.csv").frame, params, cfg.seed)
+    stub = openai_stub(key, responder=responder)
+    cfg = load_config(overrides={"llm": {"base_url": stub.base_url, "mode": "sync", "concurrency": 2},
+                                 "lexicon": {"generation_models": ["m-one", "m-two"], "generation_rounds": 2}})
+    client, why = marker_llm.llm_client(cfg)
+    assert client is not None, why
+    params = lx.lexicon_params(cfg)
+    run = marker_llm.run_generation(client, lx.load_released_csv(FIXTURES / "good.csv").frame, params, cfg.seed)
     n_sub = sum(len(v) for k, v in marker_llm.load_subcategories().items() if k.value in params.generation_moves)
     assert len(run["proposed"]) == 2 * 2 * n_sub * 3  # rounds x models x subcategories x phrases
     assert "more generally" not in set(run["candidates"]["marker"])  # curated seeds are not candidates

@@ -5,10 +5,10 @@ replay, the request budget, cost accounting, and that the API key is never writt
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from openai_stub_server import StubOpenAI
 
 from ratio_utils.config import load_config
 from ratio_utils.llm import (
@@ -21,9 +21,6 @@ from ratio_utils.llm import (
     ReplayMiss,
     request_hash,
 )
-
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_stub_server import StubOpenAI  # noqa: E402
 
 KEY = "fake-llm-key-9f8e7d6c5b4a-DO-NOT-LEAK"
 
@@ -50,9 +47,8 @@ def settings(stub: StubOpenAI, **overrides) -> LLMSettings:
 
 
 @pytest.fixture
-def stub():
-    with StubOpenAI(KEY) as server:
-        yield server
+def stub(openai_stub):
+    return openai_stub(KEY)
 
 
 def echo(result) -> str:
@@ -106,22 +102,22 @@ def test_exhausted_retries_give_an_error_result_that_is_not_cached(stub, tmp_pat
     assert not (tmp_path / "responses").exists()
 
 
-def test_invalid_json_is_reported_and_kept_apart_from_the_cache(tmp_path):
-    with StubOpenAI(KEY, responder=lambda body: "this is not json") as stub:
-        results = LLMClient(settings(stub), tmp_path, api_key=KEY).run(requests_for(2))
+def test_invalid_json_is_reported_and_kept_apart_from_the_cache(tmp_path, openai_stub):
+    stub = openai_stub(KEY, responder=lambda body: "this is not json")
+    results = LLMClient(settings(stub), tmp_path, api_key=KEY).run(requests_for(2))
     assert all(not r.ok and "not valid JSON" in r.error for r in results)
     assert not (tmp_path / "responses").exists()
     assert len(list((tmp_path / "invalid").glob("*.json"))) == 2
 
 
-def test_batch_splits_files_matches_shuffled_output_by_custom_id_and_resubmits_failures(tmp_path):
-    with StubOpenAI(KEY, batch_fail_once={"r4"}, batch_polls_before_done=2) as stub:
-        client = LLMClient(settings(stub, mode="batch", batch_max_requests=3), tmp_path, api_key=KEY)
-        requests = requests_for(7)
-        results = client.run(requests, desc="judge test")
-        # three input files in round 0 (3 + 3 + 1), then only the failed request again
-        assert stub.batch_inputs == [["r0", "r1", "r2"], ["r3", "r4", "r5"], ["r6"], ["r4"]]
-        assert stub.counts["POST /v1/chat/completions"] == 0
+def test_batch_splits_files_matches_shuffled_output_by_custom_id_and_resubmits_failures(tmp_path, openai_stub):
+    stub = openai_stub(KEY, batch_fail_once={"r4"}, batch_polls_before_done=2)
+    client = LLMClient(settings(stub, mode="batch", batch_max_requests=3), tmp_path, api_key=KEY)
+    requests = requests_for(7)
+    results = client.run(requests, desc="judge test")
+    # three input files in round 0 (3 + 3 + 1), then only the failed request again
+    assert stub.batch_inputs == [["r0", "r1", "r2"], ["r3", "r4", "r5"], ["r6"], ["r4"]]
+    assert stub.counts["POST /v1/chat/completions"] == 0
     assert [r.custom_id for r in results] == [f"r{i}" for i in range(7)]
     assert all(r.ok for r in results)
     assert [echo(r) for r in results] == [f"item number {i}" for i in range(7)]  # matched by custom_id, not order
@@ -259,16 +255,16 @@ def test_a_missing_price_is_said_once_per_run_with_the_setting_that_fixes_it(stu
     assert capsys.readouterr().out.count("llm.prices has no price") == 1
 
 
-def test_api_key_never_written_printed_or_raised(tmp_path, capsys):
-    with StubOpenAI(KEY, batch_fail_once={"b1"}, echo_auth_in_errors=True) as stub:
-        client = LLMClient(settings(stub, max_retries=0), tmp_path, api_key=KEY)
-        stub.fail_statuses.append(500)  # its message quotes the Authorization header
-        failed = client.run(requests_for(1, "e"))
-        client.run(requests_for(3), mode="sync")
-        client.run(requests_for(3, "b"), mode="batch")
-        client.run(requests_for(2, "d"), mode="dry_run")
-        assert any({k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {KEY}"
-                   for h in stub.headers_seen)  # it was sent...
+def test_api_key_never_written_printed_or_raised(tmp_path, capsys, openai_stub):
+    stub = openai_stub(KEY, batch_fail_once={"b1"}, echo_auth_in_errors=True)
+    client = LLMClient(settings(stub, max_retries=0), tmp_path, api_key=KEY)
+    stub.fail_statuses.append(500)  # its message quotes the Authorization header
+    failed = client.run(requests_for(1, "e"))
+    client.run(requests_for(3), mode="sync")
+    client.run(requests_for(3, "b"), mode="batch")
+    client.run(requests_for(2, "d"), mode="dry_run")
+    assert any({k.lower(): v for k, v in h.items()}.get("authorization") == f"Bearer {KEY}"
+               for h in stub.headers_seen)  # it was sent...
     assert "***" in failed[0].error and KEY not in failed[0].error  # ...and scrubbed from the error
     texts = [repr(client), json.dumps(client.describe()), capsys.readouterr().out]
     with pytest.raises(ReplayMiss) as miss:
@@ -282,15 +278,15 @@ def test_api_key_never_written_printed_or_raised(tmp_path, capsys):
         assert KEY not in text
 
 
-def test_interrupted_batch_is_resumed_not_resubmitted(tmp_path):
-    with StubOpenAI(KEY, batch_polls_before_done=3) as stub:
-        requests = requests_for(2)
-        impatient = LLMClient(settings(stub, mode="batch", batch_timeout_s=0.0), tmp_path, api_key=KEY)
-        with pytest.raises(BatchTimeout, match="rerun to resume"):
-            impatient.run(requests, desc="resume")
-        assert stub.counts["POST /v1/batches"] == 1
-        results = LLMClient(settings(stub, mode="batch"), tmp_path, api_key=KEY).run(requests, desc="resume")
-        assert stub.counts["POST /v1/batches"] == 1 and stub.counts["POST /v1/files"] == 1  # polled, not resubmitted
+def test_interrupted_batch_is_resumed_not_resubmitted(tmp_path, openai_stub):
+    stub = openai_stub(KEY, batch_polls_before_done=3)
+    requests = requests_for(2)
+    impatient = LLMClient(settings(stub, mode="batch", batch_timeout_s=0.0), tmp_path, api_key=KEY)
+    with pytest.raises(BatchTimeout, match="rerun to resume"):
+        impatient.run(requests, desc="resume")
+    assert stub.counts["POST /v1/batches"] == 1
+    results = LLMClient(settings(stub, mode="batch"), tmp_path, api_key=KEY).run(requests, desc="resume")
+    assert stub.counts["POST /v1/batches"] == 1 and stub.counts["POST /v1/files"] == 1  # polled, not resubmitted
     assert [echo(r) for r in results] == ["item number 0", "item number 1"]
 
 
@@ -302,12 +298,12 @@ def test_dry_run_does_not_use_the_request_budget(stub, tmp_path):
         client.run(requests_for(4, "x"))
 
 
-def test_requests_that_failed_in_every_round_are_retried_by_a_rerun(tmp_path):
+def test_requests_that_failed_in_every_round_are_retried_by_a_rerun(tmp_path, openai_stub):
     answers = iter(["not json", "not json", json.dumps({"accept": True})])
-    with StubOpenAI(KEY, responder=lambda body: next(answers)) as stub:
-        client = LLMClient(settings(stub, mode="batch", batch_max_resubmits=1), tmp_path, api_key=KEY)
-        first = client.run(requests_for(1), desc="flaky")
-        assert not first[0].ok and stub.counts["POST /v1/batches"] == 2  # sent, then resubmitted once
-        second = client.run(requests_for(1), desc="flaky")
-        assert second[0].ok and stub.counts["POST /v1/batches"] == 3
+    stub = openai_stub(KEY, responder=lambda body: next(answers))
+    client = LLMClient(settings(stub, mode="batch", batch_max_resubmits=1), tmp_path, api_key=KEY)
+    first = client.run(requests_for(1), desc="flaky")
+    assert not first[0].ok and stub.counts["POST /v1/batches"] == 2  # sent, then resubmitted once
+    second = client.run(requests_for(1), desc="flaky")
+    assert second[0].ok and stub.counts["POST /v1/batches"] == 3
     assert Path(client.last_report.batch_dir).name.endswith("-2")

@@ -101,9 +101,7 @@ async def _stdio_session(root: Path, indexes: Path, stub_url: str) -> dict:
     return seen
 
 
-def test_stdio_lists_four_tools_and_answers_each_with_structured_content(built):
-    from openai_stub_server import StubOpenAI
-
+def test_stdio_lists_four_tools_and_answers_each_with_structured_content(built, openai_stub):
     root, indexes = built
     asked = []
 
@@ -111,8 +109,8 @@ def test_stdio_lists_four_tools_and_answers_each_with_structured_content(built):
         asked.append(body)
         return json.dumps({"ranking": [3, 2, 1]})
 
-    with StubOpenAI(STUB_KEY, responder=answer) as stub:
-        seen = asyncio.run(asyncio.wait_for(_stdio_session(root, indexes, stub.base_url), 240))
+    stub = openai_stub(STUB_KEY, responder=answer)
+    seen = asyncio.run(asyncio.wait_for(_stdio_session(root, indexes, stub.base_url), 240))
 
     tools = {tool.name: tool for tool in seen["tools"]}
     assert set(tools) == TOOLS

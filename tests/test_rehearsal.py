@@ -7,21 +7,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import rehearsal
+from scale import ReleaseShape, copy_of, generate, paragraph_pool
 
-from ratio_utils.config import REPO_ROOT
 from ratio_utils.corpora import IngestLog
 from ratio_utils.corpora.s2orc import S2orcReader
 from ratio_utils.io import write_parquet_atomic
-
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-import rehearsal  # noqa: E402
-from scale import ReleaseShape, copy_of, generate, paragraph_pool  # noqa: E402
 
 MINING_FIXTURES = Path(__file__).parent / "fixtures" / "mining"
 

@@ -8,8 +8,6 @@ import dataclasses
 import json
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -30,9 +28,6 @@ from ratio_utils.retrieval.rerank import (
 from ratio_utils.retrieval.runs import RunInfo, info_path, read_run, read_run_info, run_path, write_system_run
 from ratio_utils.schema import MOVES, Move
 from ratio_utils.stages.llm_rerank import LLMRerankStage
-
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_stub_server import StubOpenAI  # noqa: E402
 
 KEY = "fake-rerank-key-1234-SECRET"
 SYSTEM = "BM25-test"
@@ -149,17 +144,17 @@ def _live(cfg, stub) -> LLMRerankStage:
     return LLMRerankStage.from_config(cfg)
 
 
-def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup, monkeypatch):
+def test_live_run_reranks_sent_queries_counts_repairs_and_keeps_the_others(setup, monkeypatch, openai_stub):
     cfg, bench, outside = setup
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with StubOpenAI(KEY, responder=_responder) as stub:
-        stage = _live(cfg, stub)
-        plan = stage.plan().set_index("move")
-        assert plan.loc["address", "to_rerank"] == 2 and plan.loc["address", "not_sent_gold_outside_top_n"] == 1
-        assert plan["sent"].sum() == 0  # planned, not sent yet
-        assert plan["split"].eq("test").all()  # no silver split: the unfiltered test queries
-        summary = stage.run().set_index("move")
-        assert stub.counts["POST /v1/chat/completions"] == 7  # 2 + 2 + 3 queries sent, one request each
+    stub = openai_stub(KEY, responder=_responder)
+    stage = _live(cfg, stub)
+    plan = stage.plan().set_index("move")
+    assert plan.loc["address", "to_rerank"] == 2 and plan.loc["address", "not_sent_gold_outside_top_n"] == 1
+    assert plan["sent"].sum() == 0  # planned, not sent yet
+    assert plan["split"].eq("test").all()  # no silver split: the unfiltered test queries
+    summary = stage.run().set_index("move")
+    assert stub.counts["POST /v1/chat/completions"] == 7  # 2 + 2 + 3 queries sent, one request each
 
     assert summary["answered"].to_dict() == {"address": 2, "broaden": 2, "specify": 3}
     assert summary["sent"].sum() == 7 and summary["replayed"].sum() == 0 and summary["request_files"].sum() == 0
@@ -238,12 +233,12 @@ def test_offline_with_nothing_to_replay_writes_request_files_and_no_run_file(set
     assert "no answer" in summary.loc["address", "run file"]
 
 
-def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monkeypatch):
+def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monkeypatch, openai_stub):
     cfg, bench, _ = setup
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with StubOpenAI(KEY, responder=_responder) as stub:
-        live = _live(cfg, stub)
-        live.run()
+    stub = openai_stub(KEY, responder=_responder)
+    live = _live(cfg, stub)
+    live.run()
     # forget the recorded answers of every Specify request: those miss in replay
     entries = list((cfg.paths.root / "cache" / "llm" / "responses").rglob("*.json"))
     specify = [e for e in entries if json.loads(e.read_text())["meta"]["move"] == "specify"]
@@ -277,13 +272,13 @@ def test_partial_replay_counts_misses_and_names_the_answering_model(setup, monke
     assert re.search(r"4 reranking request\(s\) had no answer", notes)
 
 
-def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
+def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch, openai_stub):
     cfg, _, _ = setup
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with StubOpenAI(KEY, responder=_responder) as stub:
-        cfg.sections["llm"] = {"model": "rerank-model", "base_url": stub.base_url, "mode": "dry_run"}
-        summary = LLMRerankStage.from_config(cfg).run()
-        assert stub.total_requests == 0
+    stub = openai_stub(KEY, responder=_responder)
+    cfg.sections["llm"] = {"model": "rerank-model", "base_url": stub.base_url, "mode": "dry_run"}
+    summary = LLMRerankStage.from_config(cfg).run()
+    assert stub.total_requests == 0
     assert summary["missing"].sum() == 7 and summary["replay_misses"].sum() == 0
     assert summary["sent"].sum() == 0 and summary["request_files"].sum() == 7
     report = json.loads(cfg.paths.rerank_report.read_text())
@@ -292,7 +287,7 @@ def test_dry_run_mode_sends_nothing_even_with_a_key(setup, monkeypatch):
     assert not (cfg.paths.retrieval_runs / "BM25-test_+_rerank").exists()
 
 
-def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(setup, monkeypatch):
+def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(setup, monkeypatch, openai_stub):
     cfg, bench, outside = setup
     cfg.sections["rerank"]["max_queries"] = 2  # of Address 3, Broaden 2, Specify 3 queries
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -302,9 +297,9 @@ def test_max_queries_sends_a_seeded_sample_per_move_and_the_run_covers_only_it(s
         sent.append(_query_of(body))
         return json.dumps({"ranking": [5, 4]})
 
-    with StubOpenAI(KEY, responder=responder) as stub:
-        summary = _live(cfg, stub).run().set_index("move")
-        assert stub.counts["POST /v1/chat/completions"] == len(sent)
+    stub = openai_stub(KEY, responder=responder)
+    summary = _live(cfg, stub).run().set_index("move")
+    assert stub.counts["POST /v1/chat/completions"] == len(sent)
     assert summary["queries"].to_dict() == {"address": 2, "broaden": 2, "specify": 2}
     assert len(sent) == len(set(sent)) == summary["sent"].sum()
     samples = {}

@@ -194,15 +194,11 @@ def test_embedding_cache_second_run_encodes_nothing(tiny_benchmark, minilm, tmp_
 
 
 def test_embeddings_read_from_an_earlier_notebooks_cache_are_recorded_as_reused(tiny_benchmark, tmp_path, monkeypatch):
-    import sys
-    from pathlib import Path
+    from fake_encoder import FakeEncoder
 
     from ratio_utils.pipeline import RUN_DIR_ENV
     from ratio_utils.publish import run_records
     from ratio_utils.retrieval.dense import EmbeddingCache
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from fake_encoder import FakeEncoder
 
     bench = load_benchmark(tiny_benchmark)
     queries = bench.eval_set("address", "test").queries

@@ -339,9 +339,7 @@ def _first_stage(fixture_index, statement="How can parsers avoid overfitting?"):
     return search.search_index(statement, "address", FakeEncoder(), index, "query: ", top=5), index
 
 
-def test_rerank_sends_notebook_10s_request_and_applies_its_order(cfg, fixture_index, llm_env):
-    from openai_stub_server import StubOpenAI
-
+def test_rerank_sends_notebook_10s_request_and_applies_its_order(cfg, fixture_index, llm_env, openai_stub):
     from ratio_utils.apps.search_rerank import SearchReranker
     from ratio_utils.param_sections import RerankParams
     from ratio_utils.retrieval.rerank import load_rerank_prompt, rerank_request
@@ -354,14 +352,14 @@ def test_rerank_sends_notebook_10s_request_and_applies_its_order(cfg, fixture_in
         bodies.append(body)
         return json.dumps({"ranking": [3, "1", 3, 9]})  # a numeric string, a duplicate, one out of range, too few
 
-    with StubOpenAI(STUB_KEY, responder=answer) as stub:
-        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
-        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
-        reranker = SearchReranker(cfg, max_retries=0)
-        hits, outcome = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
-        assert stub.counts["POST /v1/chat/completions"] == 1
-        again, cached = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
-        assert stub.counts["POST /v1/chat/completions"] == 1 and cached.cached  # the on-disk answer cache
+    stub = openai_stub(STUB_KEY, responder=answer)
+    llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+    llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+    reranker = SearchReranker(cfg, max_retries=0)
+    hits, outcome = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
+    assert stub.counts["POST /v1/chat/completions"] == 1
+    again, cached = search.search_and_rerank(statement, "address", FakeEncoder(), index, "query: ", 5, reranker)
+    assert stub.counts["POST /v1/chat/completions"] == 1 and cached.cached  # the on-disk answer cache
     params = cfg.section("rerank", RerankParams)
     expected = rerank_request("x", load_rerank_prompt(cfg.paths.from_params(params.prompts_dir), Move.ADDRESS,
                                                       params.prompt, params.k),
@@ -374,10 +372,9 @@ def test_rerank_sends_notebook_10s_request_and_applies_its_order(cfg, fixture_in
     assert list(again["docid"]) == list(hits["docid"])
 
 
-def test_rerank_says_unavailable_without_a_key_and_failed_on_a_bad_answer_or_timeout(cfg, fixture_index, llm_env):
+def test_rerank_says_unavailable_without_a_key_and_failed_on_a_bad_answer_or_timeout(cfg, fixture_index, llm_env,
+                                                                                     openai_stub):
     import time
-
-    from openai_stub_server import StubOpenAI
 
     from ratio_utils.apps.search_rerank import SearchReranker
 
@@ -385,26 +382,24 @@ def test_rerank_says_unavailable_without_a_key_and_failed_on_a_bad_answer_or_tim
     outcome_hits, outcome = SearchReranker(cfg).rerank("How can parsers avoid overfitting?", "address", first)
     assert outcome.status == "unavailable" and "no API key in $OPENAI_API_KEY" in outcome.message
     assert list(outcome_hits["docid"]) == list(first["docid"])  # the first-stage order, said so
-    with StubOpenAI(STUB_KEY, responder=lambda body: "this is not json") as stub:
-        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
-        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
-        hits, outcome = SearchReranker(cfg, max_retries=0).rerank("Parsers overfit.", "address", first)
+    stub = openai_stub(STUB_KEY, responder=lambda body: "this is not json")
+    llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+    llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+    hits, outcome = SearchReranker(cfg, max_retries=0).rerank("Parsers overfit.", "address", first)
     assert outcome.status == "unusable_answer" and "not valid JSON" in outcome.message
     assert list(hits["docid"]) == list(first["docid"])
-    with StubOpenAI(STUB_KEY, responder=lambda body: time.sleep(2) or json.dumps({"ranking": [2]})) as stub:
-        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
-        started = time.perf_counter()
-        hits, outcome = SearchReranker(cfg, timeout_s=0.3, max_retries=0).rerank("Slow parsers.", "address", first)
-        assert time.perf_counter() - started < 1.9
+    stub = openai_stub(STUB_KEY, responder=lambda body: time.sleep(2) or json.dumps({"ranking": [2]}))
+    llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+    started = time.perf_counter()
+    hits, outcome = SearchReranker(cfg, timeout_s=0.3, max_retries=0).rerank("Slow parsers.", "address", first)
+    assert time.perf_counter() - started < 1.9
     assert outcome.status == "failed" and "Timeout" in outcome.message and "first-stage order" in outcome.message
     assert list(hits["docid"]) == list(first["docid"])
 
 
 @pytest.mark.models
 def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tmp_path, corpus_tables, capsys,
-                                                                         llm_env):
-    from openai_stub_server import StubOpenAI
-
+                                                                         llm_env, openai_stub):
     sentences, papers = corpus_tables
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -421,10 +416,10 @@ def test_cli_query_rerank_through_the_stub_and_unavailable_without_a_key(cfg, tm
     assert search.main(args + ["--rerank"]) == 0
     out = capsys.readouterr().out
     assert "rerank: reranking is unavailable (no API key in $OPENAI_API_KEY" in out
-    with StubOpenAI(STUB_KEY, responder=_ranking_answer([3, 1, 2])) as stub:
-        llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
-        llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
-        assert search.main(args + ["--rerank", "--json"]) == 0
+    stub = openai_stub(STUB_KEY, responder=_ranking_answer([3, 1, 2]))
+    llm_env.setenv("OPENAI_API_KEY", STUB_KEY)
+    llm_env.setenv("OPENAI_BASE_URL", stub.base_url)
+    assert search.main(args + ["--rerank", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["rerank"]["status"] == "reranked" and payload["rerank"]["reranker"] == "gpt-5-mini"
     order = [r["docid"] for r in first["results"]]
