@@ -421,6 +421,10 @@ def test_pool_size_stage_on_the_tiny_benchmark(cfg, bench):
     for ax in figure.axes:
         assert ax.get_xscale() == "log"
         assert any(list(line.get_xdata()) == [pool_size.PAPER_TEST_POOL] * 2 for line in ax.get_lines())
+    figure.canvas.draw()
+    (legend,) = figure.legends  # one legend for both panels, beside them: it covers no line and no footer
+    assert not any(legend.get_window_extent().overlaps(ax.get_window_extent()) for ax in figure.axes)
+    assert len(legend.get_texts()) == rows.loc[rows["Move"] == "address", "System"].nunique()
     plt.close(figure)
 
 

@@ -475,9 +475,10 @@ def draw_pool_size_figure(points: pd.DataFrame, move: str, query_set: str):
         ax.set_xlim(right=PAPER_TEST_POOL * 1.6)
         ax.set_xlabel("candidates in the test pool (log scale)")
         ax.set_ylabel(f"{metric} (%)")
-    # inside the last panel, right of our largest pool and below the paper's mark (empty there by construction), so
-    # it never covers the footer save_figure adds below the panels
-    axes[-1].legend(loc="center right", fontsize=7, framealpha=0.9)
+    # right of the panels (save_figure crops to what is drawn), so it covers no line however many systems there
+    # are, nor the footer save_figure adds below the panels
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
+               frameon=False)
     fig.suptitle(f"{move.capitalize()}: scores as the test pool's distractors are subsampled ({query_set}, N={n}"
                  f"{DAGGER if stats.is_indicative(n) else ''}; bars: 95% bootstrap intervals; dashed: bounds where "
                  "the stored top-k cannot decide; no extrapolation)", fontsize=8)
